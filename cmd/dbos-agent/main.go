@@ -1,0 +1,52 @@
+// Command dbos-agent is the per-host DBOS agent and its operator CLI.
+//
+// Each subcommand parses its flags and hands over to the packages that do
+// the work (sysdb, agent); nothing here knows SQL.
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"github.com/spf13/cobra"
+
+	"github.com/dbos-agent/dbos-agent/sysdb"
+)
+
+// version is set at build time with -ldflags "-X main.version=...".
+var version = "dev"
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if err := newRootCommand().ExecuteContext(ctx); err != nil {
+		// One line, never a password: URLs in driver errors are redacted.
+		fmt.Fprintln(os.Stderr, "dbos-agent: "+sysdb.Redact(err.Error()))
+		os.Exit(1)
+	}
+}
+
+func newRootCommand() *cobra.Command {
+	root := &cobra.Command{
+		Use:           "dbos-agent",
+		Short:         "Durable DBOS workflows for any language, served by a per-host agent",
+		SilenceUsage:  true,
+		SilenceErrors: true,
+	}
+	root.AddCommand(newMigrateCommand(), newVersionCommand())
+	return root
+}
+
+func newVersionCommand() *cobra.Command {
+	return &cobra.Command{
+		Use:   "version",
+		Short: "Print the agent's version and the system schema version it targets",
+		Args:  cobra.NoArgs,
+		Run: func(cmd *cobra.Command, _ []string) {
+			fmt.Fprintf(cmd.OutOrStdout(), "dbos-agent %s (system schema %d)\n", version, sysdb.LatestSchemaVersion)
+		},
+	}
+}

@@ -1,0 +1,43 @@
+package main
+
+import (
+	"fmt"
+
+	"github.com/spf13/cobra"
+
+	"github.com/dbos-agent/dbos-agent/sysdb"
+)
+
+func newMigrateCommand() *cobra.Command {
+	var db databaseFlags
+	cmd := &cobra.Command{
+		Use:   "migrate",
+		Short: "Create or upgrade the DBOS system database and print its schema version",
+		Long: "Creates the database and the DBOS system schema when missing and brings it to the\n" +
+			"cross-SDK schema version this agent targets. A database at that version or newer\n" +
+			"(migrated by any DBOS SDK) is left as it is.",
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			url, schema, err := db.resolve()
+			if err != nil {
+				return err
+			}
+			res, err := sysdb.Migrate(cmd.Context(), url, sysdb.MigrateOptions{Schema: schema})
+			if err != nil {
+				return err
+			}
+			out := cmd.OutOrStdout()
+			switch {
+			case res.From == res.To:
+				fmt.Fprintf(out, "system schema %q is at version %d (up to date)\n", schema, res.To)
+			case res.From == 0:
+				fmt.Fprintf(out, "system schema %q created at version %d\n", schema, res.To)
+			default:
+				fmt.Fprintf(out, "system schema %q migrated from version %d to %d\n", schema, res.From, res.To)
+			}
+			return nil
+		},
+	}
+	db.register(cmd)
+	return cmd
+}

@@ -1,0 +1,992 @@
+package sysdb
+
+import (
+	"context"
+	_ "embed"
+	"errors"
+	"fmt"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"go.uber.org/zap"
+)
+
+//go:embed postgres_queries.sql
+var postgresQueriesSQL string
+
+// PostgresOptions configures a Postgres system database.
+type PostgresOptions struct {
+	// Schema holds the system tables; empty means DefaultSchema.
+	Schema string
+	// MaxConns caps the pool; 0 means pgx's default (4 per CPU, at least 4).
+	MaxConns int32
+	// Logger receives warnings about retried connection failures; nil
+	// means none.
+	Logger *zap.Logger
+	// SkipMigrations opens a database someone else migrated; the schema
+	// version is still checked.
+	SkipMigrations bool
+	// ApplicationName tags the pool's connections (pg_stat_activity).
+	ConnectionLabel string
+	// RetryFor bounds how long an operation retries connection failures
+	// before giving up; 0 means one minute.
+	RetryFor time.Duration
+}
+
+// Postgres is the SystemDatabase on PostgreSQL through pgx/v5.
+type Postgres struct {
+	pool     *pgxpool.Pool
+	schema   string
+	q        map[string]string
+	log      *zap.Logger
+	retryFor time.Duration
+}
+
+var _ SystemDatabase = (*Postgres)(nil)
+
+// OpenPostgres migrates (unless told not to) and connects to the system
+// database at databaseURL.
+func OpenPostgres(ctx context.Context, databaseURL string, opts PostgresOptions) (*Postgres, error) {
+	schema := opts.Schema
+	if schema == "" {
+		schema = DefaultSchema
+	}
+	log := opts.Logger
+	if log == nil {
+		log = zap.NewNop()
+	}
+	cfg, err := pgxpool.ParseConfig(databaseURL)
+	if err != nil {
+		return nil, &ConfigError{Reason: "invalid database URL", Err: redactErr(err)}
+	}
+	if opts.MaxConns > 0 {
+		cfg.MaxConns = opts.MaxConns
+	}
+	label := opts.ConnectionLabel
+	if label == "" {
+		label = "dbos-agent"
+	}
+	cfg.ConnConfig.RuntimeParams["application_name"] = label
+
+	if !opts.SkipMigrations {
+		if _, err := Migrate(ctx, databaseURL, MigrateOptions{Schema: schema, Logger: log}); err != nil {
+			return nil, err
+		}
+	}
+
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	if err != nil {
+		return nil, fmt.Errorf("open pool for %s: %w", describeTarget(cfg.ConnConfig), redactErr(err))
+	}
+	p := &Postgres{
+		pool:     pool,
+		schema:   schema,
+		q:        renderQueries(postgresQueriesSQL, pgx.Identifier{schema}.Sanitize()),
+		log:      log,
+		retryFor: opts.RetryFor,
+	}
+	if p.retryFor == 0 {
+		p.retryFor = time.Minute
+	}
+	if opts.SkipMigrations {
+		var version int64
+		err := p.retry(ctx, "check schema version", func(ctx context.Context) error {
+			conn, err := pool.Acquire(ctx)
+			if err != nil {
+				return err
+			}
+			defer conn.Release()
+			version, err = schemaVersion(ctx, conn.Conn(), schema)
+			return err
+		})
+		if err != nil {
+			pool.Close()
+			return nil, err
+		}
+		if version < LatestSchemaVersion {
+			pool.Close()
+			return nil, fmt.Errorf("system database schema %q is at version %d, this agent needs %d: run `dbos-agent migrate`",
+				schema, version, LatestSchemaVersion)
+		}
+	}
+	return p, nil
+}
+
+// Schema is the schema holding the system tables.
+func (p *Postgres) Schema() string { return p.schema }
+
+// Close releases the pool.
+func (p *Postgres) Close() { p.pool.Close() }
+
+// renderQueries splits the named statements of a queries file and fills in
+// the schema.
+func renderQueries(text, quotedSchema string) map[string]string {
+	out := map[string]string{}
+	var name string
+	var body strings.Builder
+	flush := func() {
+		if name != "" {
+			out[name] = strings.ReplaceAll(strings.TrimSpace(body.String()), "{{schema}}", quotedSchema)
+		}
+		body.Reset()
+	}
+	for _, line := range strings.Split(text, "\n") {
+		if rest, ok := strings.CutPrefix(line, "-- name: "); ok {
+			flush()
+			name = strings.TrimSpace(rest)
+			continue
+		}
+		if strings.HasPrefix(strings.TrimSpace(line), "--") {
+			continue
+		}
+		body.WriteString(line)
+		body.WriteByte('\n')
+	}
+	flush()
+	return out
+}
+
+func (p *Postgres) sql(name string) string {
+	s, ok := p.q[name]
+	if !ok {
+		panic("sysdb: no query named " + name)
+	}
+	return s
+}
+
+func (p *Postgres) table(name string) string {
+	return pgx.Identifier{p.schema, name}.Sanitize()
+}
+
+// retry runs op until it succeeds, fails with an error that is not a
+// connection failure, or the retry window (or ctx) ends. Every operation
+// passed here is safe to repeat: inserts are idempotent on their keys, and a
+// write whose commit acknowledgement was lost is recognised on the retry.
+func (p *Postgres) retry(ctx context.Context, what string, op func(context.Context) error) error {
+	deadline := time.Now().Add(p.retryFor)
+	backoff := 50 * time.Millisecond
+	for {
+		err := op(ctx)
+		if err == nil || !IsConnectionError(err) || ctx.Err() != nil {
+			if err != nil {
+				return fmt.Errorf("%s: %w", what, redactErr(err))
+			}
+			return nil
+		}
+		if time.Now().Add(backoff).After(deadline) {
+			return fmt.Errorf("%s: database unreachable for %s: %w", what, p.retryFor, redactErr(err))
+		}
+		p.log.Warn("system database connection failed, retrying",
+			zap.String("operation", what), zap.Duration("backoff", backoff), zap.Error(redactErr(err)))
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("%s: %w", what, errors.Join(ctx.Err(), redactErr(err)))
+		case <-time.After(backoff):
+		}
+		backoff = min(backoff*2, 2*time.Second)
+	}
+}
+
+// WorkflowInsert implements SystemDatabase.
+func (p *Postgres) WorkflowInsert(ctx context.Context, in WorkflowInsertParams) (WorkflowInsertResult, error) {
+	if in.ID == "" || in.Name == "" {
+		return WorkflowInsertResult{}, errors.New("workflow insert: id and name are required")
+	}
+	switch in.Status {
+	case StatusPending, StatusEnqueued, StatusDelayed:
+	default:
+		return WorkflowInsertResult{}, fmt.Errorf("workflow insert: status must be PENDING, ENQUEUED or DELAYED, not %q", in.Status)
+	}
+	if in.CreatorXID == "" {
+		return WorkflowInsertResult{}, errors.New("workflow insert: a creator token is required")
+	}
+	var res WorkflowInsertResult
+	err := p.retry(ctx, "insert workflow "+in.ID, func(ctx context.Context) error {
+		return pgx.BeginFunc(ctx, p.pool, func(tx pgx.Tx) error {
+			var className, configName, creator *string
+			err := tx.QueryRow(ctx, p.sql("WorkflowInsert"),
+				in.ID, in.Status, in.Name, in.ClassName, in.ConfigName,
+				in.QueueName, in.QueuePartitionKey, in.DeduplicationID, in.Priority,
+				in.AuthenticatedUser, in.AssumedRole, in.AuthenticatedRoles,
+				in.ExecutorID, in.ApplicationVersion, in.ApplicationID, in.ApplicationName,
+				in.TimeoutMS, in.DeadlineEpochMS, in.DelayUntilEpochMS,
+				in.ParentWorkflowID, in.Attributes, in.ScheduleName,
+				in.DebounceDeadline, in.IsDebounced, in.Serialization,
+				in.CreatorXID,
+			).Scan(&res.Status, &res.Name, &className, &configName, &res.QueueName, &res.QueuePartitionKey,
+				&res.TimeoutMS, &res.DeadlineEpochMS, &res.OwnerXID, &creator)
+			if err != nil {
+				var pgErr *pgconn.PgError
+				if errors.As(err, &pgErr) && pgErr.Code == "23505" {
+					return &DeduplicatedError{WorkflowID: in.ID, QueueName: deref(in.QueueName), DeduplicationID: deref(in.DeduplicationID)}
+				}
+				return err
+			}
+			res.Created = creator != nil && *creator == in.CreatorXID
+			if !res.Created {
+				if reason := insertConflict(in, res, className, configName); reason != "" {
+					return &ConflictingWorkflowError{WorkflowID: in.ID, Reason: reason}
+				}
+				return nil // the existing row stands; its inputs are already stored
+			}
+			_, err = tx.Exec(ctx, p.sql("WorkflowInputInsert"), in.ID, in.Inputs)
+			return err
+		})
+	})
+	if err != nil {
+		return WorkflowInsertResult{}, err
+	}
+	return res, nil
+}
+
+// insertConflict says how an existing row differs from an insert request in
+// what identifies the workflow's code, or "" when it does not.
+func insertConflict(in WorkflowInsertParams, stored WorkflowInsertResult, className, configName *string) string {
+	switch {
+	case stored.Name != in.Name:
+		return fmt.Sprintf("stored name %q, requested %q", stored.Name, in.Name)
+	case in.ClassName != nil && deref(className) != *in.ClassName:
+		return fmt.Sprintf("stored class %q, requested %q", deref(className), *in.ClassName)
+	case in.ConfigName != nil && deref(configName) != *in.ConfigName:
+		return fmt.Sprintf("stored config %q, requested %q", deref(configName), *in.ConfigName)
+	case in.QueueName != nil && stored.QueueName != nil && *stored.QueueName != *in.QueueName:
+		return fmt.Sprintf("stored queue %q, requested %q", *stored.QueueName, *in.QueueName)
+	}
+	return ""
+}
+
+// workflowColumns are read for every listed workflow, in scanWorkflow's order.
+var workflowColumns = []string{
+	"w.workflow_uuid", "w.status", "w.name", "w.class_name", "w.config_name",
+	"w.queue_name", "w.queue_partition_key", "w.deduplication_id", "w.priority",
+	"w.authenticated_user", "w.assumed_role", "w.authenticated_roles",
+	"w.executor_id", "w.application_version", "w.application_id", "w.application_name",
+	"w.created_at", "w.updated_at", "w.started_at_epoch_ms", "w.completed_at",
+	"w.recovery_attempts", "w.workflow_timeout_ms", "w.workflow_deadline_epoch_ms", "w.delay_until_epoch_ms",
+	"w.forked_from", "w.was_forked_from", "w.parent_workflow_id", "w.owner_xid", "w.creator_xid",
+	"w.rate_limited", "w.attributes::text", "w.schedule_name", "w.debounce_deadline_epoch_ms", "w.is_debounced",
+	"w.serialization",
+}
+
+func (p *Postgres) selectWorkflows(loadInputs, loadOutputs bool) string {
+	cols := append([]string(nil), workflowColumns...)
+	from := p.table("workflow_status") + " AS w"
+	// COALESCE: rows written before the payload tables existed keep their
+	// payloads on workflow_status.
+	if loadInputs {
+		cols = append(cols, "COALESCE(i.inputs, w.inputs)")
+		from += " LEFT JOIN " + p.table("workflow_input") + " AS i ON i.workflow_uuid = w.workflow_uuid"
+	}
+	if loadOutputs {
+		cols = append(cols, "COALESCE(o.output, w.output)", "COALESCE(o.error, w.error)")
+		from += " LEFT JOIN " + p.table("workflow_output") + " AS o ON o.workflow_uuid = w.workflow_uuid"
+	}
+	return "SELECT " + strings.Join(cols, ", ") + " FROM " + from
+}
+
+func scanWorkflow(row pgx.Row, loadInputs, loadOutputs bool) (Workflow, error) {
+	var w Workflow
+	var name *string
+	dest := []any{
+		&w.ID, &w.Status, &name, &w.ClassName, &w.ConfigName,
+		&w.QueueName, &w.QueuePartitionKey, &w.DeduplicationID, &w.Priority,
+		&w.AuthenticatedUser, &w.AssumedRole, &w.AuthenticatedRoles,
+		&w.ExecutorID, &w.ApplicationVersion, &w.ApplicationID, &w.ApplicationName,
+		&w.CreatedAt, &w.UpdatedAt, &w.StartedAt, &w.CompletedAt,
+		&w.RecoveryAttempts, &w.TimeoutMS, &w.DeadlineEpochMS, &w.DelayUntilEpochMS,
+		&w.ForkedFrom, &w.WasForkedFrom, &w.ParentWorkflowID, &w.OwnerXID, &w.CreatorXID,
+		&w.RateLimited, &w.Attributes, &w.ScheduleName, &w.DebounceDeadline, &w.IsDebounced,
+		&w.Serialization,
+	}
+	var recoveryAttempts *int64
+	dest[20] = &recoveryAttempts
+	var status *string
+	dest[1] = &status
+	if loadInputs {
+		dest = append(dest, &w.Inputs)
+	}
+	if loadOutputs {
+		dest = append(dest, &w.Output, &w.Error)
+	}
+	if err := row.Scan(dest...); err != nil {
+		return Workflow{}, err
+	}
+	w.Name = deref(name)
+	w.Status = deref(status)
+	if recoveryAttempts != nil {
+		w.RecoveryAttempts = *recoveryAttempts
+	}
+	w.PayloadsLoaded = loadInputs && loadOutputs
+	return w, nil
+}
+
+// WorkflowGet implements SystemDatabase.
+func (p *Postgres) WorkflowGet(ctx context.Context, workflowID string) (Workflow, error) {
+	var w Workflow
+	err := p.retry(ctx, "get workflow "+workflowID, func(ctx context.Context) error {
+		var err error
+		w, err = scanWorkflow(p.pool.QueryRow(ctx, p.selectWorkflows(true, true)+" WHERE w.workflow_uuid = $1", workflowID), true, true)
+		return err
+	})
+	if errors.Is(err, pgx.ErrNoRows) {
+		return Workflow{}, &NotFoundError{WorkflowID: workflowID}
+	}
+	return w, err
+}
+
+// WorkflowList implements SystemDatabase.
+func (p *Postgres) WorkflowList(ctx context.Context, in WorkflowListParams) ([]Workflow, error) {
+	var where []string
+	var args []any
+	arg := func(v any) string {
+		args = append(args, v)
+		return "$" + strconv.Itoa(len(args))
+	}
+	anyOf := func(column string, values []string) {
+		if len(values) > 0 {
+			where = append(where, column+" = ANY("+arg(values)+")")
+		}
+	}
+	anyOf("w.workflow_uuid", in.WorkflowIDs)
+	anyOf("w.status", in.Statuses)
+	anyOf("w.name", in.Names)
+	anyOf("w.queue_name", in.QueueNames)
+	anyOf("w.executor_id", in.ExecutorIDs)
+	anyOf("w.application_version", in.ApplicationVersion)
+	anyOf("w.authenticated_user", in.AuthenticatedUsers)
+	anyOf("w.parent_workflow_id", in.ParentWorkflowIDs)
+	anyOf("w.forked_from", in.ForkedFrom)
+	anyOf("w.deduplication_id", in.DeduplicationIDs)
+	anyOf("w.schedule_name", in.ScheduleNames)
+	if len(in.ApplicationNames) > 0 {
+		where = append(where, "(w.application_name = ANY("+arg(in.ApplicationNames)+") OR w.application_name IS NULL)")
+	}
+	if len(in.IDPrefixes) > 0 {
+		patterns := make([]string, len(in.IDPrefixes))
+		for i, prefix := range in.IDPrefixes {
+			patterns[i] = escapeLike(prefix) + "%"
+		}
+		where = append(where, "w.workflow_uuid LIKE ANY("+arg(patterns)+")")
+	}
+	if in.QueuesOnly {
+		where = append(where, "w.queue_name IS NOT NULL")
+	}
+	bound := func(column, op string, v *int64) {
+		if v != nil {
+			where = append(where, column+" "+op+" "+arg(*v))
+		}
+	}
+	bound("w.created_at", ">=", in.CreatedAfter)
+	bound("w.created_at", "<=", in.CreatedBefore)
+	bound("w.completed_at", ">=", in.CompletedAfter)
+	bound("w.completed_at", "<=", in.CompletedBefore)
+	bound("w.started_at_epoch_ms", ">=", in.StartedAfter)
+	bound("w.started_at_epoch_ms", "<=", in.StartedBefore)
+	isNull := func(column string, notNull *bool) {
+		if notNull == nil {
+			return
+		}
+		if *notNull {
+			where = append(where, column+" IS NOT NULL")
+		} else {
+			where = append(where, column+" IS NULL")
+		}
+	}
+	isNull("w.parent_workflow_id", in.HasParent)
+	isNull("w.forked_from", in.IsFork)
+
+	query := p.selectWorkflows(in.LoadInputs, in.LoadOutputs)
+	if len(where) > 0 {
+		query += " WHERE " + strings.Join(where, " AND ")
+	}
+	if in.SortDesc {
+		query += " ORDER BY w.created_at DESC, w.workflow_uuid DESC"
+	} else {
+		query += " ORDER BY w.created_at ASC, w.workflow_uuid ASC"
+	}
+	if in.Limit > 0 {
+		query += " LIMIT " + arg(in.Limit)
+	}
+	if in.Offset > 0 {
+		query += " OFFSET " + arg(in.Offset)
+	}
+	var out []Workflow
+	err := p.retry(ctx, "list workflows", func(ctx context.Context) error {
+		rows, err := p.pool.Query(ctx, query, args...)
+		if err != nil {
+			return err
+		}
+		out, err = pgx.CollectRows(rows, func(r pgx.CollectableRow) (Workflow, error) {
+			return scanWorkflow(r, in.LoadInputs, in.LoadOutputs)
+		})
+		return err
+	})
+	return out, err
+}
+
+func escapeLike(s string) string {
+	return strings.NewReplacer(`\`, `\\`, `%`, `\%`, `_`, `\_`).Replace(s)
+}
+
+// WorkflowChildren implements SystemDatabase.
+func (p *Postgres) WorkflowChildren(ctx context.Context, workflowID string) ([]string, error) {
+	var ids []string
+	err := p.retry(ctx, "list children of "+workflowID, func(ctx context.Context) error {
+		rows, err := p.pool.Query(ctx, p.sql("WorkflowChildren"), workflowID)
+		if err != nil {
+			return err
+		}
+		ids, err = pgx.CollectRows(rows, pgx.RowTo[string])
+		return err
+	})
+	return ids, err
+}
+
+// withDescendants returns ids followed by every descendant not already in it.
+func (p *Postgres) withDescendants(ctx context.Context, ids []string) ([]string, error) {
+	seen := make(map[string]bool, len(ids))
+	out := make([]string, 0, len(ids))
+	for _, id := range ids {
+		if !seen[id] {
+			seen[id] = true
+			out = append(out, id)
+		}
+	}
+	for _, id := range ids {
+		children, err := p.WorkflowChildren(ctx, id)
+		if err != nil {
+			return nil, err
+		}
+		for _, c := range children {
+			if !seen[c] {
+				seen[c] = true
+				out = append(out, c)
+			}
+		}
+	}
+	return out, nil
+}
+
+// WorkflowFinish implements SystemDatabase.
+func (p *Postgres) WorkflowFinish(ctx context.Context, in WorkflowFinishParams) (WorkflowFinishResult, error) {
+	if in.Status != StatusSuccess && in.Status != StatusError {
+		return WorkflowFinishResult{}, fmt.Errorf("finish workflow %s: status must be SUCCESS or ERROR, not %q", in.WorkflowID, in.Status)
+	}
+	var applied bool
+	err := p.retry(ctx, "finish workflow "+in.WorkflowID, func(ctx context.Context) error {
+		return pgx.BeginFunc(ctx, p.pool, func(tx pgx.Tx) error {
+			tag, err := tx.Exec(ctx, p.sql("WorkflowFinish"), in.WorkflowID, in.OwnerXID, in.Status)
+			if err != nil {
+				return err
+			}
+			applied = tag.RowsAffected() == 1
+			if !applied {
+				return nil
+			}
+			_, err = tx.Exec(ctx, p.sql("WorkflowOutputUpsert"), in.WorkflowID, in.Output, in.Error)
+			return err
+		})
+	})
+	if err != nil {
+		return WorkflowFinishResult{}, err
+	}
+	stored, err := p.WorkflowGet(ctx, in.WorkflowID)
+	if err != nil {
+		return WorkflowFinishResult{Applied: applied}, err
+	}
+	return WorkflowFinishResult{Applied: applied, Stored: stored}, nil
+}
+
+// WorkflowCancel implements SystemDatabase.
+func (p *Postgres) WorkflowCancel(ctx context.Context, in WorkflowCancelParams) ([]string, error) {
+	ids := in.WorkflowIDs
+	if in.IncludeChildren {
+		var err error
+		if ids, err = p.withDescendants(ctx, ids); err != nil {
+			return nil, err
+		}
+	}
+	if len(ids) == 0 {
+		return nil, nil
+	}
+	var owner *string
+	if in.OnlyIfOwnedByXID != "" {
+		owner = &in.OnlyIfOwnedByXID
+	}
+	return p.collectIDs(ctx, "cancel workflows", p.sql("WorkflowCancel"), ids, owner)
+}
+
+// WorkflowResume implements SystemDatabase.
+func (p *Postgres) WorkflowResume(ctx context.Context, in WorkflowResumeParams) ([]string, error) {
+	if len(in.WorkflowIDs) == 0 {
+		return nil, nil
+	}
+	queue := in.QueueName
+	if queue == "" {
+		queue = InternalQueueName
+	}
+	return p.collectIDs(ctx, "resume workflows", p.sql("WorkflowResume"), in.WorkflowIDs, queue)
+}
+
+// WorkflowDelete implements SystemDatabase.
+func (p *Postgres) WorkflowDelete(ctx context.Context, in WorkflowDeleteParams) error {
+	ids := in.WorkflowIDs
+	if in.IncludeChildren {
+		var err error
+		if ids, err = p.withDescendants(ctx, ids); err != nil {
+			return err
+		}
+	}
+	if len(ids) == 0 {
+		return nil
+	}
+	return p.retry(ctx, "delete workflows", func(ctx context.Context) error {
+		return pgx.BeginFunc(ctx, p.pool, func(tx pgx.Tx) error {
+			// The payload and step tables have no foreign key to
+			// workflow_status, so they are cleared explicitly.
+			for _, q := range []string{"WorkflowDeleteInputs", "WorkflowDeleteOutputs", "WorkflowDeleteSteps", "WorkflowDeleteStatus"} {
+				if _, err := tx.Exec(ctx, p.sql(q), ids); err != nil {
+					return err
+				}
+			}
+			return nil
+		})
+	})
+}
+
+// WorkflowRecover implements SystemDatabase.
+func (p *Postgres) WorkflowRecover(ctx context.Context, in WorkflowRecoverParams) ([]string, error) {
+	if len(in.ExecutorIDs) == 0 {
+		return nil, nil
+	}
+	return p.collectIDs(ctx, "recover workflows", p.sql("WorkflowRecover"),
+		in.ExecutorIDs, in.ApplicationVersion, InternalQueueName, in.ApplicationName)
+}
+
+// WorkflowRequeue implements SystemDatabase.
+func (p *Postgres) WorkflowRequeue(ctx context.Context, claims []WorkflowClaim) ([]string, error) {
+	if len(claims) == 0 {
+		return nil, nil
+	}
+	ids := make([]string, len(claims))
+	owners := make([]string, len(claims))
+	for i, c := range claims {
+		ids[i], owners[i] = c.WorkflowID, c.OwnerXID
+	}
+	return p.collectIDs(ctx, "requeue workflows", p.sql("WorkflowRequeue"), ids, owners, InternalQueueName)
+}
+
+// WorkflowDeadLetter implements SystemDatabase.
+func (p *Postgres) WorkflowDeadLetter(ctx context.Context, workflowIDs []string, minAttempts int64) ([]string, error) {
+	if len(workflowIDs) == 0 {
+		return nil, nil
+	}
+	return p.collectIDs(ctx, "dead-letter workflows", p.sql("WorkflowDeadLetter"), workflowIDs, minAttempts)
+}
+
+func (p *Postgres) collectIDs(ctx context.Context, what, query string, args ...any) ([]string, error) {
+	var ids []string
+	err := p.retry(ctx, what, func(ctx context.Context) error {
+		rows, err := p.pool.Query(ctx, query, args...)
+		if err != nil {
+			return err
+		}
+		ids, err = pgx.CollectRows(rows, pgx.RowTo[string])
+		return err
+	})
+	return ids, err
+}
+
+// StepRecord implements SystemDatabase.
+func (p *Postgres) StepRecord(ctx context.Context, step StepRecordParams) error {
+	results, err := p.StepRecordMany(ctx, []StepRecordParams{step})
+	if err != nil {
+		return err
+	}
+	return results[0]
+}
+
+type stepKey struct {
+	workflowID string
+	functionID int
+}
+
+// StepRecordMany implements SystemDatabase. One transaction: lock the
+// workflows' rows, insert the steps whose run still owns its workflow, then
+// classify the steps that met an existing record.
+func (p *Postgres) StepRecordMany(ctx context.Context, steps []StepRecordParams) ([]error, error) {
+	if len(steps) == 0 {
+		return nil, nil
+	}
+	var results []error
+	err := p.retry(ctx, "record steps", func(ctx context.Context) error {
+		results = make([]error, len(steps))
+		return pgx.BeginFunc(ctx, p.pool, func(tx pgx.Tx) error {
+			return p.recordSteps(ctx, tx, steps, results)
+		})
+	})
+	if err != nil {
+		return nil, err
+	}
+	return results, nil
+}
+
+func (p *Postgres) recordSteps(ctx context.Context, tx pgx.Tx, steps []StepRecordParams, results []error) error {
+	workflowIDs := make([]string, 0, len(steps))
+	seen := map[string]bool{}
+	for _, s := range steps {
+		if !seen[s.WorkflowID] {
+			seen[s.WorkflowID] = true
+			workflowIDs = append(workflowIDs, s.WorkflowID)
+		}
+	}
+	sort.Strings(workflowIDs)
+	rows, err := tx.Query(ctx, p.sql("StepOwnersLock"), workflowIDs)
+	if err != nil {
+		return err
+	}
+	owners := map[string]*string{}
+	var id string
+	var owner *string
+	_, err = pgx.ForEachRow(rows, []any{&id, &owner}, func() error {
+		owners[id] = owner
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+
+	n := len(steps)
+	cols := struct {
+		wf, name, out, errs, ser, child, app []*string
+		fid                                  []int32
+		started, completed                   []*int64
+	}{}
+	var pending []int // indexes of steps sent to the insert
+	firstAt := map[stepKey]int{}
+	for i, s := range steps {
+		current, exists := owners[s.WorkflowID]
+		if !exists {
+			results[i] = &NotFoundError{WorkflowID: s.WorkflowID}
+			continue
+		}
+		if current == nil || *current != s.OwnerXID {
+			results[i] = &FencedError{WorkflowID: s.WorkflowID}
+			continue
+		}
+		key := stepKey{s.WorkflowID, s.FunctionID}
+		if _, dup := firstAt[key]; dup {
+			continue // the same step twice in one batch: classified after the insert
+		}
+		firstAt[key] = i
+		pending = append(pending, i)
+		wf, name := s.WorkflowID, s.Name
+		cols.wf = append(cols.wf, &wf)
+		cols.fid = append(cols.fid, int32(s.FunctionID))
+		cols.name = append(cols.name, &name)
+		cols.out = append(cols.out, s.Output)
+		cols.errs = append(cols.errs, s.Error)
+		cols.ser = append(cols.ser, s.Serialization)
+		cols.child = append(cols.child, s.ChildWorkflowID)
+		cols.started = append(cols.started, s.StartedAt)
+		cols.completed = append(cols.completed, s.CompletedAt)
+		cols.app = append(cols.app, s.ApplicationName)
+	}
+	if len(pending) == 0 {
+		return nil
+	}
+	rows, err = tx.Query(ctx, p.sql("StepInsertMany"),
+		cols.wf, cols.fid, cols.name, cols.out, cols.errs, cols.ser,
+		cols.child, cols.started, cols.completed, cols.app)
+	if err != nil {
+		return err
+	}
+	inserted := map[stepKey]bool{}
+	var fid int32
+	_, err = pgx.ForEachRow(rows, []any{&id, &fid}, func() error {
+		inserted[stepKey{id, int(fid)}] = true
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+
+	// Steps that met an existing record (or repeat one of this batch) are
+	// compared with what is stored.
+	var conflictWF []string
+	var conflictFID []int32
+	for i := 0; i < n; i++ {
+		if results[i] != nil {
+			continue
+		}
+		key := stepKey{steps[i].WorkflowID, steps[i].FunctionID}
+		if inserted[key] && firstAt[key] == i {
+			continue
+		}
+		conflictWF = append(conflictWF, key.workflowID)
+		conflictFID = append(conflictFID, int32(key.functionID))
+	}
+	if len(conflictWF) == 0 {
+		return nil
+	}
+	rows, err = tx.Query(ctx, p.sql("StepGetMany"), conflictWF, conflictFID)
+	if err != nil {
+		return err
+	}
+	stored := map[stepKey]Step{}
+	var st Step
+	_, err = pgx.ForEachRow(rows, []any{&id, &fid, &st.Name, &st.Output, &st.Error, &st.Serialization,
+		&st.ChildWorkflowID, &st.StartedAt, &st.CompletedAt}, func() error {
+		st.FunctionID = int(fid)
+		stored[stepKey{id, int(fid)}] = st
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	for i := 0; i < n; i++ {
+		if results[i] != nil {
+			continue
+		}
+		s := steps[i]
+		key := stepKey{s.WorkflowID, s.FunctionID}
+		if inserted[key] && firstAt[key] == i {
+			continue
+		}
+		rec, ok := stored[key]
+		if !ok {
+			results[i] = fmt.Errorf("workflow %s step %d: conflicting record vanished", s.WorkflowID, s.FunctionID)
+			continue
+		}
+		results[i] = compareStep(s, rec)
+	}
+	return nil
+}
+
+// compareStep decides what an insert that met an existing record means: the
+// same content is this run's own earlier write (its acknowledgement lost),
+// another name is non-determinism, other content a conflict.
+func compareStep(s StepRecordParams, rec Step) error {
+	if rec.Name != s.Name {
+		return &UnexpectedStepError{WorkflowID: s.WorkflowID, FunctionID: s.FunctionID, Recorded: rec.Name, Attempted: s.Name}
+	}
+	same := deref(rec.Output) == deref(s.Output) &&
+		deref(rec.Error) == deref(s.Error) &&
+		deref(rec.Serialization) == deref(s.Serialization) &&
+		deref(rec.ChildWorkflowID) == deref(s.ChildWorkflowID)
+	if same {
+		return nil
+	}
+	return &StepConflictError{WorkflowID: s.WorkflowID, FunctionID: s.FunctionID}
+}
+
+// StepList implements SystemDatabase.
+func (p *Postgres) StepList(ctx context.Context, workflowID string) ([]Step, error) {
+	var steps []Step
+	err := p.retry(ctx, "list steps of "+workflowID, func(ctx context.Context) error {
+		rows, err := p.pool.Query(ctx, p.sql("StepList"), workflowID)
+		if err != nil {
+			return err
+		}
+		steps, err = pgx.CollectRows(rows, func(r pgx.CollectableRow) (Step, error) {
+			var s Step
+			var fid int32
+			err := r.Scan(&fid, &s.Name, &s.Output, &s.Error, &s.Serialization, &s.ChildWorkflowID, &s.StartedAt, &s.CompletedAt)
+			s.FunctionID = int(fid)
+			return s, err
+		})
+		return err
+	})
+	return steps, err
+}
+
+// QueueDequeue implements SystemDatabase.
+//
+// Limits shared by every executor (global concurrency, rate limit) are
+// counted and claimed at REPEATABLE READ with NOWAIT row locks, so two
+// executors cannot both fill the same free slots: the loser gets a lock or
+// serialization error and tries again at its next poll. Without shared
+// limits, READ COMMITTED with SKIP LOCKED lets executors claim disjoint rows
+// concurrently.
+func (p *Postgres) QueueDequeue(ctx context.Context, in QueueDequeueParams) ([]Workflow, error) {
+	lim := in.Limits
+	shared := lim.GlobalConcurrency != nil || lim.RateLimitMax != nil
+	claimLimit := -1 // unbounded
+	bound := func(n int) {
+		n = maxInt(n, 0)
+		if claimLimit < 0 || n < claimLimit {
+			claimLimit = n
+		}
+	}
+	if lim.WorkerConcurrency != nil {
+		bound(*lim.WorkerConcurrency - lim.LocalRunning)
+	}
+	if in.MaxClaim > 0 {
+		bound(in.MaxClaim)
+	}
+	if claimLimit == 0 {
+		return nil, nil
+	}
+	isolation := pgx.ReadCommitted
+	if shared {
+		isolation = pgx.RepeatableRead
+	}
+	var claimed []Workflow
+	err := p.retryDequeue(ctx, func(ctx context.Context) error {
+		claimed = nil
+		tx, err := p.pool.BeginTx(ctx, pgx.TxOptions{IsoLevel: isolation})
+		if err != nil {
+			return err
+		}
+		defer func() { _ = tx.Rollback(context.WithoutCancel(ctx)) }()
+		budget := claimLimit
+		boundBudget := func(n int) {
+			n = maxInt(n, 0)
+			if budget < 0 || n < budget {
+				budget = n
+			}
+		}
+		if lim.RateLimitMax != nil {
+			var recent int
+			if err := tx.QueryRow(ctx, p.sql("QueueRecentStarts"), in.QueueName, lim.RateLimitPeriod.Milliseconds(),
+				in.ApplicationName, in.PartitionKey).Scan(&recent); err != nil {
+				return err
+			}
+			boundBudget(*lim.RateLimitMax - recent)
+		}
+		if lim.GlobalConcurrency != nil {
+			var running int
+			if err := tx.QueryRow(ctx, p.sql("QueueRunningCount"), in.QueueName, in.ApplicationName, in.PartitionKey).Scan(&running); err != nil {
+				return err
+			}
+			boundBudget(*lim.GlobalConcurrency - running)
+		}
+		if budget == 0 {
+			return nil
+		}
+		// Unversioned rows belong to the latest version only.
+		var latest *string
+		if err := tx.QueryRow(ctx, p.sql("LatestApplicationVersion"), in.ApplicationName).Scan(&latest); err != nil && !errors.Is(err, pgx.ErrNoRows) {
+			return err
+		}
+		takesUnversioned := latest == nil || *latest == in.ApplicationVersion
+
+		var args []any
+		arg := func(v any) string {
+			args = append(args, v)
+			return "$" + strconv.Itoa(len(args))
+		}
+		q := "SELECT workflow_uuid FROM " + p.table("workflow_status") +
+			" WHERE queue_name = " + arg(in.QueueName) + " AND status = 'ENQUEUED'"
+		if takesUnversioned {
+			q += " AND (application_version = " + arg(in.ApplicationVersion) + " OR application_version IS NULL)"
+		} else {
+			q += " AND application_version = " + arg(in.ApplicationVersion)
+		}
+		if in.ApplicationName != nil {
+			q += " AND (application_name = " + arg(*in.ApplicationName) + " OR application_name IS NULL)"
+		}
+		if in.PartitionKey != "" {
+			q += " AND queue_partition_key = " + arg(in.PartitionKey)
+		}
+		q += " ORDER BY priority ASC, created_at ASC"
+		if shared {
+			q += " FOR UPDATE NOWAIT"
+		} else {
+			q += " FOR UPDATE SKIP LOCKED"
+		}
+		if budget > 0 {
+			q += " LIMIT " + arg(budget)
+		}
+		rows, err := tx.Query(ctx, q, args...)
+		if err != nil {
+			return err
+		}
+		candidates, err := pgx.CollectRows(rows, pgx.RowTo[string])
+		if err != nil {
+			return err
+		}
+		if len(candidates) == 0 {
+			return nil
+		}
+		rows, err = tx.Query(ctx, p.sql("QueueClaim"), candidates, in.ApplicationVersion, in.ExecutorID,
+			lim.RateLimitMax != nil, in.ApplicationName)
+		if err != nil {
+			return err
+		}
+		claimedIDs, err := pgx.CollectRows(rows, pgx.RowTo[string])
+		if err != nil {
+			return err
+		}
+		if len(claimedIDs) == 0 {
+			return nil
+		}
+		rows, err = tx.Query(ctx, p.selectWorkflows(true, false)+" WHERE w.workflow_uuid = ANY($1)", claimedIDs)
+		if err != nil {
+			return err
+		}
+		byID, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (Workflow, error) { return scanWorkflow(r, true, false) })
+		if err != nil {
+			return err
+		}
+		if err := tx.Commit(ctx); err != nil {
+			return err
+		}
+		// Dispatch in queue order.
+		index := map[string]Workflow{}
+		for _, w := range byID {
+			index[w.ID] = w
+		}
+		for _, id := range candidates {
+			if w, ok := index[id]; ok {
+				claimed = append(claimed, w)
+			}
+		}
+		return nil
+	})
+	return claimed, err
+}
+
+// retryDequeue retries a claim only when nothing can have been committed:
+// a connection that failed before the statement was sent. A claim whose
+// commit acknowledgement was lost is not repeated; recovery re-enqueues it.
+// Lock and serialization conflicts with another executor are not errors:
+// the next poll tries again.
+func (p *Postgres) retryDequeue(ctx context.Context, op func(context.Context) error) error {
+	err := p.retry(ctx, "dequeue", func(ctx context.Context) error {
+		err := op(ctx)
+		if err != nil && !pgconn.SafeToRetry(err) && IsConnectionError(err) {
+			return &nonRetryable{err}
+		}
+		return err
+	})
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) && (pgErr.Code == "55P03" || pgErr.Code == "40001" || pgErr.Code == "40P01") {
+		return nil
+	}
+	return err
+}
+
+// nonRetryable hides a connection error from retry's classification.
+type nonRetryable struct{ err error }
+
+func (e *nonRetryable) Error() string { return e.err.Error() }
+
+func maxInt(a, b int) int {
+	if a > b {
+		return a
+	}
+	return b
+}
+
+func deref(s *string) string {
+	if s == nil {
+		return ""
+	}
+	return *s
+}

@@ -1,0 +1,217 @@
+-- The fixed statements of the Postgres backend. Each starts with a
+-- "-- name: X" line; {{schema}} is replaced by the quoted schema name when the
+-- backend opens. Queries whose shape depends on the request (listing filters)
+-- are built in Go from the columns named here.
+
+-- name: WorkflowInsert
+-- On conflict the row is left as it is (the no-op update makes RETURNING
+-- report the stored row); the caller compares creator_xid to learn whether
+-- this request made it.
+INSERT INTO {{schema}}.workflow_status (
+    workflow_uuid, status, name, class_name, config_name,
+    queue_name, queue_partition_key, deduplication_id, priority,
+    authenticated_user, assumed_role, authenticated_roles,
+    executor_id, application_version, application_id, application_name,
+    created_at, updated_at, recovery_attempts,
+    workflow_timeout_ms, workflow_deadline_epoch_ms, delay_until_epoch_ms,
+    parent_workflow_id, attributes, schedule_name,
+    debounce_deadline_epoch_ms, is_debounced, serialization,
+    creator_xid, owner_xid
+) VALUES (
+    $1, $2, $3, $4, $5,
+    $6, $7, $8, $9,
+    $10, $11, $12,
+    $13, $14, $15, $16,
+    (EXTRACT(epoch FROM now()) * 1000)::bigint, (EXTRACT(epoch FROM now()) * 1000)::bigint,
+    CASE WHEN $2 = 'PENDING' THEN 1 ELSE 0 END,
+    $17, $18, $19,
+    $20, $21::jsonb, $22,
+    $23, $24, $25,
+    $26, CASE WHEN $2 = 'PENDING' THEN $26 END
+)
+ON CONFLICT (workflow_uuid) DO UPDATE SET creator_xid = workflow_status.creator_xid
+RETURNING status, name, class_name, config_name, queue_name, queue_partition_key,
+    workflow_timeout_ms, workflow_deadline_epoch_ms, owner_xid, creator_xid
+
+-- name: WorkflowInputInsert
+INSERT INTO {{schema}}.workflow_input (workflow_uuid, inputs)
+VALUES ($1, $2)
+ON CONFLICT (workflow_uuid) DO NOTHING
+
+-- name: WorkflowFinish
+UPDATE {{schema}}.workflow_status
+SET status = $3,
+    updated_at = (EXTRACT(epoch FROM now()) * 1000)::bigint,
+    completed_at = (EXTRACT(epoch FROM now()) * 1000)::bigint,
+    deduplication_id = NULL,
+    owner_xid = NULL
+WHERE workflow_uuid = $1 AND status = 'PENDING' AND owner_xid = $2
+
+-- name: WorkflowOutputUpsert
+-- Overwrites: an earlier run that was cancelled or dead-lettered may have left
+-- an outcome behind, and the winning run's outcome is the one that counts.
+INSERT INTO {{schema}}.workflow_output (workflow_uuid, output, error)
+VALUES ($1, $2, $3)
+ON CONFLICT (workflow_uuid) DO UPDATE SET output = EXCLUDED.output, error = EXCLUDED.error
+
+-- name: WorkflowCancel
+WITH existing AS (
+    SELECT workflow_uuid FROM {{schema}}.workflow_status WHERE workflow_uuid = ANY($1)
+), cancelled AS (
+    UPDATE {{schema}}.workflow_status
+    SET status = 'CANCELLED',
+        updated_at = (EXTRACT(epoch FROM now()) * 1000)::bigint,
+        completed_at = (EXTRACT(epoch FROM now()) * 1000)::bigint,
+        started_at_epoch_ms = NULL, queue_name = NULL, deduplication_id = NULL, owner_xid = NULL
+    WHERE workflow_uuid = ANY($1)
+      AND status NOT IN ('SUCCESS', 'ERROR', 'CANCELLED')
+      AND ($2::text IS NULL OR owner_xid = $2)
+    RETURNING workflow_uuid
+)
+SELECT workflow_uuid FROM existing
+
+-- name: WorkflowResume
+WITH existing AS (
+    SELECT workflow_uuid FROM {{schema}}.workflow_status WHERE workflow_uuid = ANY($1)
+), resumed AS (
+    UPDATE {{schema}}.workflow_status
+    SET status = 'ENQUEUED', queue_name = $2, recovery_attempts = 0,
+        workflow_deadline_epoch_ms = NULL, deduplication_id = NULL, owner_xid = NULL,
+        started_at_epoch_ms = NULL, completed_at = NULL,
+        updated_at = (EXTRACT(epoch FROM now()) * 1000)::bigint
+    WHERE workflow_uuid = ANY($1) AND status NOT IN ('SUCCESS', 'ERROR')
+    RETURNING workflow_uuid
+)
+SELECT workflow_uuid FROM existing
+
+-- name: WorkflowChildren
+-- Every descendant, breadth first by depth.
+WITH RECURSIVE descendants(workflow_uuid, depth) AS (
+    SELECT workflow_uuid, 1 FROM {{schema}}.workflow_status WHERE parent_workflow_id = $1
+    UNION
+    SELECT w.workflow_uuid, d.depth + 1
+    FROM {{schema}}.workflow_status w JOIN descendants d ON w.parent_workflow_id = d.workflow_uuid
+    WHERE d.depth < 10000
+)
+SELECT workflow_uuid FROM descendants GROUP BY workflow_uuid ORDER BY MIN(depth), workflow_uuid
+
+-- name: WorkflowDeleteInputs
+DELETE FROM {{schema}}.workflow_input WHERE workflow_uuid = ANY($1)
+
+-- name: WorkflowDeleteOutputs
+DELETE FROM {{schema}}.workflow_output WHERE workflow_uuid = ANY($1)
+
+-- name: WorkflowDeleteSteps
+DELETE FROM {{schema}}.operation_outputs WHERE workflow_uuid = ANY($1)
+
+-- name: WorkflowDeleteStatus
+-- Messages, events and streams cascade from workflow_status.
+DELETE FROM {{schema}}.workflow_status WHERE workflow_uuid = ANY($1)
+
+-- name: WorkflowRecover
+-- NULLIF: rows of old SDKs stored "no queue" as the empty string.
+UPDATE {{schema}}.workflow_status
+SET status = 'ENQUEUED', owner_xid = NULL, started_at_epoch_ms = NULL,
+    queue_name = COALESCE(NULLIF(queue_name, ''), $3),
+    updated_at = (EXTRACT(epoch FROM now()) * 1000)::bigint
+WHERE status = 'PENDING'
+  AND executor_id = ANY($1)
+  AND ($2::text = '' OR application_version = $2)
+  AND ($4::text IS NULL OR application_name = $4 OR application_name IS NULL)
+RETURNING workflow_uuid
+
+-- name: WorkflowRequeue
+UPDATE {{schema}}.workflow_status AS w
+SET status = 'ENQUEUED', owner_xid = NULL, started_at_epoch_ms = NULL,
+    queue_name = COALESCE(NULLIF(w.queue_name, ''), $3),
+    updated_at = (EXTRACT(epoch FROM now()) * 1000)::bigint
+FROM unnest($1::text[], $2::text[]) AS c(workflow_uuid, owner_xid)
+WHERE w.workflow_uuid = c.workflow_uuid AND w.owner_xid = c.owner_xid AND w.status = 'PENDING'
+RETURNING w.workflow_uuid
+
+-- name: WorkflowDeadLetter
+UPDATE {{schema}}.workflow_status
+SET status = 'MAX_RECOVERY_ATTEMPTS_EXCEEDED', deduplication_id = NULL, started_at_epoch_ms = NULL,
+    queue_name = NULL, owner_xid = NULL,
+    updated_at = (EXTRACT(epoch FROM now()) * 1000)::bigint,
+    completed_at = (EXTRACT(epoch FROM now()) * 1000)::bigint
+WHERE workflow_uuid = ANY($1) AND status = 'PENDING' AND recovery_attempts >= $2
+RETURNING workflow_uuid
+
+-- name: StepOwnersLock
+-- Locks the workflows of a batch in a fixed order (so concurrent batches
+-- cannot deadlock) against a concurrent finish, cancel or recovery, which all
+-- clear or change owner_xid.
+SELECT workflow_uuid, owner_xid FROM {{schema}}.workflow_status
+WHERE workflow_uuid = ANY($1)
+ORDER BY workflow_uuid
+FOR NO KEY UPDATE
+
+-- name: StepInsertMany
+INSERT INTO {{schema}}.operation_outputs (
+    workflow_uuid, function_id, function_name, output, error, serialization,
+    child_workflow_id, started_at_epoch_ms, completed_at_epoch_ms, application_name
+)
+SELECT * FROM unnest(
+    $1::text[], $2::int4[], $3::text[], $4::text[], $5::text[], $6::text[],
+    $7::text[], $8::int8[], $9::int8[], $10::text[]
+)
+ON CONFLICT (workflow_uuid, function_id) DO NOTHING
+RETURNING workflow_uuid, function_id
+
+-- name: StepGetMany
+SELECT o.workflow_uuid, o.function_id, o.function_name, o.output, o.error, o.serialization,
+       o.child_workflow_id, o.started_at_epoch_ms, o.completed_at_epoch_ms
+FROM {{schema}}.operation_outputs o
+JOIN unnest($1::text[], $2::int4[]) AS k(workflow_uuid, function_id)
+  ON o.workflow_uuid = k.workflow_uuid AND o.function_id = k.function_id
+
+-- name: StepList
+SELECT function_id, function_name, output, error, serialization, child_workflow_id,
+       started_at_epoch_ms, completed_at_epoch_ms
+FROM {{schema}}.operation_outputs
+WHERE workflow_uuid = $1
+ORDER BY function_id
+
+-- name: LatestApplicationVersion
+-- The newest registered version of an application (or of any application
+-- when $1 is NULL), unclaimed versions included.
+SELECT version_name FROM {{schema}}.application_versions
+WHERE $1::text IS NULL OR application_name = $1 OR application_name IS NULL
+ORDER BY version_timestamp DESC
+LIMIT 1
+
+-- name: QueueRunningCount
+SELECT count(*) FROM {{schema}}.workflow_status
+WHERE queue_name = $1 AND status = 'PENDING'
+  AND ($2::text IS NULL OR application_name = $2 OR application_name IS NULL)
+  AND ($3::text = '' OR queue_partition_key = $3)
+
+-- name: QueueRecentStarts
+SELECT count(*) FROM {{schema}}.workflow_status
+WHERE queue_name = $1 AND rate_limited = TRUE
+  AND status NOT IN ('ENQUEUED', 'DELAYED')
+  AND started_at_epoch_ms > (EXTRACT(epoch FROM now()) * 1000)::bigint - $2
+  AND ($3::text IS NULL OR application_name = $3 OR application_name IS NULL)
+  AND ($4::text = '' OR queue_partition_key = $4)
+
+-- name: QueueClaim
+-- Claims the selected candidates: each gets its own owner token, its first
+-- start time, its deadline from its timeout, and one more recovery attempt.
+UPDATE {{schema}}.workflow_status
+SET status = 'PENDING',
+    application_version = $2,
+    executor_id = $3,
+    owner_xid = gen_random_uuid()::text,
+    started_at_epoch_ms = (EXTRACT(epoch FROM now()) * 1000)::bigint,
+    updated_at = (EXTRACT(epoch FROM now()) * 1000)::bigint,
+    rate_limited = $4,
+    recovery_attempts = recovery_attempts + 1,
+    workflow_deadline_epoch_ms = CASE
+        WHEN workflow_timeout_ms IS NOT NULL AND workflow_deadline_epoch_ms IS NULL
+        THEN (EXTRACT(epoch FROM now()) * 1000)::bigint + workflow_timeout_ms
+        ELSE workflow_deadline_epoch_ms
+    END,
+    application_name = COALESCE(application_name, $5)
+WHERE workflow_uuid = ANY($1) AND status = 'ENQUEUED'
+RETURNING workflow_uuid

@@ -1,0 +1,349 @@
+// Package sysdb owns the DBOS system database: its schema and migrations, and
+// every query the agent runs against it, behind the SystemDatabase interface.
+//
+// The interface speaks in plain Go values (strings, int64 epoch milliseconds,
+// pointers for SQL NULL); no driver type appears in a signature, so a second
+// backend can be held to the same conformance suite. Payloads (inputs,
+// outputs, errors) are opaque strings with a serialization tag: this layer
+// never decodes them.
+package sysdb
+
+import (
+	"context"
+	"time"
+)
+
+// Workflow statuses as the DBOS SDKs store them.
+const (
+	StatusPending                     = "PENDING"
+	StatusEnqueued                    = "ENQUEUED"
+	StatusDelayed                     = "DELAYED"
+	StatusSuccess                     = "SUCCESS"
+	StatusError                       = "ERROR"
+	StatusCancelled                   = "CANCELLED"
+	StatusMaxRecoveryAttemptsExceeded = "MAX_RECOVERY_ATTEMPTS_EXCEEDED"
+)
+
+// InternalQueueName is the queue every DBOS runtime polls: recovered and
+// resumed workflows that had no queue of their own go there.
+const InternalQueueName = "_dbos_internal_queue"
+
+// SystemDatabase is everything the engine needs from the system database for
+// workflows and steps. Implementations must be safe for concurrent use.
+//
+// Methods follow a noun-first naming (WorkflowInsert, StepRecord) and take one
+// params struct where there is more than an id, so that adding a field is not
+// a signature change.
+type SystemDatabase interface {
+	// WorkflowInsert creates a workflow row, or recognises an existing one.
+	// It is idempotent on the id: inserting an id that exists returns the
+	// stored row's identity with Created=false, unless the stored name or
+	// queue differ from the request (ConflictingWorkflowError). A duplicate
+	// deduplication id on an active row of the same queue is a
+	// DeduplicatedError.
+	WorkflowInsert(ctx context.Context, p WorkflowInsertParams) (WorkflowInsertResult, error)
+
+	// WorkflowGet returns one workflow with its inputs and outcome, or a
+	// NotFoundError.
+	WorkflowGet(ctx context.Context, workflowID string) (Workflow, error)
+
+	// WorkflowList returns the workflows matching every filter set in p.
+	WorkflowList(ctx context.Context, p WorkflowListParams) ([]Workflow, error)
+
+	// WorkflowChildren returns the ids of every descendant of workflowID
+	// (children, grandchildren, ...), breadth first.
+	WorkflowChildren(ctx context.Context, workflowID string) ([]string, error)
+
+	// WorkflowFinish records a run's outcome, provided the row is still
+	// PENDING and owned by p.OwnerXID. A run that lost the race learns the
+	// stored state instead (Applied=false).
+	WorkflowFinish(ctx context.Context, p WorkflowFinishParams) (WorkflowFinishResult, error)
+
+	// WorkflowCancel marks the workflows (and their descendants when asked)
+	// CANCELLED unless they already finished, and returns the ids that exist.
+	WorkflowCancel(ctx context.Context, p WorkflowCancelParams) ([]string, error)
+
+	// WorkflowResume puts the workflows back on a queue (the internal queue by
+	// default) with a fresh recovery budget unless they succeeded or failed,
+	// and returns the ids that exist.
+	WorkflowResume(ctx context.Context, p WorkflowResumeParams) ([]string, error)
+
+	// WorkflowDelete removes the workflows (and their descendants when asked)
+	// with everything stored under them.
+	WorkflowDelete(ctx context.Context, p WorkflowDeleteParams) error
+
+	// WorkflowRecover re-enqueues the PENDING workflows of the given
+	// executors and version for another run, on their own queue or the
+	// internal queue, and returns their ids.
+	WorkflowRecover(ctx context.Context, p WorkflowRecoverParams) ([]string, error)
+
+	// WorkflowRequeue hands specific claimed workflows back to their queue
+	// when the run that owned them is gone (a worker's connection closed).
+	// Only rows still PENDING and owned by the given token move.
+	WorkflowRequeue(ctx context.Context, claims []WorkflowClaim) ([]string, error)
+
+	// WorkflowDeadLetter moves claimed workflows whose recovery attempts
+	// reached minAttempts to MAX_RECOVERY_ATTEMPTS_EXCEEDED and returns the
+	// ids it moved.
+	WorkflowDeadLetter(ctx context.Context, workflowIDs []string, minAttempts int64) ([]string, error)
+
+	// StepRecord checkpoints one step. See StepRecordMany.
+	StepRecord(ctx context.Context, p StepRecordParams) error
+
+	// StepRecordMany checkpoints many steps in one transaction and returns
+	// one result per input, in order (nil for a durable record). A step is
+	// recorded only while its workflow is owned by the record's OwnerXID
+	// (else FencedError); a step id holds one record: a retried write of the
+	// same record succeeds, another name at that id is an
+	// UnexpectedStepError and other content a StepConflictError. The error
+	// return is for failures of the whole batch (nothing was committed).
+	StepRecordMany(ctx context.Context, steps []StepRecordParams) ([]error, error)
+
+	// StepList returns the recorded steps of a workflow by function id.
+	StepList(ctx context.Context, workflowID string) ([]Step, error)
+
+	// QueueDequeue claims up to the limits' worth of ENQUEUED workflows of
+	// one queue for this executor and returns them with their inputs, each
+	// with a fresh owner token.
+	QueueDequeue(ctx context.Context, p QueueDequeueParams) ([]Workflow, error)
+
+	// Close releases the database connections.
+	Close()
+}
+
+// Workflow is one row of workflow_status with its payloads. Instants are
+// epoch milliseconds; nil means SQL NULL.
+type Workflow struct {
+	ID                 string
+	Status             string
+	Name               string
+	ClassName          *string
+	ConfigName         *string
+	QueueName          *string
+	QueuePartitionKey  *string
+	DeduplicationID    *string
+	Priority           int
+	AuthenticatedUser  *string
+	AssumedRole        *string
+	AuthenticatedRoles *string
+	ExecutorID         *string
+	ApplicationVersion *string
+	ApplicationID      *string
+	ApplicationName    *string
+	CreatedAt          int64
+	UpdatedAt          int64
+	StartedAt          *int64
+	CompletedAt        *int64
+	RecoveryAttempts   int64
+	TimeoutMS          *int64
+	DeadlineEpochMS    *int64
+	DelayUntilEpochMS  *int64
+	ForkedFrom         *string
+	WasForkedFrom      bool
+	ParentWorkflowID   *string
+	OwnerXID           *string
+	CreatorXID         *string
+	RateLimited        bool
+	Attributes         *string // JSON object text
+	ScheduleName       *string
+	DebounceDeadline   *int64
+	IsDebounced        bool
+	// Serialization tags Inputs, Output and Error.
+	Serialization *string
+	Inputs        *string
+	Output        *string
+	Error         *string
+	// PayloadsLoaded says whether Inputs/Output/Error were read.
+	PayloadsLoaded bool
+}
+
+// Active reports whether the workflow may still run.
+func (w Workflow) Active() bool {
+	return w.Status == StatusPending || w.Status == StatusEnqueued || w.Status == StatusDelayed
+}
+
+// WorkflowInsertParams describes a new workflow row.
+type WorkflowInsertParams struct {
+	ID     string
+	Name   string
+	Status string // PENDING (direct start), ENQUEUED or DELAYED
+	// CreatorXID is the inserting request's token: a retry with the same
+	// token recognises its own row (Created=true again). For a PENDING
+	// insert it also becomes the owner token of the run.
+	CreatorXID         string
+	ClassName          *string
+	ConfigName         *string
+	QueueName          *string
+	QueuePartitionKey  *string
+	DeduplicationID    *string
+	Priority           int
+	AuthenticatedUser  *string
+	AssumedRole        *string
+	AuthenticatedRoles *string
+	ExecutorID         string
+	ApplicationVersion *string
+	ApplicationID      *string
+	ApplicationName    *string
+	TimeoutMS          *int64
+	DeadlineEpochMS    *int64
+	DelayUntilEpochMS  *int64
+	ParentWorkflowID   *string
+	Attributes         *string
+	ScheduleName       *string
+	DebounceDeadline   *int64
+	IsDebounced        bool
+	Serialization      *string
+	Inputs             *string
+}
+
+// WorkflowInsertResult is the identity of the stored row after an insert.
+type WorkflowInsertResult struct {
+	// Created is true when this request (by its CreatorXID) made the row.
+	Created           bool
+	Status            string
+	Name              string
+	QueueName         *string
+	QueuePartitionKey *string
+	TimeoutMS         *int64
+	DeadlineEpochMS   *int64
+	OwnerXID          *string
+}
+
+// WorkflowListParams filters a listing; zero values do not filter.
+type WorkflowListParams struct {
+	WorkflowIDs        []string
+	IDPrefixes         []string
+	Statuses           []string
+	Names              []string
+	QueueNames         []string
+	QueuesOnly         bool
+	ExecutorIDs        []string
+	ApplicationVersion []string
+	ApplicationNames   []string
+	AuthenticatedUsers []string
+	ParentWorkflowIDs  []string
+	ForkedFrom         []string
+	DeduplicationIDs   []string
+	ScheduleNames      []string
+	CreatedAfter       *int64 // inclusive, epoch ms
+	CreatedBefore      *int64 // inclusive, epoch ms
+	CompletedAfter     *int64
+	CompletedBefore    *int64
+	StartedAfter       *int64
+	StartedBefore      *int64
+	HasParent          *bool
+	IsFork             *bool
+	Limit              int // 0 = no limit
+	Offset             int
+	SortDesc           bool
+	// LoadInputs and LoadOutputs read the payload tables too.
+	LoadInputs  bool
+	LoadOutputs bool
+}
+
+// WorkflowFinishParams is a run's outcome.
+type WorkflowFinishParams struct {
+	WorkflowID string
+	OwnerXID   string
+	Status     string // SUCCESS or ERROR
+	Output     *string
+	Error      *string
+}
+
+// WorkflowFinishResult says whether the outcome was stored and, when it was
+// not, what the row holds instead.
+type WorkflowFinishResult struct {
+	Applied bool
+	// Stored is the row as it is after the call (with payloads); for a
+	// loser it carries the winner's outcome.
+	Stored Workflow
+}
+
+// WorkflowCancelParams selects workflows to cancel.
+type WorkflowCancelParams struct {
+	WorkflowIDs      []string
+	IncludeChildren  bool
+	OnlyIfOwnedByXID string // when set, cancel only while this token owns the row
+}
+
+// WorkflowResumeParams selects workflows to resume.
+type WorkflowResumeParams struct {
+	WorkflowIDs []string
+	QueueName   string // empty = InternalQueueName
+}
+
+// WorkflowDeleteParams selects workflows to delete.
+type WorkflowDeleteParams struct {
+	WorkflowIDs     []string
+	IncludeChildren bool
+}
+
+// WorkflowRecoverParams selects the PENDING workflows to recover.
+type WorkflowRecoverParams struct {
+	ExecutorIDs        []string
+	ApplicationVersion string  // empty = any version
+	ApplicationName    *string // nil = any application; else mine or unclaimed
+}
+
+// WorkflowClaim names a run: a workflow and the owner token of that run.
+type WorkflowClaim struct {
+	WorkflowID string
+	OwnerXID   string
+}
+
+// StepRecordParams is one step's checkpoint.
+type StepRecordParams struct {
+	WorkflowID      string
+	OwnerXID        string
+	FunctionID      int
+	Name            string
+	Output          *string
+	Error           *string
+	Serialization   *string
+	ChildWorkflowID *string
+	StartedAt       *int64 // epoch ms
+	CompletedAt     *int64
+	ApplicationName *string
+}
+
+// Step is one recorded row of operation_outputs.
+type Step struct {
+	FunctionID      int
+	Name            string
+	Output          *string
+	Error           *string
+	Serialization   *string
+	ChildWorkflowID *string
+	StartedAt       *int64
+	CompletedAt     *int64
+}
+
+// QueueLimits are a queue's flow-control options as DBOS defines them.
+type QueueLimits struct {
+	// GlobalConcurrency caps PENDING workflows of the queue across all
+	// executors.
+	GlobalConcurrency *int
+	// WorkerConcurrency caps what this worker runs; LocalRunning is how many
+	// it runs now.
+	WorkerConcurrency *int
+	LocalRunning      int
+	// RateLimitMax workflows may start per RateLimitPeriod.
+	RateLimitMax    *int
+	RateLimitPeriod time.Duration
+}
+
+// QueueDequeueParams asks for work from one queue.
+type QueueDequeueParams struct {
+	QueueName          string
+	ExecutorID         string
+	ApplicationVersion string
+	// ApplicationName, when set, restricts claims to rows of that
+	// application or unclaimed ones, and stamps unclaimed rows.
+	ApplicationName *string
+	Limits          QueueLimits
+	// PartitionKey restricts the claim to one partition of the queue.
+	PartitionKey string
+	// MaxClaim bounds one claim so row locks stay short; 0 = no bound
+	// beyond the limits.
+	MaxClaim int
+}
