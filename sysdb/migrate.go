@@ -165,8 +165,8 @@ func Migrate(ctx context.Context, databaseURL string, opts MigrateOptions) (Migr
 		return MigrateResult{From: from, To: from}, nil
 	}
 
-	if _, err := conn.Exec(ctx, "SELECT pg_advisory_lock($1)", migrationLockKey); err != nil {
-		return MigrateResult{}, fmt.Errorf("take migration lock: %w", err)
+	if err := takeMigrationLock(ctx, conn); err != nil {
+		return MigrateResult{}, err
 	}
 	defer func() {
 		_, _ = conn.Exec(context.WithoutCancel(ctx), "SELECT pg_advisory_unlock($1)", migrationLockKey)
@@ -228,6 +228,29 @@ func Migrate(ctx context.Context, databaseURL string, opts MigrateOptions) (Migr
 	}
 	log.Info("system database migrated", zap.String("schema", schema), zap.Int64("from", from), zap.Int64("to", current))
 	return MigrateResult{From: from, To: current}, nil
+}
+
+// takeMigrationLock takes the migrators' advisory lock by trying rather than
+// waiting: a session blocked in pg_advisory_lock holds a snapshot, and a
+// concurrent migrator's CREATE INDEX CONCURRENTLY (run while it holds the
+// lock) waits for every such snapshot to end, a deadlock.
+func takeMigrationLock(ctx context.Context, conn *pgx.Conn) error {
+	wait := 20 * time.Millisecond
+	for {
+		var got bool
+		if err := conn.QueryRow(ctx, "SELECT pg_try_advisory_lock($1)", migrationLockKey).Scan(&got); err != nil {
+			return fmt.Errorf("take migration lock: %w", err)
+		}
+		if got {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("take migration lock: %w", ctx.Err())
+		case <-time.After(wait):
+		}
+		wait = min(wait*2, time.Second)
+	}
 }
 
 // migrateFresh applies every migration in one transaction: on an empty

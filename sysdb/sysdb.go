@@ -346,4 +346,7 @@ type QueueDequeueParams struct {
 	// MaxClaim bounds one claim so row locks stay short; 0 = no bound
 	// beyond the limits.
 	MaxClaim int
+	// WorkflowNames, when set, claims only workflows of these names: the
+	// functions the claiming workers can run.
+	WorkflowNames []string
 }

@@ -1,0 +1,219 @@
+// Package agent is the engine: sessions of connected applications, the
+// registry of workers, dispatch of workflows to them, the step-record
+// batcher, waiters woken by notifications, queue pollers, recovery and
+// shutdown.
+//
+// It takes protocol frames in and hands frames out (Session.HandleFrame,
+// Session.Outbound); sockets and C belong to its callers. It reaches the
+// database only through sysdb.SystemDatabase and sysdb.Notifications.
+//
+// Lock order: Agent.mu, then waiters.mu. Nothing is sent to a session while
+// Agent.mu is held (sends may block on a slow peer).
+package agent
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/dbos-agent/dbos-agent/protocol"
+	"github.com/dbos-agent/dbos-agent/sysdb"
+)
+
+// Config configures an Agent.
+type Config struct {
+	// DB is the system database; Notifications its change feed (optional:
+	// without it waits rely on the fallback poll).
+	DB            sysdb.SystemDatabase
+	Notifications sysdb.Notifications
+	// ExecutorID is what this agent's rows carry (env DBOS__VMID; default
+	// "local").
+	ExecutorID string
+	// DefaultAppVersion is used for workers that announce none.
+	DefaultAppVersion string
+	// AgentVersion is reported in the handshake.
+	AgentVersion string
+	// MaxFrameSize is announced in the handshake; 0 = protocol default.
+	MaxFrameSize int
+	// PollInterval is the queue pollers' idle interval (default 1s); a
+	// local enqueue or freed capacity wakes a poller at once.
+	PollInterval time.Duration
+	// ResultPollInterval bounds how late a waiter learns of an outcome
+	// written by someone that does not notify (default 1s).
+	ResultPollInterval time.Duration
+	// GracePeriod is how long shutdown lets running workflows finish
+	// (default 10s).
+	GracePeriod time.Duration
+	// StepBatchers is how many step-record commits may be in flight at once
+	// (default 4): each takes everything that waits when it starts.
+	StepBatchers int
+	// MaxClaim bounds one dequeue (default 64).
+	MaxClaim int
+	Logger   *zap.Logger
+}
+
+func (c *Config) setDefaults() {
+	if c.ExecutorID == "" {
+		c.ExecutorID = "local"
+	}
+	if c.PollInterval <= 0 {
+		c.PollInterval = time.Second
+	}
+	if c.ResultPollInterval <= 0 {
+		c.ResultPollInterval = time.Second
+	}
+	if c.GracePeriod <= 0 {
+		c.GracePeriod = 10 * time.Second
+	}
+	if c.StepBatchers <= 0 {
+		c.StepBatchers = 4
+	}
+	if c.MaxClaim <= 0 {
+		c.MaxClaim = 64
+	}
+	if c.MaxFrameSize <= 0 {
+		c.MaxFrameSize = protocol.DefaultMaxFrameSize
+	}
+	if c.Logger == nil {
+		c.Logger = zap.NewNop()
+	}
+	if c.AgentVersion == "" {
+		c.AgentVersion = "dev"
+	}
+}
+
+// Agent serves the sessions of one host's applications.
+type Agent struct {
+	cfg Config
+	db  sysdb.SystemDatabase
+	log *zap.Logger
+
+	ctx    context.Context // ends at shutdown's hard stop
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+
+	draining atomic.Bool
+	steps    *stepBatcher
+	waiters  *waiters
+
+	mu       sync.Mutex
+	sessions map[*Session]struct{}
+	groups   map[groupKey]*workerGroup
+	// runs maps a workflow running in this agent's workers to its run.
+	runs map[string]*run
+	// runsDone is signalled whenever a run ends (shutdown waits on it).
+	runsDone chan struct{}
+}
+
+// New returns an Agent; Start begins its background work.
+func New(cfg Config) (*Agent, error) {
+	if cfg.DB == nil {
+		return nil, errors.New("agent: a system database is required")
+	}
+	cfg.setDefaults()
+	ctx, cancel := context.WithCancel(context.Background())
+	a := &Agent{
+		cfg:      cfg,
+		db:       cfg.DB,
+		log:      cfg.Logger,
+		ctx:      ctx,
+		cancel:   cancel,
+		sessions: map[*Session]struct{}{},
+		groups:   map[groupKey]*workerGroup{},
+		runs:     map[string]*run{},
+		runsDone: make(chan struct{}, 1),
+	}
+	a.steps = newStepBatcher(a.db, cfg.StepBatchers, a.log)
+	a.waiters = newWaiters(a.db, cfg.ResultPollInterval, a.log)
+	return a, nil
+}
+
+// ExecutorID is the executor id this agent's rows carry.
+func (a *Agent) ExecutorID() string { return a.cfg.ExecutorID }
+
+// Start recovers this executor's unfinished workflows and starts the
+// background loops. It returns once recovery is done.
+func (a *Agent) Start(ctx context.Context) error {
+	// Whatever this executor was running when it stopped goes back to its
+	// queue; workers of the right application and version pick it up.
+	ids, err := a.db.WorkflowRecover(ctx, sysdb.WorkflowRecoverParams{ExecutorIDs: []string{a.cfg.ExecutorID}})
+	if err != nil {
+		return err
+	}
+	if len(ids) > 0 {
+		a.log.Info("recovered pending workflows", zap.Int("count", len(ids)), zap.String("executor_id", a.cfg.ExecutorID))
+	}
+	a.steps.start(a.ctx, &a.wg)
+	a.waiters.start(a.ctx, &a.wg, a.cfg.Notifications)
+	return nil
+}
+
+// Shutdown stops taking work, lets running workflows finish for the grace
+// period, hands what still runs back to its queue, and stops.
+func (a *Agent) Shutdown(ctx context.Context) {
+	a.draining.Store(true)
+	a.mu.Lock()
+	for _, g := range a.groups {
+		g.stopPollers()
+	}
+	a.mu.Unlock()
+
+	grace := time.NewTimer(a.cfg.GracePeriod)
+	defer grace.Stop()
+wait:
+	for {
+		a.mu.Lock()
+		n := len(a.runs)
+		a.mu.Unlock()
+		if n == 0 {
+			break
+		}
+		select {
+		case <-a.runsDone:
+		case <-grace.C:
+			break wait
+		case <-ctx.Done():
+			break wait
+		}
+	}
+
+	a.mu.Lock()
+	sessions := make([]*Session, 0, len(a.sessions))
+	for s := range a.sessions {
+		sessions = append(sessions, s)
+	}
+	a.mu.Unlock()
+	for _, s := range sessions {
+		s.Close()
+	}
+	a.cancel()
+	a.wg.Wait()
+}
+
+// newToken returns a random hex token (owner tokens, session ids).
+func newToken() string {
+	var b [16]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		panic(err)
+	}
+	return hex.EncodeToString(b[:])
+}
+
+// newUUID returns a random RFC 4122 version 4 UUID, the shape of the ids the
+// DBOS SDKs generate.
+func newUUID() string {
+	var b [16]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		panic(err)
+	}
+	b[6] = (b[6] & 0x0f) | 0x40
+	b[8] = (b[8] & 0x3f) | 0x80
+	h := hex.EncodeToString(b[:])
+	return h[0:8] + "-" + h[8:12] + "-" + h[12:16] + "-" + h[16:20] + "-" + h[20:32]
+}

@@ -1,0 +1,479 @@
+package agent
+
+import (
+	"context"
+	"math/rand/v2"
+	"sort"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/dbos-agent/dbos-agent/protocol"
+	"github.com/dbos-agent/dbos-agent/sysdb"
+)
+
+// defaultMaxRecoveryAttempts is DBOS's default before dead-lettering.
+const defaultMaxRecoveryAttempts = 100
+
+// groupKey identifies the workers that may run a workflow: only workers of
+// its application and version do.
+type groupKey struct {
+	app     string
+	version string
+}
+
+// workerGroup is the connected workers of one application version and the
+// queue pollers serving them. Its fields are guarded by Agent.mu.
+type workerGroup struct {
+	key     groupKey
+	agent   *Agent
+	workers map[*Session]*worker
+	pollers map[string]*poller
+}
+
+// worker is a connected worker process.
+type worker struct {
+	session        *Session
+	functions      map[string]protocol.WorkflowRegistration
+	queues         map[string]protocol.QueueRegistration
+	maxConcurrency int
+	running        map[string]*run
+}
+
+// run is one workflow running in a worker of this agent.
+type run struct {
+	workflowID string
+	ownerXID   string
+	queue      string
+	worker     *worker
+}
+
+func (w *worker) runningOn(queue string) int {
+	n := 0
+	for _, r := range w.running {
+		if r.queue == queue {
+			n++
+		}
+	}
+	return n
+}
+
+// freeSlots is how many more workflows of queue w takes now; -1 = no cap.
+func (w *worker) freeSlots(queue string) int {
+	free := -1
+	if w.maxConcurrency > 0 {
+		free = max(w.maxConcurrency-len(w.running), 0)
+	}
+	if reg, ok := w.queues[queue]; ok && reg.WorkerConcurrency != nil {
+		q := max(*reg.WorkerConcurrency-w.runningOn(queue), 0)
+		if free < 0 || q < free {
+			free = q
+		}
+	}
+	return free
+}
+
+func (w *worker) serves(queue string) bool {
+	if queue == sysdb.InternalQueueName {
+		return true
+	}
+	_, ok := w.queues[queue]
+	return ok
+}
+
+// addWorker registers a worker session and starts pollers for its queues.
+// Caller holds a.mu.
+func (a *Agent) addWorkerLocked(s *Session, w *worker) *workerGroup {
+	g := a.groups[s.group]
+	if g == nil {
+		g = &workerGroup{key: s.group, agent: a, workers: map[*Session]*worker{}, pollers: map[string]*poller{}}
+		a.groups[s.group] = g
+	}
+	g.workers[s] = w
+	if a.draining.Load() {
+		return g
+	}
+	queues := []string{sysdb.InternalQueueName}
+	for name := range w.queues {
+		queues = append(queues, name)
+	}
+	for _, q := range queues {
+		p := g.pollers[q]
+		if p == nil {
+			p = newPoller(g, q)
+			g.pollers[q] = p
+			a.wg.Add(1)
+			go func() {
+				defer a.wg.Done()
+				p.loop(a.ctx)
+			}()
+		}
+		if reg, ok := w.queues[q]; ok {
+			p.limits = limitsOf(reg)
+		}
+		p.wakeUp()
+	}
+	return g
+}
+
+// removeWorkerLocked unregisters a worker and returns its runs, which the
+// caller hands back to their queues. Caller holds a.mu.
+func (a *Agent) removeWorkerLocked(s *Session) []*run {
+	g := a.groups[s.group]
+	if g == nil {
+		return nil
+	}
+	w := g.workers[s]
+	if w == nil {
+		return nil
+	}
+	delete(g.workers, s)
+	runs := make([]*run, 0, len(w.running))
+	for id, r := range w.running {
+		runs = append(runs, r)
+		delete(a.runs, id)
+	}
+	// Pollers of queues no remaining worker serves stop.
+	for q, p := range g.pollers {
+		served := false
+		for _, other := range g.workers {
+			if other.serves(q) {
+				served = true
+				break
+			}
+		}
+		if !served {
+			p.stop()
+			delete(g.pollers, q)
+		} else {
+			p.wakeUp()
+		}
+	}
+	if len(g.workers) == 0 {
+		delete(a.groups, s.group)
+	}
+	a.signalRunsDone()
+	return runs
+}
+
+// endRun forgets a run (finished, fenced or cancelled) and wakes the pollers
+// of its group, since a slot is free.
+func (a *Agent) endRun(workflowID, ownerXID string) {
+	a.mu.Lock()
+	r := a.runs[workflowID]
+	if r == nil || (ownerXID != "" && r.ownerXID != ownerXID) {
+		a.mu.Unlock()
+		return
+	}
+	delete(a.runs, workflowID)
+	delete(r.worker.running, workflowID)
+	if g := a.groups[r.worker.session.group]; g != nil {
+		if p := g.pollers[r.queue]; p != nil {
+			p.wakeUp()
+		}
+		if r.queue != sysdb.InternalQueueName {
+			if p := g.pollers[sysdb.InternalQueueName]; p != nil {
+				p.wakeUp() // max_concurrency is shared by all queues
+			}
+		}
+	}
+	a.signalRunsDone()
+	a.mu.Unlock()
+}
+
+func (a *Agent) signalRunsDone() {
+	select {
+	case a.runsDone <- struct{}{}:
+	default:
+	}
+}
+
+// wakePoller wakes this agent's poller of queue for a group, if it has one.
+func (a *Agent) wakePoller(key groupKey, queue string) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if g := a.groups[key]; g != nil {
+		if p := g.pollers[queue]; p != nil {
+			p.wakeUp()
+		}
+	}
+}
+
+// wakeQueue wakes every group's poller of queue (a workflow of unknown
+// version was enqueued or resumed).
+func (a *Agent) wakeQueue(queue string) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	for _, g := range a.groups {
+		if p := g.pollers[queue]; p != nil {
+			p.wakeUp()
+		}
+	}
+}
+
+func limitsOf(reg protocol.QueueRegistration) sysdb.QueueLimits {
+	l := sysdb.QueueLimits{GlobalConcurrency: reg.Concurrency, RateLimitMax: reg.RateLimitMax}
+	if reg.RateLimitMax != nil && reg.RateLimitPeriodSec != nil {
+		l.RateLimitPeriod = time.Duration(*reg.RateLimitPeriodSec * float64(time.Second))
+	}
+	return l
+}
+
+// poller claims work from one queue for one worker group.
+type poller struct {
+	group  *workerGroup
+	queue  string
+	limits sysdb.QueueLimits // shared limits; guarded by Agent.mu
+	wake   chan struct{}
+	done   chan struct{}
+}
+
+func newPoller(g *workerGroup, queue string) *poller {
+	return &poller{group: g, queue: queue, wake: make(chan struct{}, 1), done: make(chan struct{})}
+}
+
+func (p *poller) wakeUp() {
+	select {
+	case p.wake <- struct{}{}:
+	default:
+	}
+}
+
+// stop ends the loop; caller holds Agent.mu.
+func (p *poller) stop() {
+	select {
+	case <-p.done:
+	default:
+		close(p.done)
+	}
+}
+
+func (g *workerGroup) stopPollers() {
+	for q, p := range g.pollers {
+		p.stop()
+		delete(g.pollers, q)
+	}
+}
+
+func (p *poller) loop(ctx context.Context) {
+	a := p.group.agent
+	interval := a.cfg.PollInterval
+	timer := time.NewTimer(0)
+	defer timer.Stop()
+	backoff := interval
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-p.done:
+			return
+		case <-p.wake:
+		case <-timer.C:
+		}
+		claimed, full, err := p.pollOnce(ctx)
+		next := interval
+		switch {
+		case err != nil:
+			if ctx.Err() != nil {
+				return
+			}
+			a.log.Warn("queue poll failed", zap.String("queue", p.queue), zap.Error(err))
+			backoff = min(backoff*2, 30*time.Second)
+			next = backoff
+		case claimed > 0 && full:
+			next = 0 // more is likely waiting
+			backoff = interval
+		default:
+			backoff = interval
+		}
+		// Jitter keeps many agents on one database from polling in step.
+		if next > 0 {
+			next += time.Duration(rand.Int64N(int64(next)/5 + 1))
+		}
+		if !timer.Stop() {
+			select {
+			case <-timer.C:
+			default:
+			}
+		}
+		timer.Reset(next)
+	}
+}
+
+// pollOnce claims what the group's free slots allow and dispatches it. It
+// reports how many it claimed and whether the claim was cut by its bound.
+func (p *poller) pollOnce(ctx context.Context) (int, bool, error) {
+	a := p.group.agent
+	if a.draining.Load() {
+		return 0, false, nil
+	}
+	a.mu.Lock()
+	capacity := 0
+	unbounded := false
+	names := map[string]bool{}
+	for _, w := range p.group.workers {
+		if !w.serves(p.queue) {
+			continue
+		}
+		free := w.freeSlots(p.queue)
+		if free < 0 {
+			unbounded = true
+		} else {
+			capacity += free
+		}
+		for n := range w.functions {
+			names[n] = true
+		}
+	}
+	limits := p.limits
+	key := p.group.key
+	a.mu.Unlock()
+	if !unbounded && capacity == 0 {
+		return 0, false, nil
+	}
+	bound := a.cfg.MaxClaim
+	if !unbounded {
+		bound = min(bound, capacity)
+	}
+	functionNames := make([]string, 0, len(names))
+	for n := range names {
+		functionNames = append(functionNames, n)
+	}
+	sort.Strings(functionNames)
+	params := sysdb.QueueDequeueParams{
+		QueueName:          p.queue,
+		ExecutorID:         a.cfg.ExecutorID,
+		ApplicationVersion: key.version,
+		Limits:             limits,
+		MaxClaim:           bound,
+		WorkflowNames:      functionNames,
+	}
+	if key.app != "" {
+		app := key.app
+		params.ApplicationName = &app
+	}
+	claimed, err := a.db.QueueDequeue(ctx, params)
+	if err != nil {
+		return 0, false, err
+	}
+	for _, wf := range claimed {
+		a.dispatch(ctx, p.group, p.queue, wf)
+	}
+	return len(claimed), len(claimed) >= bound, nil
+}
+
+// dispatch hands a claimed workflow to a worker of the group, or back to
+// its queue when none can take it any more (the worker left meanwhile).
+func (a *Agent) dispatch(ctx context.Context, g *workerGroup, queue string, wf sysdb.Workflow) {
+	owner := deref(wf.OwnerXID)
+	a.mu.Lock()
+	var chosen *worker
+	best := -1
+	for _, w := range g.workers {
+		reg, ok := w.functions[wf.Name]
+		if !ok || !w.serves(queue) {
+			continue
+		}
+		_ = reg
+		free := w.freeSlots(queue)
+		if free == 0 {
+			continue
+		}
+		if free < 0 {
+			free = 1 << 30
+		}
+		if free > best {
+			best, chosen = free, w
+		}
+	}
+	maxAttempts := int64(defaultMaxRecoveryAttempts)
+	if chosen != nil {
+		if reg := chosen.functions[wf.Name]; reg.MaxRecoveryAttempts > 0 {
+			maxAttempts = int64(reg.MaxRecoveryAttempts)
+		}
+	}
+	if chosen != nil && wf.RecoveryAttempts <= maxAttempts+1 {
+		r := &run{workflowID: wf.ID, ownerXID: owner, queue: queue, worker: chosen}
+		chosen.running[wf.ID] = r
+		a.runs[wf.ID] = r
+	}
+	a.mu.Unlock()
+
+	if chosen == nil {
+		if _, err := a.db.WorkflowRequeue(ctx, []sysdb.WorkflowClaim{{WorkflowID: wf.ID, OwnerXID: owner}}); err != nil {
+			a.log.Error("could not hand an undispatchable workflow back to its queue", zap.String("workflow_id", wf.ID), zap.Error(err))
+		}
+		return
+	}
+	if wf.RecoveryAttempts > maxAttempts+1 {
+		moved, err := a.db.WorkflowDeadLetter(ctx, []string{wf.ID}, maxAttempts+2)
+		if err != nil {
+			a.log.Error("dead-lettering failed", zap.String("workflow_id", wf.ID), zap.Error(err))
+		} else if len(moved) > 0 {
+			a.log.Warn("workflow exceeded its maximum recovery attempts",
+				zap.String("workflow_id", wf.ID), zap.Int64("attempts", wf.RecoveryAttempts-1), zap.Int64("max", maxAttempts))
+			a.waiters.wake(wf.ID)
+		}
+		return
+	}
+	history, err := a.db.StepList(ctx, wf.ID)
+	if err != nil {
+		a.log.Error("could not read a workflow's history; handing it back", zap.String("workflow_id", wf.ID), zap.Error(err))
+		a.endRun(wf.ID, owner)
+		_, _ = a.db.WorkflowRequeue(ctx, []sysdb.WorkflowClaim{{WorkflowID: wf.ID, OwnerXID: owner}})
+		return
+	}
+	msg := runMessage(wf, owner, queue, history)
+	if err := chosen.session.push(protocol.PushRun, msg); err != nil {
+		// The session is closing: its close hands its runs back.
+		a.log.Debug("run push failed", zap.String("workflow_id", wf.ID), zap.Error(err))
+	}
+}
+
+func runMessage(wf sysdb.Workflow, owner, queue string, history []sysdb.Step) *protocol.Run {
+	msg := &protocol.Run{
+		WorkflowID:        wf.ID,
+		Name:              wf.Name,
+		ClassName:         deref(wf.ClassName),
+		ConfigName:        deref(wf.ConfigName),
+		Inputs:            wf.Inputs,
+		Serialization:     deref(wf.Serialization),
+		OwnerXID:          owner,
+		QueueName:         queue,
+		DeadlineEpochMS:   derefInt(wf.DeadlineEpochMS),
+		RecoveryAttempts:  wf.RecoveryAttempts,
+		AuthenticatedUser: deref(wf.AuthenticatedUser),
+		History:           make([]protocol.Step, len(history)),
+	}
+	for i, s := range history {
+		msg.History[i] = stepMessage(s)
+	}
+	return msg
+}
+
+func stepMessage(s sysdb.Step) protocol.Step {
+	return protocol.Step{
+		FunctionID:      s.FunctionID,
+		Name:            s.Name,
+		Output:          s.Output,
+		Error:           s.Error,
+		Serialization:   deref(s.Serialization),
+		ChildWorkflowID: deref(s.ChildWorkflowID),
+		StartedAtMS:     derefInt(s.StartedAt),
+		CompletedAtMS:   derefInt(s.CompletedAt),
+	}
+}
+
+func deref(s *string) string {
+	if s == nil {
+		return ""
+	}
+	return *s
+}
+
+func derefInt(v *int64) int64 {
+	if v == nil {
+		return 0
+	}
+	return *v
+}

@@ -1,0 +1,501 @@
+package agent
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/dbos-agent/dbos-agent/protocol"
+	"github.com/dbos-agent/dbos-agent/sysdb"
+)
+
+type handler func(s *Session, env protocol.Envelope) (any, *protocol.Error)
+
+// handlers answer the requests after the handshake, by op.
+var handlers map[string]handler
+
+func init() {
+	handlers = map[string]handler{
+		protocol.OpPing:          handlePing,
+		protocol.OpStartWorkflow: handleStartWorkflow,
+		protocol.OpRecordStep:    handleRecordStep,
+		protocol.OpFinish:        handleFinish,
+		protocol.OpGetResult:     handleGetResult,
+		protocol.OpGetWorkflow:   handleGetWorkflow,
+		protocol.OpListWorkflows: handleListWorkflows,
+		protocol.OpListSteps:     handleListSteps,
+		protocol.OpCancel:        handleCancel,
+		protocol.OpResume:        handleResume,
+	}
+}
+
+func decode(env protocol.Envelope, v any) *protocol.Error {
+	if err := protocol.DecodeBody(env.Body, v); err != nil {
+		return protocol.Errorf(protocol.CodeInvalidArgument, "%s: %v", env.Op, err)
+	}
+	return nil
+}
+
+func required(op, field, value string) *protocol.Error {
+	if value == "" {
+		return protocol.Errorf(protocol.CodeInvalidArgument, "%s: %s is required", op, field)
+	}
+	return nil
+}
+
+// protocolError maps a database-layer error to the catalog.
+func protocolError(s *Session, op string, err error) *protocol.Error {
+	var (
+		notFound   *sysdb.NotFoundError
+		conflict   *sysdb.ConflictingWorkflowError
+		dedup      *sysdb.DeduplicatedError
+		fenced     *sysdb.FencedError
+		unexpected *sysdb.UnexpectedStepError
+		stepClash  *sysdb.StepConflictError
+	)
+	switch {
+	case errors.As(err, &notFound):
+		return protocol.Errorf(protocol.CodeWorkflowNotFound, "%s", notFound.Error())
+	case errors.As(err, &conflict):
+		return protocol.Errorf(protocol.CodeWorkflowConflict, "%s", conflict.Error())
+	case errors.As(err, &dedup):
+		e := protocol.Errorf(protocol.CodeDeduplicated, "%s", dedup.Error())
+		e.Data = map[string]any{"queue_name": dedup.QueueName, "deduplication_id": dedup.DeduplicationID}
+		return e
+	case errors.As(err, &fenced):
+		return protocol.Errorf(protocol.CodeFenced, "%s", fenced.Error())
+	case errors.As(err, &unexpected):
+		e := protocol.Errorf(protocol.CodeUnexpectedStep, "%s", unexpected.Error())
+		e.Data = map[string]any{"recorded": unexpected.Recorded, "attempted": unexpected.Attempted}
+		return e
+	case errors.As(err, &stepClash):
+		return protocol.Errorf(protocol.CodeStepConflict, "%s", stepClash.Error())
+	case errors.Is(err, context.DeadlineExceeded):
+		return protocol.Errorf(protocol.CodeTimeout, "%s timed out", op)
+	case errors.Is(err, context.Canceled):
+		return protocol.Errorf(protocol.CodeShuttingDown, "%s was abandoned: the session or agent is closing", op)
+	case sysdb.IsConnectionError(err):
+		return protocol.Errorf(protocol.CodeDatabaseDown, "%s: the system database is unreachable", op)
+	}
+	s.log.Error("request failed", zap.String("op", op), zap.Error(err))
+	return protocol.Errorf(protocol.CodeInternal, "%s failed: %s", op, sysdb.Redact(err.Error()))
+}
+
+func handlePing(*Session, protocol.Envelope) (any, *protocol.Error) {
+	return protocol.Empty{}, nil
+}
+
+func handleStartWorkflow(s *Session, env protocol.Envelope) (any, *protocol.Error) {
+	a := s.agent
+	var m protocol.StartWorkflow
+	if perr := decode(env, &m); perr != nil {
+		return nil, perr
+	}
+	if perr := required(env.Op, "name", m.Name); perr != nil {
+		return nil, perr
+	}
+	if m.TimeoutMS < 0 || m.DeadlineEpochMS < 0 {
+		return nil, protocol.Errorf(protocol.CodeInvalidArgument, "%s: timeout_ms and deadline_epoch_ms must not be negative", env.Op)
+	}
+	if a.draining.Load() {
+		return nil, protocol.Errorf(protocol.CodeShuttingDown, "the agent is shutting down")
+	}
+	hello, group := s.handshaken()
+	if m.WorkflowID == "" {
+		m.WorkflowID = newUUID()
+	}
+	version := m.AppVersion
+	if version == "" {
+		version = group.version
+	}
+
+	// A worker that registered the function runs a direct start itself, at
+	// once. Any other direct start goes through the internal queue, where
+	// a worker of the application picks it up.
+	runHere := false
+	if m.QueueName == "" && m.RunHere && hello.Role == protocol.RoleWorker && version == group.version {
+		a.mu.Lock()
+		if g := a.groups[group]; g != nil {
+			if w := g.workers[s]; w != nil {
+				_, runHere = w.functions[m.Name]
+			}
+		}
+		a.mu.Unlock()
+	}
+	queue := m.QueueName
+	status := sysdb.StatusEnqueued
+	if runHere {
+		status = sysdb.StatusPending
+	} else if queue == "" {
+		queue = sysdb.InternalQueueName
+	}
+
+	token := newToken()
+	p := sysdb.WorkflowInsertParams{
+		ID:                 m.WorkflowID,
+		Name:               m.Name,
+		Status:             status,
+		CreatorXID:         token,
+		ClassName:          optional(m.ClassName),
+		ConfigName:         optional(m.ConfigName),
+		QueueName:          optional(queue),
+		QueuePartitionKey:  optional(m.PartitionKey),
+		DeduplicationID:    optional(m.DeduplicationID),
+		Priority:           m.Priority,
+		AuthenticatedUser:  optional(m.AuthenticatedUser),
+		AssumedRole:        optional(m.AssumedRole),
+		ExecutorID:         a.cfg.ExecutorID,
+		ApplicationVersion: optional(version),
+		ApplicationName:    optional(group.app),
+		Serialization:      optional(m.Serialization),
+		Inputs:             m.Inputs,
+	}
+	if m.TimeoutMS > 0 {
+		p.TimeoutMS = &m.TimeoutMS
+		if runHere {
+			deadline := time.Now().UnixMilli() + m.TimeoutMS
+			p.DeadlineEpochMS = &deadline
+		}
+	}
+	if m.DeadlineEpochMS > 0 {
+		p.DeadlineEpochMS = &m.DeadlineEpochMS
+	}
+	res, err := a.db.WorkflowInsert(s.ctx, p)
+	if err != nil {
+		return nil, protocolError(s, env.Op, err)
+	}
+	reply := &protocol.StartWorkflowReply{WorkflowID: m.WorkflowID, Status: res.Status, Created: res.Created}
+	if !res.Created {
+		return reply, nil
+	}
+	if !runHere {
+		if version == group.version {
+			a.wakePoller(group, queue)
+		} else {
+			a.wakePoller(groupKey{app: group.app, version: version}, queue)
+		}
+		return reply, nil
+	}
+	// Track the run so that capacity and a closing connection account for
+	// it, then hand the grant to the caller.
+	a.mu.Lock()
+	var w *worker
+	if g := a.groups[group]; g != nil {
+		w = g.workers[s]
+	}
+	if w != nil {
+		r := &run{workflowID: m.WorkflowID, ownerXID: token, queue: sysdb.InternalQueueName, worker: w}
+		w.running[m.WorkflowID] = r
+		a.runs[m.WorkflowID] = r
+	}
+	a.mu.Unlock()
+	reply.Run = &protocol.Run{
+		WorkflowID:        m.WorkflowID,
+		Name:              m.Name,
+		ClassName:         m.ClassName,
+		ConfigName:        m.ConfigName,
+		Inputs:            m.Inputs,
+		Serialization:     m.Serialization,
+		OwnerXID:          token,
+		DeadlineEpochMS:   derefInt(p.DeadlineEpochMS),
+		RecoveryAttempts:  1,
+		AuthenticatedUser: m.AuthenticatedUser,
+		History:           []protocol.Step{},
+	}
+	return reply, nil
+}
+
+func handleRecordStep(s *Session, env protocol.Envelope) (any, *protocol.Error) {
+	a := s.agent
+	var m protocol.RecordStep
+	if perr := decode(env, &m); perr != nil {
+		return nil, perr
+	}
+	if perr := required(env.Op, "workflow_id", m.WorkflowID); perr != nil {
+		return nil, perr
+	}
+	if perr := required(env.Op, "owner_xid", m.OwnerXID); perr != nil {
+		return nil, perr
+	}
+	if perr := required(env.Op, "name", m.Name); perr != nil {
+		return nil, perr
+	}
+	if m.FunctionID < 0 {
+		return nil, protocol.Errorf(protocol.CodeInvalidArgument, "%s: function_id must not be negative", env.Op)
+	}
+	_, group := s.handshaken()
+	p := sysdb.StepRecordParams{
+		WorkflowID:      m.WorkflowID,
+		OwnerXID:        m.OwnerXID,
+		FunctionID:      m.FunctionID,
+		Name:            m.Name,
+		Output:          m.Output,
+		Error:           m.Error,
+		Serialization:   optional(m.Serialization),
+		ChildWorkflowID: optional(m.ChildWorkflowID),
+		StartedAt:       optionalInt(m.StartedAtMS),
+		CompletedAt:     optionalInt(m.CompletedAtMS),
+		ApplicationName: optional(group.app),
+	}
+	err := a.steps.record(s.ctx, p)
+	if err == nil {
+		return protocol.Empty{}, nil
+	}
+	var fenced *sysdb.FencedError
+	if errors.As(err, &fenced) {
+		a.endRun(m.WorkflowID, m.OwnerXID)
+		// Cancellation also clears the owner: tell the run which it was, so
+		// it stops as cancelled rather than as a zombie.
+		if wf, gerr := a.db.WorkflowGet(s.ctx, m.WorkflowID); gerr == nil && wf.Status == sysdb.StatusCancelled {
+			return nil, protocol.Errorf(protocol.CodeWorkflowCancelled, "workflow %s was cancelled", m.WorkflowID)
+		}
+	}
+	return nil, protocolError(s, env.Op, err)
+}
+
+func handleFinish(s *Session, env protocol.Envelope) (any, *protocol.Error) {
+	a := s.agent
+	var m protocol.Finish
+	if perr := decode(env, &m); perr != nil {
+		return nil, perr
+	}
+	if perr := required(env.Op, "workflow_id", m.WorkflowID); perr != nil {
+		return nil, perr
+	}
+	if perr := required(env.Op, "owner_xid", m.OwnerXID); perr != nil {
+		return nil, perr
+	}
+	if m.Status != sysdb.StatusSuccess && m.Status != sysdb.StatusError {
+		return nil, protocol.Errorf(protocol.CodeInvalidArgument, "%s: status must be SUCCESS or ERROR", env.Op)
+	}
+	// The outcome must be written even if the connection drops now: the
+	// run is over either way.
+	res, err := a.db.WorkflowFinish(context.WithoutCancel(s.ctx), sysdb.WorkflowFinishParams{
+		WorkflowID: m.WorkflowID,
+		OwnerXID:   m.OwnerXID,
+		Status:     m.Status,
+		Output:     m.Output,
+		Error:      m.Error,
+	})
+	a.endRun(m.WorkflowID, m.OwnerXID)
+	if err != nil {
+		return nil, protocolError(s, env.Op, err)
+	}
+	a.waiters.wake(m.WorkflowID)
+	return &protocol.FinishReply{Applied: res.Applied, Result: resultMessage(res.Stored)}, nil
+}
+
+func resultMessage(wf sysdb.Workflow) protocol.WorkflowResult {
+	return protocol.WorkflowResult{
+		WorkflowID:    wf.ID,
+		Status:        wf.Status,
+		Output:        wf.Output,
+		Error:         wf.Error,
+		Serialization: deref(wf.Serialization),
+	}
+}
+
+func handleGetResult(s *Session, env protocol.Envelope) (any, *protocol.Error) {
+	var m protocol.GetResult
+	if perr := decode(env, &m); perr != nil {
+		return nil, perr
+	}
+	if perr := required(env.Op, "workflow_id", m.WorkflowID); perr != nil {
+		return nil, perr
+	}
+	ctx := s.ctx
+	if m.TimeoutMS > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, time.Duration(m.TimeoutMS)*time.Millisecond)
+		defer cancel()
+	}
+	wf, err := s.agent.waiters.wait(ctx, m.WorkflowID, false)
+	if err != nil {
+		return nil, protocolError(s, env.Op, err)
+	}
+	return resultMessage(wf), nil
+}
+
+func handleGetWorkflow(s *Session, env protocol.Envelope) (any, *protocol.Error) {
+	var m protocol.GetWorkflow
+	if perr := decode(env, &m); perr != nil {
+		return nil, perr
+	}
+	if perr := required(env.Op, "workflow_id", m.WorkflowID); perr != nil {
+		return nil, perr
+	}
+	wf, err := s.agent.db.WorkflowGet(s.ctx, m.WorkflowID)
+	if err != nil {
+		return nil, protocolError(s, env.Op, err)
+	}
+	info := workflowInfo(wf)
+	if !m.LoadPayloads {
+		info.Inputs, info.Output, info.Error = nil, nil, nil
+	}
+	return info, nil
+}
+
+func workflowInfo(wf sysdb.Workflow) protocol.WorkflowInfo {
+	return protocol.WorkflowInfo{
+		WorkflowID:        wf.ID,
+		Status:            wf.Status,
+		Name:              wf.Name,
+		ClassName:         deref(wf.ClassName),
+		ConfigName:        deref(wf.ConfigName),
+		QueueName:         deref(wf.QueueName),
+		ExecutorID:        deref(wf.ExecutorID),
+		AppVersion:        deref(wf.ApplicationVersion),
+		AppName:           deref(wf.ApplicationName),
+		AuthenticatedUser: deref(wf.AuthenticatedUser),
+		CreatedAtMS:       wf.CreatedAt,
+		UpdatedAtMS:       wf.UpdatedAt,
+		StartedAtMS:       derefInt(wf.StartedAt),
+		CompletedAtMS:     derefInt(wf.CompletedAt),
+		RecoveryAttempts:  wf.RecoveryAttempts,
+		TimeoutMS:         derefInt(wf.TimeoutMS),
+		DeadlineEpochMS:   derefInt(wf.DeadlineEpochMS),
+		Priority:          wf.Priority,
+		DeduplicationID:   deref(wf.DeduplicationID),
+		PartitionKey:      deref(wf.QueuePartitionKey),
+		ParentWorkflowID:  deref(wf.ParentWorkflowID),
+		ForkedFrom:        deref(wf.ForkedFrom),
+		Serialization:     deref(wf.Serialization),
+		Inputs:            wf.Inputs,
+		Output:            wf.Output,
+		Error:             wf.Error,
+	}
+}
+
+func handleListWorkflows(s *Session, env protocol.Envelope) (any, *protocol.Error) {
+	var m protocol.ListWorkflows
+	if perr := decode(env, &m); perr != nil {
+		return nil, perr
+	}
+	if m.Limit < 0 || m.Offset < 0 {
+		return nil, protocol.Errorf(protocol.CodeInvalidArgument, "%s: limit and offset must not be negative", env.Op)
+	}
+	p := sysdb.WorkflowListParams{
+		WorkflowIDs:        m.WorkflowIDs,
+		Statuses:           m.Statuses,
+		Names:              m.Names,
+		QueueNames:         m.QueueNames,
+		QueuesOnly:         m.QueuesOnly,
+		ExecutorIDs:        m.ExecutorIDs,
+		ApplicationVersion: m.AppVersions,
+		ParentWorkflowIDs:  m.ParentIDs,
+		CreatedAfter:       optionalInt(m.StartTimeMS),
+		CreatedBefore:      optionalInt(m.EndTimeMS),
+		Limit:              m.Limit,
+		Offset:             m.Offset,
+		SortDesc:           m.SortDesc,
+		LoadInputs:         m.LoadInputs,
+		LoadOutputs:        m.LoadOutputs,
+	}
+	if m.IDPrefix != "" {
+		p.IDPrefixes = []string{m.IDPrefix}
+	}
+	wfs, err := s.agent.db.WorkflowList(s.ctx, p)
+	if err != nil {
+		return nil, protocolError(s, env.Op, err)
+	}
+	reply := &protocol.ListWorkflowsReply{Workflows: make([]protocol.WorkflowInfo, len(wfs))}
+	for i, wf := range wfs {
+		reply.Workflows[i] = workflowInfo(wf)
+	}
+	return reply, nil
+}
+
+func handleListSteps(s *Session, env protocol.Envelope) (any, *protocol.Error) {
+	var m protocol.WorkflowRef
+	if perr := decode(env, &m); perr != nil {
+		return nil, perr
+	}
+	if perr := required(env.Op, "workflow_id", m.WorkflowID); perr != nil {
+		return nil, perr
+	}
+	steps, err := s.agent.db.StepList(s.ctx, m.WorkflowID)
+	if err != nil {
+		return nil, protocolError(s, env.Op, err)
+	}
+	reply := &protocol.ListStepsReply{Steps: make([]protocol.Step, len(steps))}
+	for i, st := range steps {
+		reply.Steps[i] = stepMessage(st)
+	}
+	return reply, nil
+}
+
+func handleCancel(s *Session, env protocol.Envelope) (any, *protocol.Error) {
+	a := s.agent
+	var m protocol.WorkflowRef
+	if perr := decode(env, &m); perr != nil {
+		return nil, perr
+	}
+	if perr := required(env.Op, "workflow_id", m.WorkflowID); perr != nil {
+		return nil, perr
+	}
+	found, err := a.db.WorkflowCancel(s.ctx, sysdb.WorkflowCancelParams{WorkflowIDs: []string{m.WorkflowID}})
+	if err != nil {
+		return nil, protocolError(s, env.Op, err)
+	}
+	if len(found) == 0 {
+		return nil, protocol.Errorf(protocol.CodeWorkflowNotFound, "workflow %s does not exist", m.WorkflowID)
+	}
+	a.cancelLocalRun(m.WorkflowID)
+	a.waiters.wake(m.WorkflowID)
+	return protocol.Empty{}, nil
+}
+
+// cancelLocalRun tells the worker running a cancelled workflow, if it is
+// one of ours, and frees its slot. A run elsewhere learns at its next step.
+func (a *Agent) cancelLocalRun(workflowID string) {
+	a.mu.Lock()
+	r := a.runs[workflowID]
+	a.mu.Unlock()
+	if r == nil {
+		return
+	}
+	a.endRun(workflowID, r.ownerXID)
+	_ = r.worker.session.push(protocol.PushCancel, &protocol.CancelPush{WorkflowID: workflowID})
+}
+
+func handleResume(s *Session, env protocol.Envelope) (any, *protocol.Error) {
+	a := s.agent
+	var m protocol.ResumeWorkflow
+	if perr := decode(env, &m); perr != nil {
+		return nil, perr
+	}
+	if perr := required(env.Op, "workflow_id", m.WorkflowID); perr != nil {
+		return nil, perr
+	}
+	found, err := a.db.WorkflowResume(s.ctx, sysdb.WorkflowResumeParams{WorkflowIDs: []string{m.WorkflowID}, QueueName: m.QueueName})
+	if err != nil {
+		return nil, protocolError(s, env.Op, err)
+	}
+	if len(found) == 0 {
+		return nil, protocol.Errorf(protocol.CodeWorkflowNotFound, "workflow %s does not exist", m.WorkflowID)
+	}
+	queue := m.QueueName
+	if queue == "" {
+		queue = sysdb.InternalQueueName
+	}
+	a.wakeQueue(queue)
+	return protocol.Empty{}, nil
+}
+
+func optional(s string) *string {
+	if s == "" {
+		return nil
+	}
+	return &s
+}
+
+func optionalInt(v int64) *int64 {
+	if v == 0 {
+		return nil
+	}
+	return &v
+}
+
+func asErr[T error](err error, target *T) bool { return errors.As(err, target) }

@@ -1,0 +1,307 @@
+package agent
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/dbos-agent/dbos-agent/protocol"
+	"github.com/dbos-agent/dbos-agent/sysdb"
+)
+
+// outboundQueue is how many frames may wait for a slow peer before sends
+// block.
+const outboundQueue = 1024
+
+// sendTimeout is how long a frame may wait for a peer that does not read;
+// past it the session is closed rather than stall the agent.
+const sendTimeout = 30 * time.Second
+
+// ErrSessionClosed is returned for sends on a closed session.
+var ErrSessionClosed = errors.New("session closed")
+
+// Session is one connection of an application process. The transport feeds
+// it frames with HandleFrame and writes what Outbound yields.
+type Session struct {
+	agent *Agent
+	id    string
+	log   *zap.Logger
+
+	out       chan []byte
+	done      chan struct{}
+	closeOnce sync.Once
+	ctx       context.Context
+	cancel    context.CancelFunc
+
+	// Set by the handshake, read-only afterwards.
+	helloMu sync.Mutex
+	hello   *protocol.Hello
+	group   groupKey
+	version uint32
+
+	encoders sync.Pool
+}
+
+// NewSession starts a session for a new connection. label names the peer in
+// logs (for instance its pid).
+func (a *Agent) NewSession(label string) *Session {
+	ctx, cancel := context.WithCancel(a.ctx)
+	s := &Session{
+		agent:  a,
+		id:     newToken(),
+		out:    make(chan []byte, outboundQueue),
+		done:   make(chan struct{}),
+		ctx:    ctx,
+		cancel: cancel,
+	}
+	s.log = a.log.With(zap.String("session", s.id[:8]), zap.String("peer", label))
+	s.encoders.New = func() any { return protocol.NewEncoder() }
+	a.mu.Lock()
+	a.sessions[s] = struct{}{}
+	a.mu.Unlock()
+	return s
+}
+
+// Outbound yields the frames to write to the peer, each with its length
+// prefix. It is never closed: writers stop at Done (after writing what is
+// still queued, if they can).
+func (s *Session) Outbound() <-chan []byte { return s.out }
+
+// Done is closed when the session closes.
+func (s *Session) Done() <-chan struct{} { return s.done }
+
+// MaxFrameSize is the largest frame the session accepts.
+func (s *Session) MaxFrameSize() int { return s.agent.cfg.MaxFrameSize }
+
+// Close ends the session: in-flight requests are abandoned and the runs of
+// a worker go back to their queues for another worker. Idempotent.
+func (s *Session) Close() {
+	s.closeOnce.Do(func() {
+		close(s.done)
+		s.cancel()
+		a := s.agent
+		a.mu.Lock()
+		delete(a.sessions, s)
+		var runs []*run
+		if s.isWorker() {
+			runs = a.removeWorkerLocked(s)
+		}
+		a.mu.Unlock()
+		if len(runs) > 0 {
+			claims := make([]sysdb.WorkflowClaim, len(runs))
+			for i, r := range runs {
+				claims[i] = sysdb.WorkflowClaim{WorkflowID: r.workflowID, OwnerXID: r.ownerXID}
+			}
+			// The agent's context, not the session's: the hand-back must
+			// happen although the session is gone.
+			ids, err := a.db.WorkflowRequeue(context.WithoutCancel(a.ctx), claims)
+			if err != nil {
+				s.log.Error("could not hand a closed worker's workflows back; agent restart recovers them", zap.Error(err))
+			} else if len(ids) > 0 {
+				s.log.Info("worker left; its workflows go to another worker", zap.Int("count", len(ids)))
+				for _, r := range runs {
+					a.wakeQueue(r.queue)
+				}
+			}
+		}
+	})
+}
+
+func (s *Session) isWorker() bool {
+	s.helloMu.Lock()
+	defer s.helloMu.Unlock()
+	return s.hello != nil && s.hello.Role == protocol.RoleWorker
+}
+
+func (s *Session) handshaken() (*protocol.Hello, groupKey) {
+	s.helloMu.Lock()
+	defer s.helloMu.Unlock()
+	return s.hello, s.group
+}
+
+// send queues a frame (copied) for the peer.
+func (s *Session) send(frame []byte) error {
+	buf := make([]byte, len(frame))
+	copy(buf, frame)
+	select {
+	case <-s.done:
+		return ErrSessionClosed
+	default:
+	}
+	select {
+	case s.out <- buf:
+		return nil
+	case <-s.done:
+		return ErrSessionClosed
+	case <-time.After(sendTimeout):
+		s.log.Warn("peer does not read its frames; closing the session")
+		go s.Close()
+		return ErrSessionClosed
+	}
+}
+
+func (s *Session) push(op string, body any) error {
+	enc := s.encoders.Get().(*protocol.Encoder)
+	defer s.encoders.Put(enc)
+	frame, err := enc.Push(op, body)
+	if err != nil {
+		return err
+	}
+	return s.send(frame)
+}
+
+func (s *Session) reply(id uint64, body any, perr *protocol.Error) {
+	enc := s.encoders.Get().(*protocol.Encoder)
+	defer s.encoders.Put(enc)
+	var frame []byte
+	var err error
+	if perr != nil {
+		frame, err = enc.ErrorResponse(id, perr)
+	} else {
+		if body == nil {
+			body = protocol.Empty{}
+		}
+		frame, err = enc.Response(id, body)
+	}
+	if err != nil {
+		s.log.Error("could not encode a reply", zap.Error(err))
+		frame, _ = enc.ErrorResponse(id, protocol.Errorf(protocol.CodeInternal, "could not encode the reply"))
+	}
+	_ = s.send(frame)
+}
+
+// HandleFrame processes one frame body from the peer. The frame may be
+// reused by the caller once HandleFrame returns. It returns an error only
+// when the connection must close (the error has been sent to the peer when
+// possible).
+func (s *Session) HandleFrame(frame []byte) error {
+	body := make([]byte, len(frame))
+	copy(body, frame)
+	env, err := protocol.DecodeEnvelope(body)
+	if err != nil {
+		// The request id is unknown; 0 tells the peer the error is about
+		// the connection, not a request.
+		s.reply(env.ID, nil, protocol.Errorf(protocol.CodeMalformedFrame, "%v", err))
+		return nil
+	}
+	switch env.Kind {
+	case protocol.KindRequest:
+	case protocol.KindResponse:
+		return nil // the agent sends no requests today; late answers are ignored
+	default:
+		s.reply(env.ID, nil, protocol.Errorf(protocol.CodeMalformedFrame, "a peer may not send kind %d", env.Kind))
+		return nil
+	}
+	hello, _ := s.handshaken()
+	if env.Op == protocol.OpHello {
+		if hello != nil {
+			s.reply(env.ID, nil, protocol.Errorf(protocol.CodeHandshakeNeeded, "hello was already received"))
+			return nil
+		}
+		return s.handleHello(env)
+	}
+	if hello == nil {
+		s.reply(env.ID, nil, protocol.Errorf(protocol.CodeHandshakeNeeded, "the first request must be hello"))
+		return nil
+	}
+	handler, ok := handlers[env.Op]
+	if !ok {
+		s.reply(env.ID, nil, protocol.Errorf(protocol.CodeUnknownOp, "unknown op %q", env.Op))
+		return nil
+	}
+	select {
+	case <-s.done:
+		return ErrSessionClosed
+	default:
+	}
+	// Requests run concurrently: many may be in flight on one connection.
+	go func() {
+		defer func() {
+			if r := recover(); r != nil {
+				s.log.Error("request handler panicked", zap.String("op", env.Op), zap.Any("panic", r))
+				s.reply(env.ID, nil, protocol.Errorf(protocol.CodeInternal, "the agent failed handling %s", env.Op))
+			}
+		}()
+		body, perr := handler(s, env)
+		s.reply(env.ID, body, perr)
+	}()
+	return nil
+}
+
+func (s *Session) handleHello(env protocol.Envelope) error {
+	a := s.agent
+	var h protocol.Hello
+	if err := protocol.DecodeBody(env.Body, &h); err != nil {
+		s.reply(env.ID, nil, protocol.Errorf(protocol.CodeInvalidArgument, "hello: %v", err))
+		return nil
+	}
+	version, ok := protocol.NegotiateVersion(h.MinVersion, h.MaxVersion)
+	if !ok {
+		s.reply(env.ID, nil, protocol.Errorf(protocol.CodeVersionMismatch,
+			"the agent speaks protocol versions %d to %d, the peer %d to %d", protocol.MinVersion, protocol.Version, h.MinVersion, h.MaxVersion))
+		return fmt.Errorf("no common protocol version")
+	}
+	if h.Role == "" {
+		h.Role = protocol.RoleClient
+	}
+	if h.Role != protocol.RoleWorker && h.Role != protocol.RoleClient {
+		s.reply(env.ID, nil, protocol.Errorf(protocol.CodeInvalidArgument, "hello: role must be %q or %q", protocol.RoleWorker, protocol.RoleClient))
+		return nil
+	}
+	if h.AppVersion == "" {
+		h.AppVersion = a.cfg.DefaultAppVersion
+	}
+	var w *worker
+	if h.Role == protocol.RoleWorker {
+		if a.draining.Load() {
+			s.reply(env.ID, nil, protocol.Errorf(protocol.CodeShuttingDown, "the agent is shutting down"))
+			return nil
+		}
+		w = &worker{
+			session:        s,
+			functions:      map[string]protocol.WorkflowRegistration{},
+			queues:         map[string]protocol.QueueRegistration{},
+			maxConcurrency: h.MaxConcurrency,
+			running:        map[string]*run{},
+		}
+		for _, f := range h.Workflows {
+			if f.Name == "" {
+				s.reply(env.ID, nil, protocol.Errorf(protocol.CodeInvalidArgument, "hello: a workflow registration needs a name"))
+				return nil
+			}
+			w.functions[f.Name] = f
+		}
+		for _, q := range h.Queues {
+			if q.Name == "" {
+				s.reply(env.ID, nil, protocol.Errorf(protocol.CodeInvalidArgument, "hello: a queue registration needs a name"))
+				return nil
+			}
+			w.queues[q.Name] = q
+		}
+	}
+	s.helloMu.Lock()
+	s.hello = &h
+	s.group = groupKey{app: h.AppName, version: h.AppVersion}
+	s.version = version
+	s.helloMu.Unlock()
+	s.log = s.log.With(zap.String("app", h.AppName), zap.String("app_version", h.AppVersion), zap.String("role", h.Role))
+	if w != nil {
+		a.mu.Lock()
+		a.addWorkerLocked(s, w)
+		a.mu.Unlock()
+	}
+	s.log.Debug("session opened", zap.Int("workflows", len(h.Workflows)), zap.Int("queues", len(h.Queues)))
+	s.reply(env.ID, &protocol.HelloReply{
+		Version:      version,
+		AgentVersion: a.cfg.AgentVersion,
+		MaxFrameSize: uint32(a.cfg.MaxFrameSize),
+		SessionID:    s.id,
+		ExecutorID:   a.cfg.ExecutorID,
+		AppVersion:   h.AppVersion,
+	}, nil)
+	return nil
+}

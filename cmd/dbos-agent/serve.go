@@ -1,0 +1,172 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"time"
+
+	"github.com/spf13/cobra"
+	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
+	"gopkg.in/yaml.v3"
+
+	"github.com/dbos-agent/dbos-agent/agent"
+	"github.com/dbos-agent/dbos-agent/server"
+	"github.com/dbos-agent/dbos-agent/sysdb"
+)
+
+// fileConfig is the optional YAML config file of `serve`; flags and
+// environment variables override it.
+type fileConfig struct {
+	DatabaseURL     string   `yaml:"database_url"`
+	Schema          string   `yaml:"schema"`
+	Socket          string   `yaml:"socket"`
+	ExecutorID      string   `yaml:"executor_id"`
+	AppVersion      string   `yaml:"application_version"`
+	LogLevel        string   `yaml:"log_level"`
+	PollIntervalSec float64  `yaml:"poll_interval_sec"`
+	GracePeriodSec  float64  `yaml:"grace_period_sec"`
+	AllowedUIDs     []uint32 `yaml:"allowed_uids"`
+}
+
+// defaultSocketPath is under the user's runtime directory when there is one.
+func defaultSocketPath() string {
+	if dir := os.Getenv("XDG_RUNTIME_DIR"); dir != "" {
+		return filepath.Join(dir, "dbos-agent.sock")
+	}
+	return filepath.Join(os.TempDir(), "dbos-agent-"+strconv.Itoa(os.Getuid()), "agent.sock")
+}
+
+func newServeCommand() *cobra.Command {
+	var (
+		db           databaseFlags
+		configPath   string
+		socket       string
+		executorID   string
+		appVersion   string
+		logLevel     string
+		pollInterval time.Duration
+		grace        time.Duration
+	)
+	cmd := &cobra.Command{
+		Use:   "serve",
+		Short: "Run the agent: own the system database and serve applications on a Unix socket",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			var fc fileConfig
+			if configPath != "" {
+				raw, err := os.ReadFile(configPath)
+				if err != nil {
+					return fmt.Errorf("read config: %w", err)
+				}
+				if err := yaml.Unmarshal(raw, &fc); err != nil {
+					return fmt.Errorf("config %s: %w", configPath, err)
+				}
+			}
+			url := firstNonEmpty(db.url, os.Getenv("DBOS_SYSTEM_DATABASE_URL"), fc.DatabaseURL, defaultDatabaseURL)
+			schema := firstNonEmpty(db.schema, os.Getenv("DBOS_SYSTEM_DATABASE_SCHEMA"), fc.Schema, sysdb.DefaultSchema)
+			socketPath := firstNonEmpty(socket, os.Getenv("DBOS_AGENT_SOCKET"), fc.Socket, defaultSocketPath())
+			executor := firstNonEmpty(executorID, os.Getenv("DBOS__VMID"), fc.ExecutorID, "local")
+			version := firstNonEmpty(appVersion, os.Getenv("DBOS__APPVERSION"), fc.AppVersion)
+			level := firstNonEmpty(logLevel, os.Getenv("DBOS_AGENT_LOG_LEVEL"), fc.LogLevel, "info")
+			if pollInterval == 0 && fc.PollIntervalSec > 0 {
+				pollInterval = time.Duration(fc.PollIntervalSec * float64(time.Second))
+			}
+			if grace == 0 && fc.GracePeriodSec > 0 {
+				grace = time.Duration(fc.GracePeriodSec * float64(time.Second))
+			}
+			log, err := newLogger(level)
+			if err != nil {
+				return err
+			}
+			defer func() { _ = log.Sync() }()
+			return serve(cmd.Context(), log, serveOptions{
+				url: url, schema: schema, socket: socketPath, executorID: executor, appVersion: version,
+				pollInterval: pollInterval, grace: grace, allowedUIDs: fc.AllowedUIDs,
+			})
+		},
+	}
+	db.register(cmd)
+	f := cmd.Flags()
+	f.StringVar(&configPath, "config", "", "YAML config file (keys: database_url, schema, socket, executor_id, application_version, log_level, poll_interval_sec, grace_period_sec, allowed_uids)")
+	f.StringVar(&socket, "socket", "", "Unix socket path (env DBOS_AGENT_SOCKET; default "+defaultSocketPath()+")")
+	f.StringVar(&executorID, "executor-id", "", "executor id this agent's workflows carry (env DBOS__VMID; default local)")
+	f.StringVar(&appVersion, "app-version", "", "application version for workers that announce none (env DBOS__APPVERSION)")
+	f.StringVar(&logLevel, "log-level", "", "debug, info, warn or error (env DBOS_AGENT_LOG_LEVEL; default info)")
+	f.DurationVar(&pollInterval, "poll-interval", 0, "queue polling interval when idle (default 1s)")
+	f.DurationVar(&grace, "grace-period", 0, "how long SIGTERM lets running workflows finish (default 10s)")
+	return cmd
+}
+
+type serveOptions struct {
+	url, schema, socket, executorID, appVersion string
+	pollInterval, grace                         time.Duration
+	allowedUIDs                                 []uint32
+}
+
+func serve(ctx context.Context, log *zap.Logger, o serveOptions) error {
+	db, err := sysdb.OpenPostgres(ctx, o.url, sysdb.PostgresOptions{Schema: o.schema, Logger: log})
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+	a, err := agent.New(agent.Config{
+		DB:                db,
+		Notifications:     db,
+		ExecutorID:        o.executorID,
+		DefaultAppVersion: o.appVersion,
+		AgentVersion:      version,
+		PollInterval:      o.pollInterval,
+		GracePeriod:       o.grace,
+		Logger:            log,
+	})
+	if err != nil {
+		return err
+	}
+	if err := a.Start(ctx); err != nil {
+		return err
+	}
+	srv, err := server.Listen(server.Config{SocketPath: o.socket, Agent: a, AllowedUIDs: o.allowedUIDs, Logger: log})
+	if err != nil {
+		a.Shutdown(context.Background())
+		if errors.Is(err, server.ErrSocketInUse) {
+			return fmt.Errorf("%w (is another agent running? stop it or pass --socket)", err)
+		}
+		return err
+	}
+	log.Info("dbos-agent listening",
+		zap.String("socket", o.socket), zap.String("executor_id", o.executorID),
+		zap.String("schema", o.schema), zap.String("version", version))
+	errc := make(chan error, 1)
+	go func() { errc <- srv.Serve() }()
+	select {
+	case <-ctx.Done():
+		log.Info("shutting down: draining running workflows")
+	case err := <-errc:
+		a.Shutdown(context.Background())
+		return err
+	}
+	// Drain first (workers can still finish over their connections), then
+	// close the socket.
+	a.Shutdown(context.Background())
+	srv.Close()
+	log.Info("dbos-agent stopped")
+	return nil
+}
+
+func newLogger(level string) (*zap.Logger, error) {
+	lvl, err := zapcore.ParseLevel(level)
+	if err != nil {
+		return nil, fmt.Errorf("log level %q: use debug, info, warn or error", level)
+	}
+	cfg := zap.NewProductionConfig()
+	cfg.Level = zap.NewAtomicLevelAt(lvl)
+	cfg.EncoderConfig.TimeKey = "ts"
+	cfg.EncoderConfig.EncodeTime = zapcore.ISO8601TimeEncoder
+	cfg.Sampling = nil
+	return cfg.Build()
+}

@@ -1,0 +1,233 @@
+// Package e2e drives the real dbos-agent binary over its real socket, with
+// workers that are real processes where a test kills them.
+package e2e
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/dbos-agent/dbos-agent/client"
+	"github.com/dbos-agent/dbos-agent/internal/pgtest"
+	"github.com/dbos-agent/dbos-agent/protocol"
+)
+
+var agentBinary string
+
+func TestMain(m *testing.M) {
+	if os.Getenv(helperEnv) != "" {
+		os.Exit(runHelper())
+	}
+	dir, err := os.MkdirTemp("", "dbos-agent-e2e-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	agentBinary = filepath.Join(dir, "dbos-agent")
+	build := exec.Command("go", "build", "-race", "-o", agentBinary, "../cmd/dbos-agent")
+	build.Stdout, build.Stderr = os.Stdout, os.Stderr
+	if err := build.Run(); err != nil {
+		fmt.Fprintln(os.Stderr, "build agent:", err)
+		os.Exit(1)
+	}
+	code := m.Run()
+	os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+// env is one test's database schema and socket directory.
+type env struct {
+	t      *testing.T
+	url    string
+	schema string
+	dir    string
+}
+
+func newEnv(t *testing.T) *env {
+	t.Helper()
+	// Socket paths are limited to about 100 bytes: keep them short.
+	dir, err := os.MkdirTemp("", "e2e")
+	require.NoError(t, err)
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	return &env{t: t, url: pgtest.URL(t), schema: pgtest.Schema(t), dir: dir}
+}
+
+// agentProc is a running agent binary.
+type agentProc struct {
+	cmd    *exec.Cmd
+	socket string
+	exited chan struct{}
+	mu     sync.Mutex
+	logs   strings.Builder
+}
+
+type agentOptions struct {
+	executorID string
+	socketName string
+	extraArgs  []string
+}
+
+// startAgent starts the agent and returns once its log says it listens.
+func (e *env) startAgent(o agentOptions) *agentProc {
+	t := e.t
+	t.Helper()
+	if o.executorID == "" {
+		o.executorID = "local"
+	}
+	if o.socketName == "" {
+		o.socketName = "agent.sock"
+	}
+	socket := filepath.Join(e.dir, o.socketName)
+	args := append([]string{"serve", "--database-url", e.url, "--schema", e.schema, "--socket", socket,
+		"--executor-id", o.executorID, "--poll-interval", "200ms", "--grace-period", "2s", "--log-level", "debug"}, o.extraArgs...)
+	cmd := exec.Command(agentBinary, args...)
+	stderr, err := cmd.StderrPipe()
+	require.NoError(t, err)
+	require.NoError(t, cmd.Start())
+	p := &agentProc{cmd: cmd, socket: socket, exited: make(chan struct{})}
+	listening := make(chan struct{})
+	go func() {
+		sc := bufio.NewScanner(stderr)
+		sc.Buffer(make([]byte, 1<<20), 1<<20)
+		signalled := false
+		for sc.Scan() {
+			line := sc.Text()
+			p.mu.Lock()
+			p.logs.WriteString(line + "\n")
+			p.mu.Unlock()
+			if !signalled && strings.Contains(line, "dbos-agent listening") {
+				signalled = true
+				close(listening)
+			}
+		}
+		_ = cmd.Wait()
+		close(p.exited)
+	}()
+	t.Cleanup(func() {
+		p.kill()
+		if t.Failed() {
+			t.Logf("agent log:\n%s", p.log())
+		}
+	})
+	select {
+	case <-listening:
+	case <-p.exited:
+		t.Fatalf("agent exited before listening:\n%s", p.log())
+	case <-time.After(60 * time.Second):
+		t.Fatalf("agent did not listen within 60s:\n%s", p.log())
+	}
+	return p
+}
+
+func (p *agentProc) log() string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.logs.String()
+}
+
+func (p *agentProc) kill() {
+	_ = p.cmd.Process.Signal(syscall.SIGKILL)
+	<-p.exited
+}
+
+// terminate sends SIGTERM and waits for the exit.
+func (p *agentProc) terminate(t *testing.T) {
+	require.NoError(t, p.cmd.Process.Signal(syscall.SIGTERM))
+	select {
+	case <-p.exited:
+	case <-time.After(30 * time.Second):
+		t.Fatalf("agent did not stop after SIGTERM:\n%s", p.log())
+	}
+}
+
+// dialClient opens a client connection.
+func dialClient(t *testing.T, socket string) *client.Client {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	c, err := client.Dial(ctx, socket, protocol.Hello{Role: protocol.RoleClient, AppName: "e2e"})
+	require.NoError(t, err)
+	t.Cleanup(func() { c.Close() })
+	return c
+}
+
+func str(s string) *string { return &s }
+
+// awaitResult waits for a workflow's outcome through the agent.
+func awaitResult(t *testing.T, c *client.Client, workflowID string) protocol.WorkflowResult {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	var res protocol.WorkflowResult
+	require.NoError(t, c.Call(ctx, protocol.OpGetResult, &protocol.GetResult{WorkflowID: workflowID}, &res))
+	return res
+}
+
+// lineWaiter reads a process's output and lets a test wait for a line.
+type lineWaiter struct {
+	mu    sync.Mutex
+	lines []string
+	cond  chan struct{}
+	eof   bool
+}
+
+func newLineWaiter(r io.Reader) *lineWaiter {
+	lw := &lineWaiter{cond: make(chan struct{})}
+	go func() {
+		sc := bufio.NewScanner(r)
+		for sc.Scan() {
+			lw.mu.Lock()
+			lw.lines = append(lw.lines, sc.Text())
+			close(lw.cond)
+			lw.cond = make(chan struct{})
+			lw.mu.Unlock()
+		}
+		lw.mu.Lock()
+		lw.eof = true
+		close(lw.cond)
+		lw.mu.Unlock()
+	}()
+	return lw
+}
+
+// waitFor blocks until a line equal to want has been read.
+func (lw *lineWaiter) waitFor(t *testing.T, want string) {
+	t.Helper()
+	deadline := time.After(60 * time.Second)
+	for {
+		lw.mu.Lock()
+		for _, l := range lw.lines {
+			if l == want {
+				lw.mu.Unlock()
+				return
+			}
+		}
+		eof, cond := lw.eof, lw.cond
+		lw.mu.Unlock()
+		if eof {
+			t.Fatalf("output ended before %q; got %q", want, lw.all())
+		}
+		select {
+		case <-cond:
+		case <-deadline:
+			t.Fatalf("no %q within 60s; got %q", want, lw.all())
+		}
+	}
+}
+
+func (lw *lineWaiter) all() []string {
+	lw.mu.Lock()
+	defer lw.mu.Unlock()
+	return append([]string(nil), lw.lines...)
+}

@@ -1,0 +1,289 @@
+package protocol
+
+// Version is the protocol version this package speaks. The handshake picks
+// the highest version both sides support.
+const (
+	Version    uint32 = 1
+	MinVersion uint32 = 1
+)
+
+// Kind says what an envelope is.
+type Kind uint8
+
+// Envelope kinds.
+const (
+	KindRequest  Kind = 1 // from either side, expects a response with the same id
+	KindResponse Kind = 2 // answers a request: body or error
+	KindPush     Kind = 3 // from the agent, unsolicited, no response
+)
+
+// Ops. Requests go from a binding to the agent; pushes from the agent to a
+// binding.
+const (
+	OpHello         = "hello"
+	OpPing          = "ping"
+	OpStartWorkflow = "start_workflow"
+	OpRecordStep    = "record_step"
+	OpFinish        = "finish"
+	OpGetResult     = "get_result"
+	OpGetWorkflow   = "get_workflow"
+	OpListWorkflows = "list_workflows"
+	OpListSteps     = "list_steps"
+	OpCancel        = "cancel_workflow"
+	OpResume        = "resume_workflow"
+
+	PushRun    = "run"    // run this workflow now
+	PushCancel = "cancel" // the workflow you run was cancelled
+)
+
+// Roles a connection can take.
+const (
+	RoleWorker = "worker" // runs workflows: registers functions and queues
+	RoleClient = "client" // only starts, awaits and manages workflows
+)
+
+// Hello opens a connection.
+type Hello struct {
+	MinVersion uint32 `msgpack:"min_version"`
+	MaxVersion uint32 `msgpack:"max_version"`
+	Role       string `msgpack:"role"`
+	// AppName and AppVersion say which application this process is; the
+	// agent dispatches a workflow only to workers of its application and
+	// version. An empty AppVersion takes the agent's default.
+	AppName        string `msgpack:"app_name"`
+	AppVersion     string `msgpack:"app_version"`
+	Language       string `msgpack:"language,omitempty"`
+	BindingVersion string `msgpack:"binding_version,omitempty"`
+	PID            int64  `msgpack:"pid,omitempty"`
+	// Workflows this worker can run.
+	Workflows []WorkflowRegistration `msgpack:"workflows,omitempty"`
+	// Queues this worker serves besides the internal queue.
+	Queues []QueueRegistration `msgpack:"queues,omitempty"`
+	// MaxConcurrency caps the runs this worker takes at once across queues
+	// (0 = no cap).
+	MaxConcurrency int `msgpack:"max_concurrency,omitempty"`
+}
+
+// WorkflowRegistration names one runnable workflow function.
+type WorkflowRegistration struct {
+	Name      string `msgpack:"name"`
+	ClassName string `msgpack:"class_name,omitempty"`
+	// MaxRecoveryAttempts before the workflow is dead-lettered (0 = the
+	// DBOS default, 100).
+	MaxRecoveryAttempts int `msgpack:"max_recovery_attempts,omitempty"`
+}
+
+// QueueRegistration is a queue a worker serves and its limits.
+type QueueRegistration struct {
+	Name string `msgpack:"name"`
+	// WorkerConcurrency caps how many of the queue's workflows this worker
+	// process runs at once.
+	WorkerConcurrency *int `msgpack:"worker_concurrency,omitempty"`
+	// Concurrency caps the queue's running workflows across all executors.
+	Concurrency        *int     `msgpack:"concurrency,omitempty"`
+	RateLimitMax       *int     `msgpack:"rate_limit_max,omitempty"`
+	RateLimitPeriodSec *float64 `msgpack:"rate_limit_period_sec,omitempty"`
+	PriorityEnabled    bool     `msgpack:"priority_enabled,omitempty"`
+	PartitionQueue     bool     `msgpack:"partition_queue,omitempty"`
+}
+
+// HelloReply accepts a connection.
+type HelloReply struct {
+	Version      uint32 `msgpack:"version"`
+	AgentVersion string `msgpack:"agent_version"`
+	MaxFrameSize uint32 `msgpack:"max_frame_size"`
+	SessionID    string `msgpack:"session_id"`
+	ExecutorID   string `msgpack:"executor_id"`
+	AppVersion   string `msgpack:"app_version"`
+}
+
+// StartWorkflow creates a workflow (idempotent on its id).
+type StartWorkflow struct {
+	WorkflowID    string  `msgpack:"workflow_id,omitempty"` // empty: the agent makes a UUID
+	Name          string  `msgpack:"name"`
+	ClassName     string  `msgpack:"class_name,omitempty"`
+	ConfigName    string  `msgpack:"config_name,omitempty"`
+	Inputs        *string `msgpack:"inputs"`
+	Serialization string  `msgpack:"serialization"`
+	// QueueName enqueues the workflow; without it the workflow starts now.
+	QueueName       string `msgpack:"queue_name,omitempty"`
+	Priority        int    `msgpack:"priority,omitempty"`
+	DeduplicationID string `msgpack:"deduplication_id,omitempty"`
+	PartitionKey    string `msgpack:"partition_key,omitempty"`
+	TimeoutMS       int64  `msgpack:"timeout_ms,omitempty"`
+	DeadlineEpochMS int64  `msgpack:"deadline_epoch_ms,omitempty"`
+	AppVersion      string `msgpack:"app_version,omitempty"` // default: the caller's
+	// RunHere asks, for a direct start by a worker that registered the
+	// function, to run it in the calling process: the reply then carries
+	// the run grant instead of a push.
+	RunHere           bool   `msgpack:"run_here,omitempty"`
+	AuthenticatedUser string `msgpack:"authenticated_user,omitempty"`
+	AssumedRole       string `msgpack:"assumed_role,omitempty"`
+}
+
+// StartWorkflowReply identifies the started (or existing) workflow.
+type StartWorkflowReply struct {
+	WorkflowID string `msgpack:"workflow_id"`
+	Status     string `msgpack:"status"`
+	// Created is false when the id already named a workflow.
+	Created bool `msgpack:"created"`
+	// Run is set when the caller must run the workflow itself now.
+	Run *Run `msgpack:"run,omitempty"`
+}
+
+// Run hands a workflow to a worker: everything needed to run or replay it.
+type Run struct {
+	WorkflowID        string  `msgpack:"workflow_id"`
+	Name              string  `msgpack:"name"`
+	ClassName         string  `msgpack:"class_name,omitempty"`
+	ConfigName        string  `msgpack:"config_name,omitempty"`
+	Inputs            *string `msgpack:"inputs"`
+	Serialization     string  `msgpack:"serialization"`
+	OwnerXID          string  `msgpack:"owner_xid"`
+	QueueName         string  `msgpack:"queue_name,omitempty"`
+	DeadlineEpochMS   int64   `msgpack:"deadline_epoch_ms,omitempty"`
+	RecoveryAttempts  int64   `msgpack:"recovery_attempts"`
+	AuthenticatedUser string  `msgpack:"authenticated_user,omitempty"`
+	// History is every step recorded so far, by function id: the worker
+	// replays from it without asking.
+	History []Step `msgpack:"history"`
+}
+
+// Step is one recorded step of a workflow.
+type Step struct {
+	FunctionID      int     `msgpack:"function_id"`
+	Name            string  `msgpack:"name"`
+	Output          *string `msgpack:"output"`
+	Error           *string `msgpack:"error"`
+	Serialization   string  `msgpack:"serialization,omitempty"`
+	ChildWorkflowID string  `msgpack:"child_workflow_id,omitempty"`
+	StartedAtMS     int64   `msgpack:"started_at_epoch_ms,omitempty"`
+	CompletedAtMS   int64   `msgpack:"completed_at_epoch_ms,omitempty"`
+}
+
+// RecordStep checkpoints a step the worker just ran. The reply is empty;
+// errors: fenced, workflow_cancelled, unexpected_step, step_conflict.
+type RecordStep struct {
+	WorkflowID string `msgpack:"workflow_id"`
+	OwnerXID   string `msgpack:"owner_xid"`
+	Step
+}
+
+// Finish records a run's outcome.
+type Finish struct {
+	WorkflowID    string  `msgpack:"workflow_id"`
+	OwnerXID      string  `msgpack:"owner_xid"`
+	Status        string  `msgpack:"status"` // SUCCESS or ERROR
+	Output        *string `msgpack:"output"`
+	Error         *string `msgpack:"error"`
+	Serialization string  `msgpack:"serialization,omitempty"`
+}
+
+// FinishReply says whether the outcome was stored; when not, Result is the
+// outcome that stands.
+type FinishReply struct {
+	Applied bool           `msgpack:"applied"`
+	Result  WorkflowResult `msgpack:"result"`
+}
+
+// GetResult waits for a workflow to end.
+type GetResult struct {
+	WorkflowID string `msgpack:"workflow_id"`
+	// TimeoutMS bounds the wait (0 = until it ends). Past it: error timeout.
+	TimeoutMS int64 `msgpack:"timeout_ms,omitempty"`
+}
+
+// WorkflowResult is a workflow's outcome.
+type WorkflowResult struct {
+	WorkflowID    string  `msgpack:"workflow_id"`
+	Status        string  `msgpack:"status"`
+	Output        *string `msgpack:"output"`
+	Error         *string `msgpack:"error"`
+	Serialization string  `msgpack:"serialization,omitempty"`
+}
+
+// WorkflowRef names one workflow.
+type WorkflowRef struct {
+	WorkflowID string `msgpack:"workflow_id"`
+}
+
+// ResumeWorkflow resumes a workflow, optionally onto a queue.
+type ResumeWorkflow struct {
+	WorkflowID string `msgpack:"workflow_id"`
+	QueueName  string `msgpack:"queue_name,omitempty"`
+}
+
+// GetWorkflow asks for one workflow's status.
+type GetWorkflow struct {
+	WorkflowID   string `msgpack:"workflow_id"`
+	LoadPayloads bool   `msgpack:"load_payloads,omitempty"`
+}
+
+// WorkflowInfo is a workflow's status as DBOS lists it.
+type WorkflowInfo struct {
+	WorkflowID        string  `msgpack:"workflow_id"`
+	Status            string  `msgpack:"status"`
+	Name              string  `msgpack:"name"`
+	ClassName         string  `msgpack:"class_name,omitempty"`
+	ConfigName        string  `msgpack:"config_name,omitempty"`
+	QueueName         string  `msgpack:"queue_name,omitempty"`
+	ExecutorID        string  `msgpack:"executor_id,omitempty"`
+	AppVersion        string  `msgpack:"app_version,omitempty"`
+	AppName           string  `msgpack:"app_name,omitempty"`
+	AuthenticatedUser string  `msgpack:"authenticated_user,omitempty"`
+	CreatedAtMS       int64   `msgpack:"created_at_epoch_ms"`
+	UpdatedAtMS       int64   `msgpack:"updated_at_epoch_ms"`
+	StartedAtMS       int64   `msgpack:"started_at_epoch_ms,omitempty"`
+	CompletedAtMS     int64   `msgpack:"completed_at_epoch_ms,omitempty"`
+	RecoveryAttempts  int64   `msgpack:"recovery_attempts"`
+	TimeoutMS         int64   `msgpack:"timeout_ms,omitempty"`
+	DeadlineEpochMS   int64   `msgpack:"deadline_epoch_ms,omitempty"`
+	Priority          int     `msgpack:"priority,omitempty"`
+	DeduplicationID   string  `msgpack:"deduplication_id,omitempty"`
+	PartitionKey      string  `msgpack:"partition_key,omitempty"`
+	ParentWorkflowID  string  `msgpack:"parent_workflow_id,omitempty"`
+	ForkedFrom        string  `msgpack:"forked_from,omitempty"`
+	Serialization     string  `msgpack:"serialization,omitempty"`
+	Inputs            *string `msgpack:"inputs,omitempty"`
+	Output            *string `msgpack:"output,omitempty"`
+	Error             *string `msgpack:"error,omitempty"`
+}
+
+// ListWorkflows filters workflows; empty fields do not filter. Times are
+// epoch milliseconds.
+type ListWorkflows struct {
+	WorkflowIDs []string `msgpack:"workflow_ids,omitempty"`
+	IDPrefix    string   `msgpack:"workflow_id_prefix,omitempty"`
+	Statuses    []string `msgpack:"status,omitempty"`
+	Names       []string `msgpack:"name,omitempty"`
+	QueueNames  []string `msgpack:"queue_name,omitempty"`
+	QueuesOnly  bool     `msgpack:"queues_only,omitempty"`
+	ExecutorIDs []string `msgpack:"executor_id,omitempty"`
+	AppVersions []string `msgpack:"app_version,omitempty"`
+	ParentIDs   []string `msgpack:"parent_workflow_id,omitempty"`
+	StartTimeMS int64    `msgpack:"start_time,omitempty"`
+	EndTimeMS   int64    `msgpack:"end_time,omitempty"`
+	Limit       int      `msgpack:"limit,omitempty"`
+	Offset      int      `msgpack:"offset,omitempty"`
+	SortDesc    bool     `msgpack:"sort_desc,omitempty"`
+	LoadInputs  bool     `msgpack:"load_input,omitempty"`
+	LoadOutputs bool     `msgpack:"load_output,omitempty"`
+}
+
+// ListWorkflowsReply lists workflows.
+type ListWorkflowsReply struct {
+	Workflows []WorkflowInfo `msgpack:"workflows"`
+}
+
+// ListStepsReply lists a workflow's steps.
+type ListStepsReply struct {
+	Steps []Step `msgpack:"steps"`
+}
+
+// CancelPush tells a worker a workflow it runs was cancelled.
+type CancelPush struct {
+	WorkflowID string `msgpack:"workflow_id"`
+}
+
+// Empty is the body of replies that carry nothing.
+type Empty struct{}
