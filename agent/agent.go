@@ -53,6 +53,9 @@ type Config struct {
 	// StepBatchers is how many step-record commits may be in flight at once
 	// (default 4): each takes everything that waits when it starts.
 	StepBatchers int
+	// MaxStepBatch caps the records of one commit (default 512; 1 means
+	// one commit per step, the benchmarks' baseline).
+	MaxStepBatch int
 	// MaxClaim bounds one dequeue (default 64).
 	MaxClaim int
 	Logger   *zap.Logger
@@ -73,6 +76,9 @@ func (c *Config) setDefaults() {
 	}
 	if c.StepBatchers <= 0 {
 		c.StepBatchers = 4
+	}
+	if c.MaxStepBatch <= 0 {
+		c.MaxStepBatch = defaultMaxStepBatch
 	}
 	if c.MaxClaim <= 0 {
 		c.MaxClaim = 64
@@ -129,7 +135,7 @@ func New(cfg Config) (*Agent, error) {
 		runs:     map[string]*run{},
 		runsDone: make(chan struct{}, 1),
 	}
-	a.steps = newStepBatcher(a.db, cfg.StepBatchers, a.log)
+	a.steps = newStepBatcher(a.db, cfg.StepBatchers, cfg.MaxStepBatch, a.log)
 	a.waiters = newWaiters(a.db, cfg.ResultPollInterval, a.log)
 	return a, nil
 }

@@ -9,8 +9,9 @@ import (
 	"github.com/dbos-agent/dbos-agent/sysdb"
 )
 
-// maxStepBatch bounds one commit so one transaction's locks stay short.
-const maxStepBatch = 512
+// defaultMaxStepBatch bounds one commit so one transaction's locks stay
+// short.
+const defaultMaxStepBatch = 512
 
 // stepBatcher commits the step records of every connection. Each of its
 // committers takes everything that waits when it becomes free and commits
@@ -19,6 +20,7 @@ const maxStepBatch = 512
 type stepBatcher struct {
 	db         sysdb.SystemDatabase
 	committers int
+	maxBatch   int
 	in         chan *stepRequest
 	log        *zap.Logger
 }
@@ -28,8 +30,8 @@ type stepRequest struct {
 	done   chan error
 }
 
-func newStepBatcher(db sysdb.SystemDatabase, committers int, log *zap.Logger) *stepBatcher {
-	return &stepBatcher{db: db, committers: committers, in: make(chan *stepRequest, 4*maxStepBatch), log: log}
+func newStepBatcher(db sysdb.SystemDatabase, committers, maxBatch int, log *zap.Logger) *stepBatcher {
+	return &stepBatcher{db: db, committers: committers, maxBatch: maxBatch, in: make(chan *stepRequest, 4*defaultMaxStepBatch), log: log}
 }
 
 func (b *stepBatcher) start(ctx context.Context, wg *sync.WaitGroup) {
@@ -57,8 +59,8 @@ func (b *stepBatcher) record(ctx context.Context, p sysdb.StepRecordParams) erro
 }
 
 func (b *stepBatcher) commitLoop(ctx context.Context) {
-	batch := make([]*stepRequest, 0, maxStepBatch)
-	params := make([]sysdb.StepRecordParams, 0, maxStepBatch)
+	batch := make([]*stepRequest, 0, b.maxBatch)
+	params := make([]sysdb.StepRecordParams, 0, b.maxBatch)
 	for {
 		batch, params = batch[:0], params[:0]
 		select {
@@ -69,7 +71,7 @@ func (b *stepBatcher) commitLoop(ctx context.Context) {
 			return
 		}
 	drain:
-		for len(batch) < maxStepBatch {
+		for len(batch) < b.maxBatch {
 			select {
 			case req := <-b.in:
 				batch = append(batch, req)

@@ -5,6 +5,7 @@ package e2e
 import (
 	"bufio"
 	"context"
+	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -35,7 +36,14 @@ func TestMain(m *testing.M) {
 		os.Exit(1)
 	}
 	agentBinary = filepath.Join(dir, "dbos-agent")
-	build := exec.Command("go", "build", "-race", "-o", agentBinary, "../cmd/dbos-agent")
+	// Tests run the agent with the race detector; benchmarks measure the
+	// binary users run.
+	flag.Parse()
+	buildArgs := []string{"build", "-race", "-o", agentBinary, "../cmd/dbos-agent"}
+	if f := flag.Lookup("test.bench"); f != nil && f.Value.String() != "" {
+		buildArgs = []string{"build", "-o", agentBinary, "../cmd/dbos-agent"}
+	}
+	build := exec.Command("go", buildArgs...)
 	build.Stdout, build.Stderr = os.Stdout, os.Stderr
 	if err := build.Run(); err != nil {
 		fmt.Fprintln(os.Stderr, "build agent:", err)
@@ -48,13 +56,13 @@ func TestMain(m *testing.M) {
 
 // env is one test's database schema and socket directory.
 type env struct {
-	t      *testing.T
+	t      testing.TB
 	url    string
 	schema string
 	dir    string
 }
 
-func newEnv(t *testing.T) *env {
+func newEnv(t testing.TB) *env {
 	t.Helper()
 	// Socket paths are limited to about 100 bytes: keep them short.
 	dir, err := os.MkdirTemp("", "e2e")
@@ -202,7 +210,7 @@ func newLineWaiter(r io.Reader) *lineWaiter {
 }
 
 // waitFor blocks until a line equal to want has been read.
-func (lw *lineWaiter) waitFor(t *testing.T, want string) {
+func (lw *lineWaiter) waitFor(t testing.TB, want string) {
 	t.Helper()
 	deadline := time.After(60 * time.Second)
 	for {

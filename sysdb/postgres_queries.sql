@@ -215,3 +215,21 @@ SET status = 'PENDING',
     application_name = COALESCE(application_name, $5)
 WHERE workflow_uuid = ANY($1) AND status = 'ENQUEUED'
 RETURNING workflow_uuid
+
+-- name: QueueList
+WITH active AS (
+    SELECT queue_name,
+           count(*) FILTER (WHERE status = 'ENQUEUED') AS enqueued,
+           count(*) FILTER (WHERE status = 'PENDING') AS pending,
+           count(*) FILTER (WHERE status = 'DELAYED') AS delayed
+    FROM {{schema}}.workflow_status
+    WHERE status IN ('ENQUEUED', 'PENDING', 'DELAYED') AND queue_name IS NOT NULL
+    GROUP BY queue_name
+)
+SELECT COALESCE(q.name, a.queue_name), q.name IS NOT NULL,
+       q.concurrency, q.worker_concurrency, q.rate_limit_max, q.rate_limit_period_sec,
+       COALESCE(q.priority_enabled, false), COALESCE(q.partition_queue, false), q.application_name,
+       COALESCE(a.enqueued, 0), COALESCE(a.pending, 0), COALESCE(a.delayed, 0)
+FROM {{schema}}.queues q
+FULL OUTER JOIN active a ON a.queue_name = q.name
+ORDER BY 1

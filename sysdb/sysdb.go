@@ -107,8 +107,29 @@ type SystemDatabase interface {
 	// with a fresh owner token.
 	QueueDequeue(ctx context.Context, p QueueDequeueParams) ([]Workflow, error)
 
+	// QueueList summarises every queue: those registered in the queues
+	// table and those that active workflows name.
+	QueueList(ctx context.Context) ([]QueueSummary, error)
+
 	// Close releases the database connections.
 	Close()
+}
+
+// QueueSummary is one queue's registration (when it has one) and how many
+// of its workflows are in each active state.
+type QueueSummary struct {
+	Name               string
+	Registered         bool
+	Concurrency        *int
+	WorkerConcurrency  *int
+	RateLimitMax       *int
+	RateLimitPeriodSec *float64
+	PriorityEnabled    bool
+	PartitionQueue     bool
+	ApplicationName    *string
+	Enqueued           int64
+	Pending            int64
+	Delayed            int64
 }
 
 // Workflow is one row of workflow_status with its payloads. Instants are

@@ -51,6 +51,8 @@ func newServeCommand() *cobra.Command {
 		logLevel     string
 		pollInterval time.Duration
 		grace        time.Duration
+		stepBatchMax int
+		committers   int
 	)
 	cmd := &cobra.Command{
 		Use:   "serve",
@@ -87,6 +89,7 @@ func newServeCommand() *cobra.Command {
 			return serve(cmd.Context(), log, serveOptions{
 				url: url, schema: schema, socket: socketPath, executorID: executor, appVersion: version,
 				pollInterval: pollInterval, grace: grace, allowedUIDs: fc.AllowedUIDs,
+				stepBatchMax: stepBatchMax, committers: committers,
 			})
 		},
 	}
@@ -99,6 +102,8 @@ func newServeCommand() *cobra.Command {
 	f.StringVar(&logLevel, "log-level", "", "debug, info, warn or error (env DBOS_AGENT_LOG_LEVEL; default info)")
 	f.DurationVar(&pollInterval, "poll-interval", 0, "queue polling interval when idle (default 1s)")
 	f.DurationVar(&grace, "grace-period", 0, "how long SIGTERM lets running workflows finish (default 10s)")
+	f.IntVar(&stepBatchMax, "step-batch-max", 0, "most step records in one commit (default 512; 1 = one commit per step)")
+	f.IntVar(&committers, "step-committers", 0, "step-record commits in flight at once (default 4)")
 	return cmd
 }
 
@@ -106,6 +111,7 @@ type serveOptions struct {
 	url, schema, socket, executorID, appVersion string
 	pollInterval, grace                         time.Duration
 	allowedUIDs                                 []uint32
+	stepBatchMax, committers                    int
 }
 
 func serve(ctx context.Context, log *zap.Logger, o serveOptions) error {
@@ -122,6 +128,8 @@ func serve(ctx context.Context, log *zap.Logger, o serveOptions) error {
 		AgentVersion:      version,
 		PollInterval:      o.pollInterval,
 		GracePeriod:       o.grace,
+		MaxStepBatch:      o.stepBatchMax,
+		StepBatchers:      o.committers,
 		Logger:            log,
 	})
 	if err != nil {

@@ -1,0 +1,377 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/dbos-agent/dbos-agent/sysdb"
+)
+
+// openDatabase opens the system database for an operator command. It never
+// migrates: an operator command must not change the schema of a database
+// the SDKs share; it refuses one below the version it understands.
+func openDatabase(ctx context.Context, db databaseFlags) (*sysdb.Postgres, error) {
+	url, schema, err := db.resolve()
+	if err != nil {
+		return nil, err
+	}
+	return sysdb.OpenPostgres(ctx, url, sysdb.PostgresOptions{
+		Schema: schema, SkipMigrations: true, MaxConns: 2, RetryFor: 5 * time.Second,
+		ConnectionLabel: "dbos-agent-cli",
+	})
+}
+
+func newWorkflowCommand() *cobra.Command {
+	cmd := &cobra.Command{Use: "workflow", Short: "List, inspect, cancel and resume workflows"}
+	cmd.AddCommand(newWorkflowListCommand(), newWorkflowGetCommand(), newWorkflowStepsCommand(),
+		newWorkflowCancelCommand(), newWorkflowResumeCommand())
+	return cmd
+}
+
+// workflowView is how a workflow is shown, in tables and JSON alike.
+type workflowView struct {
+	WorkflowID       string  `json:"workflow_id"`
+	Status           string  `json:"status"`
+	Name             string  `json:"name"`
+	ClassName        string  `json:"class_name,omitempty"`
+	QueueName        string  `json:"queue_name,omitempty"`
+	ExecutorID       string  `json:"executor_id,omitempty"`
+	AppName          string  `json:"application_name,omitempty"`
+	AppVersion       string  `json:"application_version,omitempty"`
+	CreatedAt        string  `json:"created_at"`
+	UpdatedAt        string  `json:"updated_at"`
+	StartedAt        string  `json:"started_at,omitempty"`
+	CompletedAt      string  `json:"completed_at,omitempty"`
+	RecoveryAttempts int64   `json:"recovery_attempts"`
+	ParentWorkflowID string  `json:"parent_workflow_id,omitempty"`
+	Serialization    string  `json:"serialization,omitempty"`
+	Inputs           *string `json:"inputs,omitempty"`
+	Output           *string `json:"output,omitempty"`
+	Error            *string `json:"error,omitempty"`
+}
+
+func epochMS(ms int64) string {
+	if ms == 0 {
+		return ""
+	}
+	return time.UnixMilli(ms).UTC().Format(time.RFC3339Nano)
+}
+
+func epochMSPtr(ms *int64) string {
+	if ms == nil {
+		return ""
+	}
+	return epochMS(*ms)
+}
+
+func viewOf(w sysdb.Workflow) workflowView {
+	s := func(p *string) string {
+		if p == nil {
+			return ""
+		}
+		return *p
+	}
+	return workflowView{
+		WorkflowID: w.ID, Status: w.Status, Name: w.Name, ClassName: s(w.ClassName), QueueName: s(w.QueueName),
+		ExecutorID: s(w.ExecutorID), AppName: s(w.ApplicationName), AppVersion: s(w.ApplicationVersion),
+		CreatedAt: epochMS(w.CreatedAt), UpdatedAt: epochMS(w.UpdatedAt), StartedAt: epochMSPtr(w.StartedAt),
+		CompletedAt: epochMSPtr(w.CompletedAt), RecoveryAttempts: w.RecoveryAttempts,
+		ParentWorkflowID: s(w.ParentWorkflowID), Serialization: s(w.Serialization),
+		Inputs: w.Inputs, Output: w.Output, Error: w.Error,
+	}
+}
+
+func printJSON(out io.Writer, v any) error {
+	enc := json.NewEncoder(out)
+	enc.SetIndent("", "  ")
+	return enc.Encode(v)
+}
+
+func newWorkflowListCommand() *cobra.Command {
+	var (
+		db                                 databaseFlags
+		asJSON, desc, payloads             bool
+		statuses, names, queues, executors []string
+		versions, apps                     []string
+		prefix, startTime, endTime         string
+		limit, offset                      int
+	)
+	cmd := &cobra.Command{
+		Use:   "list",
+		Short: "List workflows, newest first by default",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			p := sysdb.WorkflowListParams{
+				Statuses: upper(statuses), Names: names, QueueNames: queues, ExecutorIDs: executors,
+				ApplicationVersion: versions, ApplicationNames: apps, Limit: limit, Offset: offset,
+				SortDesc: desc, LoadInputs: payloads, LoadOutputs: payloads,
+			}
+			if prefix != "" {
+				p.IDPrefixes = []string{prefix}
+			}
+			var err error
+			if p.CreatedAfter, err = parseTimeFlag("start-time", startTime); err != nil {
+				return err
+			}
+			if p.CreatedBefore, err = parseTimeFlag("end-time", endTime); err != nil {
+				return err
+			}
+			database, err := openDatabase(cmd.Context(), db)
+			if err != nil {
+				return err
+			}
+			defer database.Close()
+			wfs, err := database.WorkflowList(cmd.Context(), p)
+			if err != nil {
+				return err
+			}
+			views := make([]workflowView, len(wfs))
+			for i, w := range wfs {
+				views[i] = viewOf(w)
+			}
+			out := cmd.OutOrStdout()
+			if asJSON {
+				return printJSON(out, views)
+			}
+			tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
+			fmt.Fprintln(tw, "WORKFLOW ID\tSTATUS\tNAME\tQUEUE\tEXECUTOR\tVERSION\tCREATED")
+			for _, v := range views {
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", v.WorkflowID, v.Status, v.Name, v.QueueName, v.ExecutorID, v.AppVersion, v.CreatedAt)
+			}
+			return tw.Flush()
+		},
+	}
+	db.register(cmd)
+	f := cmd.Flags()
+	f.BoolVar(&asJSON, "json", false, "print JSON")
+	f.BoolVar(&desc, "desc", true, "newest first")
+	f.BoolVar(&payloads, "payloads", false, "include inputs, outputs and errors (with --json)")
+	f.StringSliceVar(&statuses, "status", nil, "only these statuses (PENDING, ENQUEUED, SUCCESS, ERROR, CANCELLED, ...)")
+	f.StringSliceVar(&names, "name", nil, "only these workflow names")
+	f.StringSliceVar(&queues, "queue", nil, "only these queues")
+	f.StringSliceVar(&executors, "executor", nil, "only these executor ids")
+	f.StringSliceVar(&versions, "app-version", nil, "only these application versions")
+	f.StringSliceVar(&apps, "app-name", nil, "only these applications (and unclaimed rows)")
+	f.StringVar(&prefix, "prefix", "", "only workflow ids starting with this")
+	f.StringVar(&startTime, "start-time", "", "created at or after (RFC 3339)")
+	f.StringVar(&endTime, "end-time", "", "created at or before (RFC 3339)")
+	f.IntVar(&limit, "limit", 100, "at most this many (0 = all)")
+	f.IntVar(&offset, "offset", 0, "skip this many")
+	return cmd
+}
+
+func upper(values []string) []string {
+	out := make([]string, len(values))
+	for i, v := range values {
+		out[i] = strings.ToUpper(v)
+	}
+	return out
+}
+
+func parseTimeFlag(name, value string) (*int64, error) {
+	if value == "" {
+		return nil, nil
+	}
+	t, err := time.Parse(time.RFC3339, value)
+	if err != nil {
+		return nil, fmt.Errorf("--%s: %q is not an RFC 3339 time (like 2026-01-02T15:04:05Z)", name, value)
+	}
+	ms := t.UnixMilli()
+	return &ms, nil
+}
+
+func newWorkflowGetCommand() *cobra.Command {
+	var db databaseFlags
+	var asJSON bool
+	cmd := &cobra.Command{
+		Use:   "get WORKFLOW_ID",
+		Short: "Show one workflow with its inputs and outcome",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			database, err := openDatabase(cmd.Context(), db)
+			if err != nil {
+				return err
+			}
+			defer database.Close()
+			w, err := database.WorkflowGet(cmd.Context(), args[0])
+			if err != nil {
+				return err
+			}
+			v := viewOf(w)
+			out := cmd.OutOrStdout()
+			if asJSON {
+				return printJSON(out, v)
+			}
+			tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
+			row := func(k, val string) {
+				if val != "" {
+					fmt.Fprintf(tw, "%s:\t%s\n", k, val)
+				}
+			}
+			row("Workflow ID", v.WorkflowID)
+			row("Status", v.Status)
+			row("Name", v.Name)
+			row("Class", v.ClassName)
+			row("Queue", v.QueueName)
+			row("Executor", v.ExecutorID)
+			row("Application", v.AppName)
+			row("Version", v.AppVersion)
+			row("Created", v.CreatedAt)
+			row("Started", v.StartedAt)
+			row("Completed", v.CompletedAt)
+			row("Recovery attempts", fmt.Sprint(v.RecoveryAttempts))
+			row("Parent", v.ParentWorkflowID)
+			row("Serialization", v.Serialization)
+			row("Inputs", derefOr(v.Inputs))
+			row("Output", derefOr(v.Output))
+			row("Error", derefOr(v.Error))
+			return tw.Flush()
+		},
+	}
+	db.register(cmd)
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")
+	return cmd
+}
+
+func derefOr(s *string) string {
+	if s == nil {
+		return ""
+	}
+	return *s
+}
+
+type stepView struct {
+	FunctionID      int     `json:"function_id"`
+	Name            string  `json:"name"`
+	Output          *string `json:"output,omitempty"`
+	Error           *string `json:"error,omitempty"`
+	Serialization   *string `json:"serialization,omitempty"`
+	ChildWorkflowID *string `json:"child_workflow_id,omitempty"`
+	StartedAt       string  `json:"started_at,omitempty"`
+	CompletedAt     string  `json:"completed_at,omitempty"`
+}
+
+func newWorkflowStepsCommand() *cobra.Command {
+	var db databaseFlags
+	var asJSON bool
+	cmd := &cobra.Command{
+		Use:   "steps WORKFLOW_ID",
+		Short: "List a workflow's recorded steps",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			database, err := openDatabase(cmd.Context(), db)
+			if err != nil {
+				return err
+			}
+			defer database.Close()
+			if _, err := database.WorkflowGet(cmd.Context(), args[0]); err != nil {
+				return err
+			}
+			steps, err := database.StepList(cmd.Context(), args[0])
+			if err != nil {
+				return err
+			}
+			views := make([]stepView, len(steps))
+			for i, s := range steps {
+				views[i] = stepView{FunctionID: s.FunctionID, Name: s.Name, Output: s.Output, Error: s.Error,
+					Serialization: s.Serialization, ChildWorkflowID: s.ChildWorkflowID,
+					StartedAt: epochMSPtr(s.StartedAt), CompletedAt: epochMSPtr(s.CompletedAt)}
+			}
+			out := cmd.OutOrStdout()
+			if asJSON {
+				return printJSON(out, views)
+			}
+			tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
+			fmt.Fprintln(tw, "ID\tNAME\tOUTCOME\tCOMPLETED")
+			for _, v := range views {
+				outcome := "ok"
+				if v.Error != nil {
+					outcome = "error: " + truncate(*v.Error, 60)
+				}
+				fmt.Fprintf(tw, "%d\t%s\t%s\t%s\n", v.FunctionID, v.Name, outcome, v.CompletedAt)
+			}
+			return tw.Flush()
+		},
+	}
+	db.register(cmd)
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")
+	return cmd
+}
+
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[:n] + "..."
+}
+
+func newWorkflowCancelCommand() *cobra.Command {
+	var db databaseFlags
+	cmd := &cobra.Command{
+		Use:   "cancel WORKFLOW_ID",
+		Short: "Cancel a workflow; its run stops at its next step",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			database, err := openDatabase(cmd.Context(), db)
+			if err != nil {
+				return err
+			}
+			defer database.Close()
+			found, err := database.WorkflowCancel(cmd.Context(), sysdb.WorkflowCancelParams{WorkflowIDs: args})
+			if err != nil {
+				return err
+			}
+			if len(found) == 0 {
+				return &sysdb.NotFoundError{WorkflowID: args[0]}
+			}
+			w, err := database.WorkflowGet(cmd.Context(), args[0])
+			if err != nil {
+				return err
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "workflow %s is %s\n", w.ID, w.Status)
+			return nil
+		},
+	}
+	db.register(cmd)
+	return cmd
+}
+
+func newWorkflowResumeCommand() *cobra.Command {
+	var db databaseFlags
+	var queue string
+	cmd := &cobra.Command{
+		Use:   "resume WORKFLOW_ID",
+		Short: "Resume a cancelled or failed-over workflow from its last step",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			database, err := openDatabase(cmd.Context(), db)
+			if err != nil {
+				return err
+			}
+			defer database.Close()
+			found, err := database.WorkflowResume(cmd.Context(), sysdb.WorkflowResumeParams{WorkflowIDs: args, QueueName: queue})
+			if err != nil {
+				return err
+			}
+			if len(found) == 0 {
+				return &sysdb.NotFoundError{WorkflowID: args[0]}
+			}
+			w, err := database.WorkflowGet(cmd.Context(), args[0])
+			if err != nil {
+				return err
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "workflow %s is %s\n", w.ID, w.Status)
+			return nil
+		},
+	}
+	db.register(cmd)
+	cmd.Flags().StringVar(&queue, "queue", "", "queue to resume onto (default the internal queue)")
+	return cmd
+}
