@@ -78,6 +78,7 @@ type agentProc struct {
 	exited chan struct{}
 	mu     sync.Mutex
 	logs   strings.Builder
+	logged chan struct{} // signalled after each log line
 }
 
 type agentOptions struct {
@@ -103,7 +104,7 @@ func (e *env) startAgent(o agentOptions) *agentProc {
 	stderr, err := cmd.StderrPipe()
 	require.NoError(t, err)
 	require.NoError(t, cmd.Start())
-	p := &agentProc{cmd: cmd, socket: socket, exited: make(chan struct{})}
+	p := &agentProc{cmd: cmd, socket: socket, exited: make(chan struct{}), logged: make(chan struct{}, 1)}
 	listening := make(chan struct{})
 	go func() {
 		sc := bufio.NewScanner(stderr)
@@ -114,6 +115,10 @@ func (e *env) startAgent(o agentOptions) *agentProc {
 			p.mu.Lock()
 			p.logs.WriteString(line + "\n")
 			p.mu.Unlock()
+			select {
+			case p.logged <- struct{}{}:
+			default:
+			}
 			if !signalled && strings.Contains(line, "dbos-agent listening") {
 				signalled = true
 				close(listening)
@@ -142,6 +147,24 @@ func (p *agentProc) log() string {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	return p.logs.String()
+}
+
+// syscallSIGTERM is the signal of a graceful stop.
+var syscallSIGTERM = syscall.SIGTERM
+
+// waitForLog waits until the agent's log has a line containing text.
+func (p *agentProc) waitForLog(t testing.TB, text string) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for !strings.Contains(p.log(), text) {
+		if time.Now().After(deadline) {
+			t.Fatalf("agent never logged %q:\n%s", text, p.log())
+		}
+		select {
+		case <-p.logged:
+		case <-time.After(time.Second):
+		}
+	}
 }
 
 func (p *agentProc) kill() {
@@ -175,7 +198,12 @@ func str(s string) *string { return &s }
 // awaitResult waits for a workflow's outcome through the agent.
 func awaitResult(t *testing.T, c *client.Client, workflowID string) protocol.WorkflowResult {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	return awaitResultWithin(t, c, workflowID, 60*time.Second)
+}
+
+func awaitResultWithin(t *testing.T, c *client.Client, workflowID string, within time.Duration) protocol.WorkflowResult {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), within)
 	defer cancel()
 	var res protocol.WorkflowResult
 	require.NoError(t, c.Call(ctx, protocol.OpGetResult, &protocol.GetResult{WorkflowID: workflowID}, &res))

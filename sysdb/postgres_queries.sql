@@ -50,9 +50,15 @@ WHERE workflow_uuid = $1 AND status = 'PENDING' AND owner_xid = $2
 -- name: WorkflowOutputUpsert
 -- Overwrites: an earlier run that was cancelled or dead-lettered may have left
 -- an outcome behind, and the winning run's outcome is the one that counts.
-INSERT INTO {{schema}}.workflow_output (workflow_uuid, output, error)
-VALUES ($1, $2, $3)
-ON CONFLICT (workflow_uuid) DO UPDATE SET output = EXCLUDED.output, error = EXCLUDED.error
+-- The notification is delivered at commit: waiters on other agents wake
+-- at once instead of at their fallback poll.
+WITH stored AS (
+    INSERT INTO {{schema}}.workflow_output (workflow_uuid, output, error)
+    VALUES ($1, $2, $3)
+    ON CONFLICT (workflow_uuid) DO UPDATE SET output = EXCLUDED.output, error = EXCLUDED.error
+    RETURNING workflow_uuid
+)
+SELECT pg_notify('dbos_agent_workflow_status', workflow_uuid) FROM stored
 
 -- name: WorkflowCancel
 WITH existing AS (
@@ -67,8 +73,11 @@ WITH existing AS (
       AND status NOT IN ('SUCCESS', 'ERROR', 'CANCELLED')
       AND ($2::text IS NULL OR owner_xid = $2)
     RETURNING workflow_uuid
+), notified AS (
+    SELECT pg_notify('dbos_agent_workflow_status', workflow_uuid) FROM cancelled
 )
-SELECT workflow_uuid FROM existing
+-- notified is referenced so that it runs (unreferenced plain CTEs do not).
+SELECT workflow_uuid FROM existing WHERE (SELECT count(*) FROM notified) >= 0
 
 -- name: WorkflowResume
 WITH existing AS (
@@ -130,13 +139,18 @@ WHERE w.workflow_uuid = c.workflow_uuid AND w.owner_xid = c.owner_xid AND w.stat
 RETURNING w.workflow_uuid
 
 -- name: WorkflowDeadLetter
-UPDATE {{schema}}.workflow_status
-SET status = 'MAX_RECOVERY_ATTEMPTS_EXCEEDED', deduplication_id = NULL, started_at_epoch_ms = NULL,
-    queue_name = NULL, owner_xid = NULL,
-    updated_at = (EXTRACT(epoch FROM now()) * 1000)::bigint,
-    completed_at = (EXTRACT(epoch FROM now()) * 1000)::bigint
-WHERE workflow_uuid = ANY($1) AND status = 'PENDING' AND recovery_attempts >= $2
-RETURNING workflow_uuid
+WITH moved AS (
+    UPDATE {{schema}}.workflow_status
+    SET status = 'MAX_RECOVERY_ATTEMPTS_EXCEEDED', deduplication_id = NULL, started_at_epoch_ms = NULL,
+        queue_name = NULL, owner_xid = NULL,
+        updated_at = (EXTRACT(epoch FROM now()) * 1000)::bigint,
+        completed_at = (EXTRACT(epoch FROM now()) * 1000)::bigint
+    WHERE workflow_uuid = ANY($1) AND status = 'PENDING' AND recovery_attempts >= $2
+    RETURNING workflow_uuid
+), notified AS (
+    SELECT pg_notify('dbos_agent_workflow_status', workflow_uuid) FROM moved
+)
+SELECT workflow_uuid FROM moved WHERE (SELECT count(*) FROM notified) >= 0
 
 -- name: StepOwnersLock
 -- Locks the workflows of a batch in a fixed order (so concurrent batches

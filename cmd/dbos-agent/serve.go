@@ -53,6 +53,7 @@ func newServeCommand() *cobra.Command {
 		grace        time.Duration
 		stepBatchMax int
 		committers   int
+		resultPoll   time.Duration
 	)
 	cmd := &cobra.Command{
 		Use:   "serve",
@@ -89,7 +90,7 @@ func newServeCommand() *cobra.Command {
 			return serve(cmd.Context(), log, serveOptions{
 				url: url, schema: schema, socket: socketPath, executorID: executor, appVersion: version,
 				pollInterval: pollInterval, grace: grace, allowedUIDs: fc.AllowedUIDs,
-				stepBatchMax: stepBatchMax, committers: committers,
+				stepBatchMax: stepBatchMax, committers: committers, resultPoll: resultPoll,
 			})
 		},
 	}
@@ -104,6 +105,7 @@ func newServeCommand() *cobra.Command {
 	f.DurationVar(&grace, "grace-period", 0, "how long SIGTERM lets running workflows finish (default 10s)")
 	f.IntVar(&stepBatchMax, "step-batch-max", 0, "most step records in one commit (default 512; 1 = one commit per step)")
 	f.IntVar(&committers, "step-committers", 0, "step-record commits in flight at once (default 4)")
+	f.DurationVar(&resultPoll, "result-poll-interval", 0, "how often waiters re-check outcomes written without a notification (default 1s)")
 	return cmd
 }
 
@@ -112,6 +114,7 @@ type serveOptions struct {
 	pollInterval, grace                         time.Duration
 	allowedUIDs                                 []uint32
 	stepBatchMax, committers                    int
+	resultPoll                                  time.Duration
 }
 
 func serve(ctx context.Context, log *zap.Logger, o serveOptions) error {
@@ -121,16 +124,17 @@ func serve(ctx context.Context, log *zap.Logger, o serveOptions) error {
 	}
 	defer db.Close()
 	a, err := agent.New(agent.Config{
-		DB:                db,
-		Notifications:     db,
-		ExecutorID:        o.executorID,
-		DefaultAppVersion: o.appVersion,
-		AgentVersion:      version,
-		PollInterval:      o.pollInterval,
-		GracePeriod:       o.grace,
-		MaxStepBatch:      o.stepBatchMax,
-		StepBatchers:      o.committers,
-		Logger:            log,
+		DB:                 db,
+		Notifications:      db,
+		ExecutorID:         o.executorID,
+		DefaultAppVersion:  o.appVersion,
+		AgentVersion:       version,
+		PollInterval:       o.pollInterval,
+		GracePeriod:        o.grace,
+		MaxStepBatch:       o.stepBatchMax,
+		StepBatchers:       o.committers,
+		ResultPollInterval: o.resultPoll,
+		Logger:             log,
 	})
 	if err != nil {
 		return err
