@@ -1,0 +1,129 @@
+package e2e
+
+import (
+	"context"
+	"io"
+	"net"
+	"net/url"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/dbos-agent/dbos-agent/client"
+	"github.com/dbos-agent/dbos-agent/protocol"
+)
+
+// tcpProxy stands between the agent and Postgres so a test can take the
+// database away and bring it back.
+type tcpProxy struct {
+	ln     net.Listener
+	target string
+	mu     sync.Mutex
+	down   bool
+	conns  map[net.Conn]struct{}
+}
+
+func newTCPProxy(t *testing.T, target string) *tcpProxy {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	p := &tcpProxy{ln: ln, target: target, conns: map[net.Conn]struct{}{}}
+	t.Cleanup(func() { ln.Close(); p.cut() })
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			p.mu.Lock()
+			if p.down {
+				p.mu.Unlock()
+				c.Close()
+				continue
+			}
+			up, err := net.Dial("tcp", target)
+			if err != nil {
+				p.mu.Unlock()
+				c.Close()
+				continue
+			}
+			p.conns[c], p.conns[up] = struct{}{}, struct{}{}
+			p.mu.Unlock()
+			go func() { _, _ = io.Copy(up, c); up.Close() }()
+			go func() { _, _ = io.Copy(c, up); c.Close() }()
+		}
+	}()
+	return p
+}
+
+// cut drops every connection and refuses new ones.
+func (p *tcpProxy) cut() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.down = true
+	for c := range p.conns {
+		c.Close()
+		delete(p.conns, c)
+	}
+}
+
+func (p *tcpProxy) restore() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.down = false
+}
+
+func TestDatabaseOutageMidRunLosesNothing(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	u, err := url.Parse(e.url)
+	require.NoError(t, err)
+	proxy := newTCPProxy(t, u.Host)
+	u.Host = proxy.ln.Addr().String()
+	direct := e.url
+	e.url = u.String() // the agent reaches Postgres through the proxy
+	agent := e.startAgent(agentOptions{})
+	e.url = direct
+
+	ctx := context.Background()
+	step1Done := make(chan struct{})
+	resume := make(chan struct{})
+	w, err := client.NewWorker(ctx, agent.socket, client.WorkerConfig{AppName: "e2e",
+		Workflows: map[string]client.WorkflowFunc{"outage": func(wf *client.Workflow, _ *string) (*string, error) {
+			if _, err := wf.Step("before", func(context.Context) (*string, error) { return str("1"), nil }); err != nil {
+				return nil, err
+			}
+			close(step1Done)
+			<-resume
+			// Recorded while the database is away: the agent retries until
+			// it is back, and only then acknowledges.
+			if _, err := wf.Step("during", func(context.Context) (*string, error) { return str("2"), nil }); err != nil {
+				return nil, err
+			}
+			return str("survived"), nil
+		}}})
+	require.NoError(t, err)
+	defer w.Close()
+	c := dialClient(t, agent.socket)
+	require.NoError(t, c.Call(ctx, protocol.OpStartWorkflow, &protocol.StartWorkflow{WorkflowID: "outage-wf", Name: "outage"}, nil))
+	<-step1Done
+
+	proxy.cut()
+	close(resume)
+	// The agent keeps serving requests that need no database meanwhile.
+	pingCtx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	require.NoError(t, c.Call(pingCtx, protocol.OpPing, protocol.Empty{}, nil))
+	agent.waitForLog(t, "system database connection failed, retrying")
+	proxy.restore()
+
+	res := awaitResult(t, c, "outage-wf")
+	require.Equal(t, "SUCCESS", res.Status)
+	require.Equal(t, "survived", *res.Output)
+	var steps protocol.ListStepsReply
+	require.NoError(t, c.Call(ctx, protocol.OpListSteps, &protocol.WorkflowRef{WorkflowID: "outage-wf"}, &steps))
+	require.Len(t, steps.Steps, 2)
+	require.Equal(t, "during", steps.Steps[1].Name)
+}
