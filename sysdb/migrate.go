@@ -26,9 +26,11 @@ const LatestSchemaVersion int64 = 125
 // otherwise.
 const DefaultSchema = "dbos"
 
-// migrationLockKey is the session advisory lock the DBOS SDKs hold while they
-// migrate; taking the same key serialises us with them as well as with other
-// agents.
+// migrationLockKey is the session advisory lock DBOS Python (and other
+// agents) hold while migrating, so we serialise with them. The Go SDK v1.8.0
+// takes no lock; its migrations are written to be re-run safely, as ours are.
+// One key for every schema: migrations of different schemas in one database
+// simply take turns.
 const migrationLockKey int64 = 1234567890
 
 // onlineMarker on a migration's first line says it is a single statement that
