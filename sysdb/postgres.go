@@ -45,6 +45,7 @@ type Postgres struct {
 	q        map[string]string
 	log      *zap.Logger
 	retryFor time.Duration
+	target   string // user@host:port/database for messages
 }
 
 var _ SystemDatabase = (*Postgres)(nil)
@@ -89,6 +90,7 @@ func OpenPostgres(ctx context.Context, databaseURL string, opts PostgresOptions)
 		q:        renderQueries(postgresQueriesSQL, pgx.Identifier{schema}.Sanitize()),
 		log:      log,
 		retryFor: opts.RetryFor,
+		target:   describeTarget(cfg.ConnConfig),
 	}
 	if p.retryFor == 0 {
 		p.retryFor = time.Minute
@@ -172,14 +174,15 @@ func (p *Postgres) retry(ctx context.Context, what string, op func(context.Conte
 	backoff := 50 * time.Millisecond
 	for {
 		err := op(ctx)
-		if err == nil || !IsConnectionError(err) || ctx.Err() != nil {
+		var final *nonRetryable
+		if err == nil || errors.As(err, &final) || !IsConnectionError(err) || ctx.Err() != nil {
 			if err != nil {
 				return fmt.Errorf("%s: %w", what, redactErr(err))
 			}
 			return nil
 		}
 		if time.Now().Add(backoff).After(deadline) {
-			return fmt.Errorf("%s: database unreachable for %s: %w", what, p.retryFor, redactErr(err))
+			return fmt.Errorf("%s (gave up after %s): %w", what, p.retryFor, &UnreachableError{Target: p.target, Err: err})
 		}
 		p.log.Warn("system database connection failed, retrying",
 			zap.String("operation", what), zap.Duration("backoff", backoff), zap.Error(redactErr(err)))
@@ -775,10 +778,12 @@ func compareStep(s StepRecordParams, rec Step) error {
 	if rec.Name != s.Name {
 		return &UnexpectedStepError{WorkflowID: s.WorkflowID, FunctionID: s.FunctionID, Recorded: rec.Name, Attempted: s.Name}
 	}
-	same := deref(rec.Output) == deref(s.Output) &&
-		deref(rec.Error) == deref(s.Error) &&
-		deref(rec.Serialization) == deref(s.Serialization) &&
-		deref(rec.ChildWorkflowID) == deref(s.ChildWorkflowID)
+	// NULL and "" are different records: a step with no output is not one
+	// whose output is the empty string.
+	same := sameText(rec.Output, s.Output) &&
+		sameText(rec.Error, s.Error) &&
+		sameText(rec.Serialization, s.Serialization) &&
+		sameText(rec.ChildWorkflowID, s.ChildWorkflowID)
 	if same {
 		return nil
 	}
@@ -894,6 +899,9 @@ func (p *Postgres) QueueDequeue(ctx context.Context, in QueueDequeueParams) ([]W
 		if in.PartitionKey != "" {
 			q += " AND queue_partition_key = " + arg(in.PartitionKey)
 		}
+		if len(in.WorkflowNames) > 0 {
+			q += " AND name = ANY(" + arg(in.WorkflowNames) + ")"
+		}
 		q += " ORDER BY priority ASC, created_at ASC"
 		if shared {
 			q += " FOR UPDATE NOWAIT"
@@ -935,7 +943,7 @@ func (p *Postgres) QueueDequeue(ctx context.Context, in QueueDequeueParams) ([]W
 			return err
 		}
 		if err := tx.Commit(ctx); err != nil {
-			return err
+			return &commitFailed{err}
 		}
 		// Dispatch in queue order.
 		index := map[string]Workflow{}
@@ -952,15 +960,18 @@ func (p *Postgres) QueueDequeue(ctx context.Context, in QueueDequeueParams) ([]W
 	return claimed, err
 }
 
-// retryDequeue retries a claim only when nothing can have been committed:
-// a connection that failed before the statement was sent. A claim whose
-// commit acknowledgement was lost is not repeated; recovery re-enqueues it.
+// retryDequeue retries a claim only when nothing can have been committed: a
+// connection that broke before COMMIT was sent took its transaction with it
+// (a pooled connection killed while idle fails at BEGIN). A claim whose
+// commit acknowledgement was lost is not repeated, since it may have landed
+// (its rows are PENDING under tokens nobody holds); recovery re-enqueues it.
 // Lock and serialization conflicts with another executor are not errors:
 // the next poll tries again.
 func (p *Postgres) retryDequeue(ctx context.Context, op func(context.Context) error) error {
 	err := p.retry(ctx, "dequeue", func(ctx context.Context) error {
 		err := op(ctx)
-		if err != nil && !pgconn.SafeToRetry(err) && IsConnectionError(err) {
+		var commit *commitFailed
+		if errors.As(err, &commit) && !pgconn.SafeToRetry(err) && IsConnectionError(err) {
 			return &nonRetryable{err}
 		}
 		return err
@@ -972,16 +983,34 @@ func (p *Postgres) retryDequeue(ctx context.Context, op func(context.Context) er
 	return err
 }
 
-// nonRetryable hides a connection error from retry's classification.
+// commitFailed marks an error of COMMIT itself, whose outcome is unknown
+// when the connection broke.
+type commitFailed struct{ err error }
+
+func (e *commitFailed) Error() string { return e.err.Error() }
+func (e *commitFailed) Unwrap() error { return e.err }
+
+// nonRetryable marks a connection error that retry must not repeat. It is
+// checked by type, not by hiding the cause: IsConnectionError also matches on
+// message text, and callers still need the cause through errors.As.
 type nonRetryable struct{ err error }
 
 func (e *nonRetryable) Error() string { return e.err.Error() }
+func (e *nonRetryable) Unwrap() error { return e.err }
 
 func maxInt(a, b int) int {
 	if a > b {
 		return a
 	}
 	return b
+}
+
+// sameText compares nullable text as SQL stores it: NULL equals only NULL.
+func sameText(a, b *string) bool {
+	if a == nil || b == nil {
+		return a == nil && b == nil
+	}
+	return *a == *b
 }
 
 func deref(s *string) string {
