@@ -156,8 +156,39 @@ func (a *Agent) Start(ctx context.Context) error {
 		a.log.Info("recovered pending workflows", zap.Int("count", len(ids)), zap.String("executor_id", a.cfg.ExecutorID))
 	}
 	a.steps.start(a.ctx, &a.wg)
-	a.waiters.start(a.ctx, &a.wg, a.cfg.Notifications)
+	a.waiters.start(a.ctx, &a.wg)
+	if notes := a.cfg.Notifications; notes != nil {
+		a.wg.Add(1)
+		go func() {
+			defer a.wg.Done()
+			_ = notes.Listen(a.ctx, []string{sysdb.ChannelWorkflowStatus, sysdb.ChannelQueue}, a.onNotification, a.onNotificationGap)
+		}()
+	}
 	return nil
+}
+
+// onNotification routes a database notification: an outcome wakes its
+// waiters, new work on a queue wakes that queue's pollers.
+func (a *Agent) onNotification(channel, payload string) {
+	switch channel {
+	case sysdb.ChannelWorkflowStatus:
+		a.waiters.wake(payload)
+	case sysdb.ChannelQueue:
+		a.wakeQueue(payload)
+	}
+}
+
+// onNotificationGap runs after the listener (re)connects: whatever was
+// notified meanwhile is lost, so everything re-checks.
+func (a *Agent) onNotificationGap() {
+	a.waiters.wakeAll()
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	for _, g := range a.groups {
+		for _, p := range g.pollers {
+			p.wakeUp()
+		}
+	}
 }
 
 // Shutdown stops taking work, lets running workflows finish for the grace

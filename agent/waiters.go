@@ -28,16 +28,7 @@ func newWaiters(db sysdb.SystemDatabase, interval time.Duration, log *zap.Logger
 	return &waiters{db: db, interval: interval, log: log, byID: map[string]map[chan struct{}]struct{}{}}
 }
 
-func (w *waiters) start(ctx context.Context, wg *sync.WaitGroup, notes sysdb.Notifications) {
-	if notes != nil {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			_ = notes.Listen(ctx, []string{sysdb.ChannelWorkflowStatus},
-				func(_, payload string) { w.wake(payload) },
-				w.wakeAll)
-		}()
-	}
+func (w *waiters) start(ctx context.Context, wg *sync.WaitGroup) {
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
