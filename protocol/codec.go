@@ -4,8 +4,10 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"sync"
 
 	"github.com/vmihailenco/msgpack/v5"
+	"github.com/vmihailenco/msgpack/v5/msgpcode"
 )
 
 // Envelope is a decoded frame. Body holds the op's message, still encoded:
@@ -17,6 +19,10 @@ type Envelope struct {
 	Body  []byte // raw msgpack, nil when absent
 	Error *Error
 }
+
+// maxEnvelopeFields bounds the envelope map: five are defined, the rest is
+// room for fields a newer peer may add.
+const maxEnvelopeFields = 16
 
 // Encoder builds frames into a reused buffer. Not safe for concurrent use;
 // give each writer its own.
@@ -30,8 +36,11 @@ func NewEncoder() *Encoder {
 	e := &Encoder{}
 	e.enc = msgpack.NewEncoder(&e.buf)
 	// Struct fields are written as maps keyed by name so that any msgpack
-	// library can read them; compact ints keep the frames small.
+	// library can read them; compact ints keep the frames small; sorted
+	// map keys (Error.Data) make a frame's bytes a function of its content,
+	// which the golden vectors rely on.
 	e.enc.UseCompactInts(true)
+	e.enc.SetSortMapKeys(true)
 	return e
 }
 
@@ -46,7 +55,8 @@ func (e *Encoder) Response(id uint64, body any) ([]byte, error) {
 	return e.frame(KindResponse, id, "", body, nil)
 }
 
-// ErrorResponse encodes an error response frame.
+// ErrorResponse encodes an error response frame. An empty perr.Name is set
+// from the catalog.
 func (e *Encoder) ErrorResponse(id uint64, perr *Error) ([]byte, error) {
 	return e.frame(KindResponse, id, "", nil, perr)
 }
@@ -107,17 +117,22 @@ var ErrMalformed = errors.New("malformed message")
 
 // DecodeEnvelope decodes a frame body (without its length prefix). The
 // returned Body aliases frame.
+//
+// On error the Envelope holds what was read before the failure: a non-zero
+// ID lets the caller answer the request it belongs to.
 func DecodeEnvelope(frame []byte) (Envelope, error) {
 	var env Envelope
-	r := bytes.NewReader(frame)
-	// bytes.Reader is an io.ByteScanner, so the decoder reads it directly
-	// and r.Len() is exactly what is left.
-	dec := msgpack.NewDecoder(r)
+	if err := checkWellFormed(frame); err != nil {
+		return env, fmt.Errorf("%w: %v", ErrMalformed, err)
+	}
+	d := getDecoder(frame)
+	defer putDecoder(d)
+	dec, r := d.dec, &d.r
 	n, err := dec.DecodeMapLen()
 	if err != nil {
 		return env, fmt.Errorf("%w: envelope is not a map: %v", ErrMalformed, err)
 	}
-	if n < 0 || n > 16 {
+	if n < 0 || n > maxEnvelopeFields {
 		return env, fmt.Errorf("%w: envelope has %d fields", ErrMalformed, n)
 	}
 	var haveKind, haveID bool
@@ -128,13 +143,16 @@ func DecodeEnvelope(frame []byte) (Envelope, error) {
 		}
 		switch key {
 		case "kind":
-			k, err := dec.DecodeUint8()
+			k, err := decodeUint(dec)
 			if err != nil {
 				return env, fmt.Errorf("%w: kind: %v", ErrMalformed, err)
 			}
+			if k < uint64(KindRequest) || k > uint64(KindPush) {
+				return env, fmt.Errorf("%w: unknown kind %d", ErrMalformed, k)
+			}
 			env.Kind, haveKind = Kind(k), true
 		case "id":
-			if env.ID, err = dec.DecodeUint64(); err != nil {
+			if env.ID, err = decodeUint(dec); err != nil {
 				return env, fmt.Errorf("%w: id: %v", ErrMalformed, err)
 			}
 			haveID = true
@@ -143,12 +161,19 @@ func DecodeEnvelope(frame []byte) (Envelope, error) {
 				return env, fmt.Errorf("%w: op: %v", ErrMalformed, err)
 			}
 		case "body":
-			raw, err := dec.DecodeRaw()
-			if err != nil {
+			// Skip the value and slice it out of frame: no copy.
+			start := len(frame) - r.Len()
+			if err := dec.Skip(); err != nil {
 				return env, fmt.Errorf("%w: body: %v", ErrMalformed, err)
 			}
-			env.Body = raw
+			env.Body = frame[start : len(frame)-r.Len() : len(frame)-r.Len()]
 		case "error":
+			// nil is no error: some encoders write absent fields as nil.
+			if c, err := dec.PeekCode(); err == nil && c == msgpcode.Nil {
+				_ = dec.Skip()
+				env.Error = nil
+				continue
+			}
 			var perr Error
 			if err := dec.Decode(&perr); err != nil {
 				return env, fmt.Errorf("%w: error: %v", ErrMalformed, err)
@@ -167,39 +192,97 @@ func DecodeEnvelope(frame []byte) (Envelope, error) {
 	if !haveKind || !haveID {
 		return env, fmt.Errorf("%w: envelope needs kind and id", ErrMalformed)
 	}
-	switch env.Kind {
-	case KindRequest, KindPush:
-		if env.Op == "" {
-			return env, fmt.Errorf("%w: a request or push needs an op", ErrMalformed)
-		}
-	case KindResponse:
-	default:
-		return env, fmt.Errorf("%w: unknown kind %d", ErrMalformed, env.Kind)
+	if env.Kind != KindResponse && env.Op == "" {
+		return env, fmt.Errorf("%w: a request or push needs an op", ErrMalformed)
 	}
 	return env, nil
 }
 
+// decoderState is a msgpack decoder reading a byte slice, pooled.
+// bytes.Reader is an io.ByteScanner, so the decoder reads it directly,
+// without buffering ahead: r.Len() is exactly what is left.
+type decoderState struct {
+	r   bytes.Reader
+	dec *msgpack.Decoder
+}
+
+var decoders = sync.Pool{New: func() any {
+	d := &decoderState{}
+	d.dec = msgpack.NewDecoder(&d.r)
+	return d
+}}
+
+func getDecoder(b []byte) *decoderState {
+	d := decoders.Get().(*decoderState)
+	d.r.Reset(b)
+	d.dec.Reset(&d.r) // clears the decoder's state and options
+	return d
+}
+
+func putDecoder(d *decoderState) {
+	d.r.Reset(nil) // do not keep the frame alive
+	decoders.Put(d)
+}
+
+// decodeUint decodes a non-negative integer of any msgpack int type. The
+// msgpack library's own DecodeUint64 reads nil as 0 and wraps negative
+// numbers around, which would turn id -1 into 2^64-1.
+func decodeUint(dec *msgpack.Decoder) (uint64, error) {
+	c, err := dec.PeekCode()
+	if err != nil {
+		return 0, err
+	}
+	switch {
+	case msgpcode.IsFixedNum(c) && int8(c) >= 0,
+		c == msgpcode.Uint8, c == msgpcode.Uint16, c == msgpcode.Uint32, c == msgpcode.Uint64:
+		return dec.DecodeUint64()
+	case msgpcode.IsFixedNum(c),
+		c == msgpcode.Int8, c == msgpcode.Int16, c == msgpcode.Int32, c == msgpcode.Int64:
+		n, err := dec.DecodeInt64()
+		if err != nil {
+			return 0, err
+		}
+		if n < 0 {
+			return 0, fmt.Errorf("%d is negative", n)
+		}
+		return uint64(n), nil
+	}
+	return 0, fmt.Errorf("not an integer (msgpack type byte 0x%02x)", c)
+}
+
 // DecodeBody decodes an envelope's body into v. A missing body decodes as
 // an empty message. Unknown fields are ignored (a newer peer may send
-// more); a field of the wrong type is an error.
+// more); a field of the wrong type is an error, and so are bytes after the
+// body's value.
 func DecodeBody(body []byte, v any) error {
 	if len(body) == 0 {
 		return nil
 	}
-	if err := msgpack.Unmarshal(body, v); err != nil {
+	if err := checkWellFormed(body); err != nil {
+		return fmt.Errorf("%w: %v", ErrMalformed, err)
+	}
+	// Not msgpack.Unmarshal: it turns on value preallocation, which starts
+	// a background goroutine per decoded pointer type.
+	d := getDecoder(body)
+	defer putDecoder(d)
+	if err := d.dec.Decode(v); err != nil {
 		return fmt.Errorf("%w: %v", ErrMalformed, err)
 	}
 	return nil
 }
 
 // NegotiateVersion picks the highest version in both ranges, or reports
-// none in common.
+// none in common. A clientMax of 0 means clientMin alone.
 func NegotiateVersion(clientMin, clientMax uint32) (uint32, bool) {
+	return negotiate(clientMin, clientMax, MinVersion, Version)
+}
+
+func negotiate(clientMin, clientMax, agentMin, agentMax uint32) (uint32, bool) {
 	if clientMax == 0 {
 		clientMax = clientMin
 	}
-	hi := min(clientMax, Version)
-	if hi < MinVersion || hi < clientMin {
+	hi := min(clientMax, agentMax)
+	if hi < agentMin || hi < clientMin {
 		return 0, false
 	}
 	return hi, true

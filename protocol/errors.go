@@ -33,7 +33,6 @@ const (
 	CodeStepConflict       Code = 206 // this step id was recorded with a different outcome
 	CodeTimeout            Code = 207 // the wait ended before the condition held
 	CodeMaxRecoveryAttempt Code = 208 // the workflow passed its maximum recovery attempts
-	CodeAwaitedWorkflowErr Code = 209 // reserved: the awaited workflow ended in an error that is not portable
 )
 
 // CodeInfo describes one code for the catalog.
@@ -70,10 +69,9 @@ var Catalog = []CodeInfo{
 	{CodeFenced, "fenced", "DBOSWorkflowConflictIDError", false, false, "this run no longer owns the workflow"},
 	{CodeWorkflowCancelled, "workflow_cancelled", "DBOSWorkflowCancelledError", false, false, "the workflow was cancelled"},
 	{CodeUnexpectedStep, "unexpected_step", "DBOSUnexpectedStepError", false, false, "a different step is recorded at this id"},
-	{CodeStepConflict, "step_conflict", "DBOSUnexpectedStepError", false, false, "this step id was recorded with a different outcome"},
-	{CodeTimeout, "timeout", "DBOSAwaitedWorkflowTimeoutError", true, false, "the wait ended before the condition held"},
-	{CodeMaxRecoveryAttempt, "max_recovery_attempts_exceeded", "DBOSMaxRecoveryAttemptsExceededError", false, false, "the workflow passed its maximum recovery attempts"},
-	{CodeAwaitedWorkflowErr, "awaited_workflow_error", "DBOSAwaitedWorkflowCancelledError", false, false, "reserved"},
+	{CodeStepConflict, "step_conflict", "DBOSStepNondeterminismError", false, false, "this step id was recorded with a different outcome"},
+	{CodeTimeout, "timeout", "", true, false, "the wait ended before the condition held"},
+	{CodeMaxRecoveryAttempt, "max_recovery_attempts_exceeded", "MaxRecoveryAttemptsExceededError", false, false, "the workflow passed its maximum recovery attempts"},
 }
 
 var catalogByCode = func() map[Code]CodeInfo {

@@ -1,0 +1,552 @@
+package protocol
+
+import (
+	"bytes"
+	"encoding/hex"
+	"encoding/json"
+	"flag"
+	"io"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+)
+
+// update rewrites the generated files in testdata/ from the code:
+//
+//	go test ./protocol -run 'TestGoldenVectors|TestErrorCatalogFile' -update
+var update = flag.Bool("update", false, "rewrite testdata/*.json from the code")
+
+const vectorsFile = "testdata/vectors.json"
+
+// vector is one entry of testdata/vectors.json. The file is read by the Go,
+// Python and Node tests alike, so everything in it is plain JSON: msgpack
+// maps are JSON objects with their keys in wire order, msgpack nil is null,
+// integers are JSON integers and floats always carry a decimal point.
+type vector struct {
+	Name        string `json:"name"`
+	Description string `json:"description"`
+	Kind        Kind   `json:"kind"`
+	ID          uint64 `json:"id"`
+	// Op is the envelope's op (requests and pushes).
+	Op string `json:"op,omitempty"`
+	// ReplyTo is, for a response, the op of the request it answers (not on
+	// the wire: it says how to read the body).
+	ReplyTo string `json:"reply_to,omitempty"`
+	// Message names the body's message in PROTOCOL.md.
+	Message string `json:"message,omitempty"`
+	// Hex is the whole frame, length prefix included.
+	Hex   string          `json:"hex"`
+	Body  json.RawMessage `json:"body,omitempty"`
+	Error json.RawMessage `json:"error,omitempty"`
+	// DecodeOnly marks a frame the agent accepts but does not write (unknown
+	// fields, nil for absent, wide integers): decoding it and encoding the
+	// message again gives CanonicalHex.
+	DecodeOnly   bool   `json:"decode_only,omitempty"`
+	CanonicalHex string `json:"canonical_hex,omitempty"`
+}
+
+// vectorDef is how the code defines a vector; the file is generated from
+// these.
+type vectorDef struct {
+	name, description string
+	kind              Kind
+	id                uint64
+	op, replyTo       string
+	message           string
+	body              any
+	err               *Error
+	// raw, for a decode-only vector, is the frame body as an ordered value.
+	raw omap
+}
+
+// messageTypes makes an empty message of each name vectors use.
+var messageTypes = map[string]func() any{
+	"Hello":              func() any { return new(Hello) },
+	"HelloReply":         func() any { return new(HelloReply) },
+	"Empty":              func() any { return new(Empty) },
+	"StartWorkflow":      func() any { return new(StartWorkflow) },
+	"StartWorkflowReply": func() any { return new(StartWorkflowReply) },
+	"RecordStep":         func() any { return new(RecordStep) },
+	"Finish":             func() any { return new(Finish) },
+	"FinishReply":        func() any { return new(FinishReply) },
+	"GetResult":          func() any { return new(GetResult) },
+	"WorkflowResult":     func() any { return new(WorkflowResult) },
+	"GetWorkflow":        func() any { return new(GetWorkflow) },
+	"WorkflowInfo":       func() any { return new(WorkflowInfo) },
+	"ListWorkflows":      func() any { return new(ListWorkflows) },
+	"ListWorkflowsReply": func() any { return new(ListWorkflowsReply) },
+	"WorkflowRef":        func() any { return new(WorkflowRef) },
+	"ListStepsReply":     func() any { return new(ListStepsReply) },
+	"ResumeWorkflow":     func() any { return new(ResumeWorkflow) },
+	"Run":                func() any { return new(Run) },
+	"CancelPush":         func() any { return new(CancelPush) },
+}
+
+func strp(s string) *string     { return &s }
+func intp(n int) *int           { return &n }
+func floatp(f float64) *float64 { return &f }
+
+const (
+	exampleOwner   = "5f0c2e7a9b1d4c3e8f6a0b2d4e6f8a1c"
+	exampleSession = "c3a1f09e7d5b42a68e0f1d2c3b4a5968"
+	exampleT0      = 1767225600000 // 2026-01-01T00:00:00Z in epoch ms
+)
+
+var exampleInputs = `{"positionalArgs":[1001],"namedArgs":{"express":true}}`
+
+// vectorDefs is every golden vector. Keep names stable: the bindings'
+// tests look some up by name.
+func vectorDefs() []vectorDef {
+	wc := 4
+	runGrant := &Run{
+		WorkflowID:       "order-1002",
+		Name:             "checkout",
+		Inputs:           strp(exampleInputs),
+		Serialization:    "portable_json",
+		OwnerXID:         exampleOwner,
+		RecoveryAttempts: 1,
+		History:          []Step{},
+	}
+	history := []Step{
+		{FunctionID: 1, Name: "reserve_stock", Output: strp(`{"reserved":true}`), Serialization: "portable_json",
+			StartedAtMS: exampleT0 + 1000, CompletedAtMS: exampleT0 + 1012},
+		{FunctionID: 2, Name: "charge_card", Error: strp(`{"name":"CardDeclined","message":"insufficient funds","code":null}`),
+			Serialization: "portable_json", StartedAtMS: exampleT0 + 1013, CompletedAtMS: exampleT0 + 1250},
+		{FunctionID: 3, Name: "DBOS.startWorkflow", Output: strp(`"refund-77"`), Serialization: "portable_json",
+			ChildWorkflowID: "refund-77", StartedAtMS: exampleT0 + 1251, CompletedAtMS: exampleT0 + 1260},
+	}
+	info := WorkflowInfo{
+		WorkflowID:       "order-1001",
+		Status:           "SUCCESS",
+		Name:             "checkout",
+		QueueName:        "orders",
+		ExecutorID:       "local",
+		AppVersion:       "v1",
+		AppName:          "shop",
+		CreatedAtMS:      exampleT0,
+		UpdatedAtMS:      exampleT0 + 2500,
+		StartedAtMS:      exampleT0 + 900,
+		CompletedAtMS:    exampleT0 + 2500,
+		RecoveryAttempts: 1,
+		TimeoutMS:        60000,
+		DeadlineEpochMS:  exampleT0 + 60900,
+		Priority:         5,
+		DeduplicationID:  "cart-77",
+		Serialization:    "portable_json",
+		Inputs:           strp(exampleInputs),
+		Output:           strp(`{"order":1001,"status":"shipped"}`),
+	}
+	return []vectorDef{
+		// Handshake.
+		{name: "hello_worker", description: "A worker opens its connection: it registers two workflow functions and serves the queue \"orders\".",
+			kind: KindRequest, id: 1, op: OpHello, message: "Hello", body: &Hello{
+				MinVersion: 1, MaxVersion: 1, Role: RoleWorker, AppName: "shop", AppVersion: "v1",
+				Language: "python", BindingVersion: "0.1.0", PID: 4242,
+				Workflows: []WorkflowRegistration{{Name: "checkout", MaxRecoveryAttempts: 10}, {Name: "refund", ClassName: "Payments"}},
+				Queues: []QueueRegistration{{Name: "orders", WorkerConcurrency: &wc, Concurrency: intp(10), RateLimitMax: intp(100),
+					RateLimitPeriodSec: floatp(1.5), PriorityEnabled: true}},
+				MaxConcurrency: 16,
+			}},
+		{name: "hello_client", description: "A client (no workflow code) opens its connection with the fewest fields.",
+			kind: KindRequest, id: 1, op: OpHello, message: "Hello", body: &Hello{MinVersion: 1, MaxVersion: 1, Role: RoleClient, AppName: "shop"}},
+		{name: "hello_reply", description: "The agent accepts the connection: version 1, its frame cap, the session and executor ids.",
+			kind: KindResponse, id: 1, replyTo: OpHello, message: "HelloReply", body: &HelloReply{
+				Version: 1, AgentVersion: "0.1.0", MaxFrameSize: DefaultMaxFrameSize, SessionID: exampleSession,
+				ExecutorID: "local", AppVersion: "v1",
+			}},
+		{name: "ping", description: "A liveness check; the body is an empty map.",
+			kind: KindRequest, id: 2, op: OpPing, message: "Empty", body: Empty{}},
+		{name: "ping_reply", description: "The answer to ping: an empty map.",
+			kind: KindResponse, id: 2, replyTo: OpPing, message: "Empty", body: Empty{}},
+
+		// Starting workflows.
+		{name: "start_workflow_queued", description: "Enqueue \"checkout\" on the queue \"orders\" with a priority, a deduplication id and a timeout.",
+			kind: KindRequest, id: 3, op: OpStartWorkflow, message: "StartWorkflow", body: &StartWorkflow{
+				WorkflowID: "order-1001", Name: "checkout", Inputs: strp(exampleInputs), Serialization: "portable_json",
+				QueueName: "orders", Priority: 5, DeduplicationID: "cart-77", TimeoutMS: 60000,
+			}},
+		{name: "start_workflow_queued_reply", description: "The workflow was created and waits on its queue.",
+			kind: KindResponse, id: 3, replyTo: OpStartWorkflow, message: "StartWorkflowReply", body: &StartWorkflowReply{
+				WorkflowID: "order-1001", Status: "ENQUEUED", Created: true,
+			}},
+		{name: "start_workflow_run_here", description: "A worker that registered \"checkout\" starts it directly and asks to run it itself.",
+			kind: KindRequest, id: 4, op: OpStartWorkflow, message: "StartWorkflow", body: &StartWorkflow{
+				WorkflowID: "order-1002", Name: "checkout", Inputs: strp(exampleInputs), Serialization: "portable_json", RunHere: true,
+			}},
+		{name: "start_workflow_run_here_reply", description: "The reply carries the run grant: the caller runs the workflow now with this owner token (history is empty: a new workflow).",
+			kind: KindResponse, id: 4, replyTo: OpStartWorkflow, message: "StartWorkflowReply", body: &StartWorkflowReply{
+				WorkflowID: "order-1002", Status: "PENDING", Created: true, Run: runGrant,
+			}},
+		{name: "start_workflow_existing_reply", description: "Starting an id that exists is idempotent: created is false and status is the stored one.",
+			kind: KindResponse, id: 5, replyTo: OpStartWorkflow, message: "StartWorkflowReply", body: &StartWorkflowReply{
+				WorkflowID: "order-1001", Status: "SUCCESS", Created: false,
+			}},
+
+		// Running a workflow.
+		{name: "record_step", description: "Checkpoint step 1, which returned a value.",
+			kind: KindRequest, id: 6, op: OpRecordStep, message: "RecordStep", body: &RecordStep{
+				WorkflowID: "order-1002", OwnerXID: exampleOwner, Step: Step{
+					FunctionID: 1, Name: "reserve_stock", Output: strp(`{"reserved":true}`), Serialization: "portable_json",
+					StartedAtMS: exampleT0 + 1000, CompletedAtMS: exampleT0 + 1012,
+				}}},
+		{name: "record_step_reply", description: "The step is durable: an empty map.",
+			kind: KindResponse, id: 6, replyTo: OpRecordStep, message: "Empty", body: Empty{}},
+		{name: "record_step_error", description: "Checkpoint step 2, which raised: output is nil and error holds the exception, here a base64 pickle (serialization py_pickle).",
+			kind: KindRequest, id: 7, op: OpRecordStep, message: "RecordStep", body: &RecordStep{
+				WorkflowID: "order-1002", OwnerXID: exampleOwner, Step: Step{
+					FunctionID: 2, Name: "charge_card", Error: strp("gASVJQAAAAAAAACMCGJ1aWx0aW5zlIwKVmFsdWVFcnJvcpSTlIwIZGVjbGluZWSUhZRSlC4="),
+					Serialization: "py_pickle", StartedAtMS: exampleT0 + 1013, CompletedAtMS: exampleT0 + 1250,
+				}}},
+		{name: "finish", description: "The run ends in success; the owner token proves it still owns the workflow.",
+			kind: KindRequest, id: 8, op: OpFinish, message: "Finish", body: &Finish{
+				WorkflowID: "order-1002", OwnerXID: exampleOwner, Status: "SUCCESS",
+				Output: strp(`{"order":1002,"status":"shipped"}`), Serialization: "portable_json",
+			}},
+		{name: "finish_reply", description: "The outcome was stored (applied) and stands as result.",
+			kind: KindResponse, id: 8, replyTo: OpFinish, message: "FinishReply", body: &FinishReply{
+				Applied: true, Result: WorkflowResult{WorkflowID: "order-1002", Status: "SUCCESS",
+					Output: strp(`{"order":1002,"status":"shipped"}`), Serialization: "portable_json"},
+			}},
+		{name: "finish_reply_not_applied", description: "The run had lost the workflow (it was cancelled, or recovered and finished elsewhere): nothing was written and result is what stands.",
+			kind: KindResponse, id: 9, replyTo: OpFinish, message: "FinishReply", body: &FinishReply{
+				Applied: false, Result: WorkflowResult{WorkflowID: "order-1002", Status: "CANCELLED"},
+			}},
+
+		// Awaiting and inspecting.
+		{name: "get_result", description: "Wait up to 30 s for the workflow to end.",
+			kind: KindRequest, id: 10, op: OpGetResult, message: "GetResult", body: &GetResult{WorkflowID: "order-1003", TimeoutMS: 30000}},
+		{name: "get_result_reply", description: "The workflow ended in an error; error holds the portable_json exception.",
+			kind: KindResponse, id: 10, replyTo: OpGetResult, message: "WorkflowResult", body: &WorkflowResult{
+				WorkflowID: "order-1003", Status: "ERROR",
+				Error:         strp(`{"name":"CardDeclined","message":"insufficient funds","code":null}`),
+				Serialization: "portable_json",
+			}},
+		{name: "get_workflow", description: "Ask for one workflow's status with its inputs and outcome.",
+			kind: KindRequest, id: 11, op: OpGetWorkflow, message: "GetWorkflow", body: &GetWorkflow{WorkflowID: "order-1001", LoadPayloads: true}},
+		{name: "get_workflow_reply", description: "A finished workflow's status, payloads included.",
+			kind: KindResponse, id: 11, replyTo: OpGetWorkflow, message: "WorkflowInfo", body: &info},
+		{name: "list_workflows", description: "The 50 newest pending or enqueued \"checkout\" workflows.",
+			kind: KindRequest, id: 12, op: OpListWorkflows, message: "ListWorkflows", body: &ListWorkflows{
+				Statuses: []string{"PENDING", "ENQUEUED"}, Names: []string{"checkout"}, Limit: 50, SortDesc: true,
+			}},
+		{name: "list_workflows_reply", description: "Two workflows, without payloads.",
+			kind: KindResponse, id: 12, replyTo: OpListWorkflows, message: "ListWorkflowsReply", body: &ListWorkflowsReply{Workflows: []WorkflowInfo{
+				{WorkflowID: "order-1004", Status: "ENQUEUED", Name: "checkout", QueueName: "orders", ExecutorID: "local",
+					AppVersion: "v1", AppName: "shop", CreatedAtMS: exampleT0 + 5000, UpdatedAtMS: exampleT0 + 5000,
+					Priority: 5, Serialization: "portable_json"},
+				{WorkflowID: "order-1002", Status: "PENDING", Name: "checkout", ExecutorID: "local", AppVersion: "v1", AppName: "shop",
+					CreatedAtMS: exampleT0 + 900, UpdatedAtMS: exampleT0 + 900, StartedAtMS: exampleT0 + 900, RecoveryAttempts: 1,
+					Serialization: "portable_json"},
+			}}},
+		{name: "list_steps", description: "Ask for a workflow's recorded steps.",
+			kind: KindRequest, id: 13, op: OpListSteps, message: "WorkflowRef", body: &WorkflowRef{WorkflowID: "order-1002"}},
+		{name: "list_steps_reply", description: "Three steps by function id: an output, an error, and a child workflow start.",
+			kind: KindResponse, id: 13, replyTo: OpListSteps, message: "ListStepsReply", body: &ListStepsReply{Steps: history}},
+
+		// Managing.
+		{name: "cancel_workflow", description: "Cancel a workflow (its run stops at its next step).",
+			kind: KindRequest, id: 14, op: OpCancel, message: "WorkflowRef", body: &WorkflowRef{WorkflowID: "order-1002"}},
+		{name: "cancel_workflow_reply", description: "Cancelled: an empty map.",
+			kind: KindResponse, id: 14, replyTo: OpCancel, message: "Empty", body: Empty{}},
+		{name: "resume_workflow", description: "Resume a cancelled workflow on the queue \"orders\".",
+			kind: KindRequest, id: 15, op: OpResume, message: "ResumeWorkflow", body: &ResumeWorkflow{WorkflowID: "order-1002", QueueName: "orders"}},
+		{name: "resume_workflow_reply", description: "Resumed: an empty map.",
+			kind: KindResponse, id: 15, replyTo: OpResume, message: "Empty", body: Empty{}},
+
+		// Pushes.
+		{name: "push_run", description: "The agent hands a recovered workflow to this worker with its three recorded steps: the worker replays them and runs step 4 on.",
+			kind: KindPush, op: PushRun, message: "Run", body: &Run{
+				WorkflowID: "order-1002", Name: "checkout", Inputs: strp(exampleInputs), Serialization: "portable_json",
+				OwnerXID: "9d8e7f6a5b4c3d2e1f0a9b8c7d6e5f4a", QueueName: "_dbos_internal_queue",
+				DeadlineEpochMS: exampleT0 + 60900, RecoveryAttempts: 2, AuthenticatedUser: "alice", History: history,
+			}},
+		{name: "push_cancel", description: "A workflow this worker runs was cancelled: stop it without finishing it.",
+			kind: KindPush, op: PushCancel, message: "CancelPush", body: &CancelPush{WorkflowID: "order-1002"}},
+
+		// Errors.
+		{name: "error_malformed_frame", description: "A frame the agent could not read as an envelope (here an empty map: no kind, no id). id 0: the error is about the connection; it stays open.",
+			kind: KindResponse, err: &Error{Code: CodeMalformedFrame, Message: "malformed message: envelope needs kind and id"}},
+		{name: "error_frame_too_large", description: "The peer announced a frame over the cap; the agent sends this with id 0, then closes the connection.",
+			kind: KindResponse, err: &Error{Code: CodeFrameTooLarge, Message: "frame larger than the agreed maximum: 16777217 bytes announced, limit 16777216"}},
+		{name: "error_version_mismatch", description: "hello with no version in common; the connection closes after it.",
+			kind: KindResponse, id: 1, replyTo: OpHello, err: &Error{Code: CodeVersionMismatch, Message: "the agent speaks protocol versions 1 to 1, the peer 7 to 9"}},
+		{name: "error_handshake_needed", description: "A request before hello.",
+			kind: KindResponse, id: 1, replyTo: OpPing, err: &Error{Code: CodeHandshakeNeeded, Message: "the first request must be hello"}},
+		{name: "error_unknown_op", description: "An op this agent does not know; the connection stays open.",
+			kind: KindResponse, id: 16, replyTo: "launch_missiles", err: &Error{Code: CodeUnknownOp, Message: `unknown op "launch_missiles"`}},
+		{name: "error_invalid_argument", description: "A field of the wrong type or value.",
+			kind: KindResponse, id: 17, replyTo: OpFinish, err: &Error{Code: CodeInvalidArgument, Message: "finish: status must be SUCCESS or ERROR"}},
+		{name: "error_workflow_not_found", description: "No workflow with that id.",
+			kind: KindResponse, id: 18, replyTo: OpGetResult, err: &Error{Code: CodeWorkflowNotFound, Message: "workflow order-9999 does not exist"}},
+		{name: "error_workflow_cancelled", description: "record_step of a workflow that was cancelled: the run must stop here, without finish.",
+			kind: KindResponse, id: 19, replyTo: OpRecordStep, err: &Error{Code: CodeWorkflowCancelled, Message: "workflow order-1002 was cancelled"}},
+		{name: "error_fenced", description: "record_step with an owner token that no longer owns the workflow (it was recovered elsewhere): the run is a zombie and must stop.",
+			kind: KindResponse, id: 20, replyTo: OpRecordStep, err: &Error{Code: CodeFenced, Message: "workflow order-1002 is no longer owned by this run"}},
+		{name: "error_timeout", description: "get_result whose timeout_ms passed before the workflow ended.",
+			kind: KindResponse, id: 21, replyTo: OpGetResult, err: &Error{Code: CodeTimeout, Message: "get_result timed out"}},
+		{name: "error_deduplicated", description: "An enqueue whose deduplication id is taken; data names the queue and the id (map keys sorted).",
+			kind: KindResponse, id: 22, replyTo: OpStartWorkflow, err: &Error{Code: CodeDeduplicated,
+				Message: "workflow order-1005: queue orders already has an active workflow with deduplication id cart-77",
+				Data:    map[string]any{"queue_name": "orders", "deduplication_id": "cart-77"}}},
+		{name: "error_unexpected_step", description: "record_step at a function id that holds a step of another name: the workflow is not deterministic.",
+			kind: KindResponse, id: 23, replyTo: OpRecordStep, err: &Error{Code: CodeUnexpectedStep,
+				Message: `workflow order-1002 step 2: recorded step is "charge_card" but this run attempted "send_email" (non-deterministic workflow)`,
+				Data:    map[string]any{"recorded": "charge_card", "attempted": "send_email"}}},
+
+		// Frames a peer may send that the Encoder does not write.
+		{name: "forward_compat_unknown_fields", description: "A newer peer's record_step: an unknown envelope field (trace_id) and an unknown body field (attempt) are skipped.",
+			kind: KindRequest, id: 24, op: OpRecordStep, message: "RecordStep", raw: omap{
+				{"kind", int64(1)}, {"id", int64(24)}, {"op", "record_step"}, {"trace_id", "4bf92f3577b34da6"},
+				{"body", omap{
+					{"workflow_id", "order-1002"}, {"owner_xid", exampleOwner}, {"function_id", int64(3)},
+					{"name", "ship"}, {"output", `"ok"`}, {"error", nil}, {"attempt", int64(2)},
+				}},
+			}},
+		{name: "nil_for_absent", description: "Optional fields written as nil (as some encoders do for undefined), and an envelope error of nil: all read as absent.",
+			kind: KindResponse, id: 25, replyTo: OpStartWorkflow, message: "StartWorkflowReply", raw: omap{
+				{"kind", int64(2)}, {"id", int64(25)}, {"error", nil},
+				{"body", omap{{"workflow_id", "order-1006"}, {"status", "ENQUEUED"}, {"created", true}, {"run", nil}}},
+			}},
+		{name: "wide_integers", description: "Integers in wider encodings than needed (kind as int8, id as uint32, function_id as int64) are read by value.",
+			kind: KindRequest, id: 26, op: OpRecordStep, message: "RecordStep", raw: omap{
+				{"kind", wideInt{0xd0, 1}}, {"id", wideInt{0xce, 26}}, {"op", "record_step"},
+				{"body", omap{
+					{"workflow_id", "order-1002"}, {"owner_xid", exampleOwner},
+					{"function_id", wideInt{0xd3, 4}}, {"name", "notify"}, {"output", nil}, {"error", nil},
+				}},
+			}},
+	}
+}
+
+// encodeDef builds a definition's frame.
+func encodeDef(t testing.TB, d vectorDef) []byte {
+	t.Helper()
+	if d.raw != nil {
+		return AppendFrame(nil, appendValue(nil, d.raw))
+	}
+	enc := NewEncoder()
+	var frame []byte
+	var err error
+	switch {
+	case d.err != nil:
+		frame, err = enc.ErrorResponse(d.id, d.err)
+	case d.kind == KindRequest:
+		frame, err = enc.Request(d.id, d.op, d.body)
+	case d.kind == KindResponse:
+		frame, err = enc.Response(d.id, d.body)
+	case d.kind == KindPush:
+		frame, err = enc.Push(d.op, d.body)
+	}
+	require.NoError(t, err, d.name)
+	return append([]byte(nil), frame...)
+}
+
+// reencode encodes an envelope and its decoded message again with the
+// Encoder.
+func reencode(t testing.TB, env Envelope, msg any) []byte {
+	t.Helper()
+	enc := NewEncoder()
+	var frame []byte
+	var err error
+	switch {
+	case env.Error != nil:
+		frame, err = enc.ErrorResponse(env.ID, env.Error)
+	case env.Kind == KindRequest:
+		frame, err = enc.Request(env.ID, env.Op, msg)
+	case env.Kind == KindResponse:
+		frame, err = enc.Response(env.ID, msg)
+	default:
+		frame, err = enc.Push(env.Op, msg)
+	}
+	require.NoError(t, err)
+	return append([]byte(nil), frame...)
+}
+
+// buildVectors turns the definitions into file entries.
+func buildVectors(t *testing.T) []vector {
+	t.Helper()
+	var out []vector
+	for _, d := range vectorDefs() {
+		frame := encodeDef(t, d)
+		env, err := DecodeEnvelope(frame[4:])
+		require.NoError(t, err, d.name)
+		v := vector{
+			Name: d.name, Description: d.description, Kind: d.kind, ID: d.id, Op: d.op, ReplyTo: d.replyTo,
+			Message: d.message, Hex: hex.EncodeToString(frame),
+		}
+		if env.Body != nil {
+			val, err := readValue(env.Body)
+			require.NoError(t, err, d.name)
+			v.Body = renderJSON(val)
+		}
+		if env.Error != nil {
+			// Rendered from the wire, so its keys are in wire order.
+			whole, err := readValue(frame[4:])
+			require.NoError(t, err)
+			v.Error = renderJSON(whole.(omap).get("error"))
+		}
+		if d.raw != nil {
+			v.DecodeOnly = true
+			msg := messageTypes[d.message]()
+			require.NoError(t, DecodeBody(env.Body, msg), d.name)
+			v.CanonicalHex = hex.EncodeToString(reencode(t, env, msg))
+		}
+		out = append(out, v)
+	}
+	return out
+}
+
+func marshalFile(t *testing.T, v any) []byte {
+	t.Helper()
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	enc.SetIndent("", "  ")
+	require.NoError(t, enc.Encode(v))
+	return buf.Bytes()
+}
+
+// TestGoldenVectors checks testdata/vectors.json against the code, then
+// reads every vector as a binding in another language would: frame, then
+// envelope, then body, each compared with the JSON; and encodes it back.
+func TestGoldenVectors(t *testing.T) {
+	generated := marshalFile(t, buildVectors(t))
+	if *update {
+		require.NoError(t, os.MkdirAll(filepath.Dir(vectorsFile), 0o755))
+		require.NoError(t, os.WriteFile(vectorsFile, generated, 0o644))
+	}
+	onDisk, err := os.ReadFile(vectorsFile)
+	require.NoError(t, err)
+	require.Equal(t, string(generated), string(onDisk),
+		"%s differs from the code; run: go test ./protocol -run TestGoldenVectors -update", vectorsFile)
+
+	var vectors []vector
+	require.NoError(t, json.Unmarshal(onDisk, &vectors))
+	names := map[string]bool{}
+	for _, v := range vectors {
+		require.False(t, names[v.Name], "duplicate vector %s", v.Name)
+		names[v.Name] = true
+		t.Run(v.Name, func(t *testing.T) {
+			t.Parallel()
+			checkVector(t, v)
+		})
+	}
+}
+
+func checkVector(t *testing.T, v vector) {
+	raw, err := hex.DecodeString(v.Hex)
+	require.NoError(t, err)
+
+	// The frame: one, exactly.
+	fr := NewFrameReader(bytes.NewReader(raw), DefaultMaxFrameSize)
+	body, err := fr.Next()
+	require.NoError(t, err)
+	require.Len(t, body, len(raw)-4)
+	_, err = fr.Next()
+	require.ErrorIs(t, err, io.EOF)
+
+	// The envelope.
+	env, err := DecodeEnvelope(body)
+	require.NoError(t, err)
+	require.Equal(t, v.Kind, env.Kind)
+	require.Equal(t, v.ID, env.ID)
+	require.Equal(t, v.Op, env.Op)
+	if v.Kind == KindResponse {
+		require.NotEmpty(t, v.ReplyTo+v.Message+string(v.Error), "a response vector says what it answers")
+	}
+
+	// The body, as plain values: same content, same key order.
+	if v.Body == nil {
+		require.Nil(t, env.Body)
+	} else {
+		wire, err := readValue(env.Body)
+		require.NoError(t, err)
+		want, err := parseJSON(v.Body)
+		require.NoError(t, err)
+		require.Equal(t, want, wire)
+		// Encoding the JSON value with insertion-ordered maps, the smallest
+		// integer encodings, float64 floats and str strings gives the
+		// body's bytes: what a binding in any language can do.
+		if !v.DecodeOnly {
+			require.Equal(t, hex.EncodeToString(env.Body), hex.EncodeToString(appendValue(nil, want)))
+		}
+	}
+
+	// The error.
+	if v.Error == nil {
+		require.Nil(t, env.Error)
+	} else {
+		require.NotNil(t, env.Error)
+		want, err := parseJSON(v.Error)
+		require.NoError(t, err)
+		var fromJSON Error
+		require.NoError(t, DecodeBody(appendValue(nil, want), &fromJSON))
+		require.Equal(t, &fromJSON, env.Error)
+		info, ok := env.Error.Code.Info()
+		require.True(t, ok, "code %d is in the catalog", env.Error.Code)
+		require.Equal(t, info.Name, env.Error.Name)
+	}
+
+	// The message struct, decoded from the wire and from the JSON, then
+	// encoded again.
+	var msg any
+	if v.Message != "" {
+		newMsg, ok := messageTypes[v.Message]
+		require.True(t, ok, "unknown message %s", v.Message)
+		msg = newMsg()
+		require.NoError(t, DecodeBody(env.Body, msg))
+		want, err := parseJSON(v.Body)
+		require.NoError(t, err)
+		fromJSON := newMsg()
+		require.NoError(t, DecodeBody(appendValue(nil, want), fromJSON))
+		require.Equal(t, fromJSON, msg)
+	}
+	again := reencode(t, env, msg)
+	if v.DecodeOnly {
+		require.NotEqual(t, v.Hex, v.CanonicalHex)
+		require.Equal(t, v.CanonicalHex, hex.EncodeToString(again))
+	} else {
+		require.Empty(t, v.CanonicalHex)
+		require.Equal(t, v.Hex, hex.EncodeToString(again), "the Encoder writes the vector's bytes")
+		// The whole envelope from the JSON fields, too.
+		envelope := omap{{"kind", int64(v.Kind)}, {"id", int64(v.ID)}}
+		if v.Op != "" {
+			envelope = append(envelope, kv{"op", v.Op})
+		}
+		if v.Body != nil {
+			b, _ := parseJSON(v.Body)
+			envelope = append(envelope, kv{"body", b})
+		}
+		if v.Error != nil {
+			e, _ := parseJSON(v.Error)
+			envelope = append(envelope, kv{"error", e})
+		}
+		require.Equal(t, v.Hex, hex.EncodeToString(AppendFrame(nil, appendValue(nil, envelope))))
+	}
+}
+
+// TestGoldenVectorsCoverEveryOpAndPush keeps the vectors complete as ops
+// are added.
+func TestGoldenVectorsCoverEveryOpAndPush(t *testing.T) {
+	t.Parallel()
+	requests, replies, pushes := map[string]bool{}, map[string]bool{}, map[string]bool{}
+	for _, d := range vectorDefs() {
+		switch {
+		case d.kind == KindRequest:
+			requests[d.op] = true
+		case d.kind == KindPush:
+			pushes[d.op] = true
+		case d.err == nil:
+			replies[d.replyTo] = true
+		}
+	}
+	for _, op := range []string{OpHello, OpPing, OpStartWorkflow, OpRecordStep, OpFinish, OpGetResult,
+		OpGetWorkflow, OpListWorkflows, OpListSteps, OpCancel, OpResume} {
+		require.True(t, requests[op], "no request vector for %s", op)
+		require.True(t, replies[op], "no reply vector for %s", op)
+	}
+	require.True(t, pushes[PushRun])
+	require.True(t, pushes[PushCancel])
+}
