@@ -12,7 +12,7 @@ export DBOS_TEST_DATABASE_URL ?= postgres://postgres:dbos@localhost:5432/dbos_ag
 
 .PHONY: help
 help: ## List the targets
-	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z_-]+:.*## / {printf "  \033[36m%-10s\033[0m %s\n", $$1, $$2}' $(MAKEFILE_LIST)
+	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z_-]+:.*## / {printf "  \033[36m%-12s\033[0m %s\n", $$1, $$2}' $(MAKEFILE_LIST)
 
 .PHONY: build
 build: ## Build the agent binary into bin/
@@ -23,12 +23,27 @@ postgres: ## Install (apt-get) and start a local PostgreSQL when it is missing o
 	bash scripts/ensure-postgres.sh
 
 .PHONY: run
-run: build postgres ## The main job: migrate a local system database and show its schema version
+run: ## The main job: start the agent and run the Python order-pipeline example through it
+	bash examples/python/run.sh
+
+.PHONY: demo-crash
+demo-crash: ## The example surviving a kill -9 of its worker mid-workflow
+	bash examples/python/crash-demo.sh
+
+.PHONY: migrate
+migrate: build postgres ## Migrate a local system database and print its schema version
 	$(AGENT) migrate --database-url '$(DATABASE_URL)'
 
 .PHONY: test
-test: postgres ## Run every test against a real PostgreSQL
+test: postgres test-go test-python ## Run every test (Go and Python) against a real PostgreSQL
+
+.PHONY: test-go
+test-go: postgres ## The Go tests: sysdb conformance and parity, protocol, end-to-end on the real binary
 	$(GO) test -race -count=1 -timeout 30m ./...
+
+.PHONY: test-python
+test-python: postgres ## The Python binding's tests against the real agent
+	bash scripts/python-test.sh
 
 .PHONY: bench
 bench: postgres ## Run the benchmarks

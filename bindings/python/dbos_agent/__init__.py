@@ -1,0 +1,92 @@
+"""DBOS durable workflows for Python, served by the dbos-agent.
+
+The API is DBOS Python's: moving an application onto the agent is changing
+``from dbos import ...`` into ``from dbos_agent import ...``. The agent (one
+per host) owns the system database, the queues and recovery; this package
+runs the workflow and step code, replaying recorded steps from the history
+the agent sends with each run.
+"""
+
+from . import _error as error
+from ._client import DBOSClient, EnqueueOptions
+from ._core import (
+    SetEnqueueOptions,
+    SetWorkflowID,
+    SetWorkflowTimeout,
+    StepInfo,
+    WorkflowHandle,
+    WorkflowHandleAsync,
+    WorkflowStatus,
+)
+from ._dbos import DBOS, Queue, __version__
+from ._error import (
+    DBOSAgentError,
+    DBOSAgentUnavailableError,
+    DBOSAwaitedWorkflowCancelledError,
+    DBOSAwaitedWorkflowMaxRecoveryAttemptsExceeded,
+    DBOSBaseException,
+    DBOSConflictingWorkflowError,
+    DBOSErrorCode,
+    DBOSException,
+    DBOSInitializationError,
+    DBOSMaxStepRetriesExceeded,
+    DBOSNonExistentWorkflowError,
+    DBOSNotSupportedError,
+    DBOSQueueDeduplicatedError,
+    DBOSStepNondeterminismError,
+    DBOSUnexpectedStepError,
+    DBOSWorkflowCancelledError,
+    DBOSWorkflowConflictIDError,
+    DBOSWorkflowFunctionNotFoundError,
+    MaxRecoveryAttemptsExceededError,
+)
+from ._serialization import (
+    DBOSPortableJSONSerializer,
+    PortableWorkflowError,
+    Serializer,
+    WorkflowSerializationFormat,
+)
+from ._transport import default_socket_path
+
+DBOSConfig = dict  # DBOS Python's DBOSConfig is a TypedDict over these keys
+
+__all__ = [
+    "DBOS",
+    "DBOSClient",
+    "DBOSConfig",
+    "EnqueueOptions",
+    "Queue",
+    "SetEnqueueOptions",
+    "SetWorkflowID",
+    "SetWorkflowTimeout",
+    "StepInfo",
+    "WorkflowHandle",
+    "WorkflowHandleAsync",
+    "WorkflowStatus",
+    "WorkflowSerializationFormat",
+    "Serializer",
+    "DBOSPortableJSONSerializer",
+    "PortableWorkflowError",
+    "DBOSException",
+    "DBOSBaseException",
+    "DBOSErrorCode",
+    "DBOSAgentError",
+    "DBOSAgentUnavailableError",
+    "DBOSAwaitedWorkflowCancelledError",
+    "DBOSAwaitedWorkflowMaxRecoveryAttemptsExceeded",
+    "DBOSConflictingWorkflowError",
+    "DBOSInitializationError",
+    "DBOSMaxStepRetriesExceeded",
+    "DBOSNonExistentWorkflowError",
+    "DBOSNotSupportedError",
+    "DBOSQueueDeduplicatedError",
+    "DBOSStepNondeterminismError",
+    "DBOSUnexpectedStepError",
+    "DBOSWorkflowCancelledError",
+    "DBOSWorkflowConflictIDError",
+    "DBOSWorkflowFunctionNotFoundError",
+    "MaxRecoveryAttemptsExceededError",
+    "default_socket_path",
+    "error",
+    "__version__",
+]

@@ -1,0 +1,1247 @@
+"""The engine of the binding: workflow runs, step replay and recording,
+handles, and the requests every API call is built from.
+
+A run is one execution of a workflow in this process, granted by the agent
+(a ``run`` push, or the reply to a direct start). It carries the workflow's
+recorded history, so replay needs no round trip: a step whose function id is
+in the history returns its recorded outcome; a step beyond it runs (with its
+retries) and is recorded once with ``record_step``. The run ends with
+``finish``, unless it was stopped: cancelled, fenced (the agent gave the
+workflow to another run), or cut off by a dropped connection. A stopped run
+raises inside the workflow at its next step and never writes an outcome.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextvars
+import inspect
+import logging
+import threading
+import time
+import uuid
+from concurrent.futures import Future
+from typing import (
+    Any,
+    Awaitable,
+    Callable,
+    Dict,
+    Generic,
+    List,
+    Optional,
+    Tuple,
+    TypeVar,
+    Union,
+    cast,
+)
+
+from . import _protocol as proto
+from ._error import (
+    AgentErrorReply,
+    DBOSAgentUnavailableError,
+    DBOSAwaitedWorkflowCancelledError,
+    DBOSAwaitedWorkflowMaxRecoveryAttemptsExceeded,
+    DBOSException,
+    DBOSMaxStepRetriesExceeded,
+    DBOSNonExistentWorkflowError,
+    DBOSNotSupportedError,
+    DBOSUnexpectedStepError,
+    DBOSWorkflowCancelledError,
+    DBOSWorkflowConflictIDError,
+    map_agent_error,
+)
+from ._serialization import (
+    PORTABLE_JSON,
+    Serializer,
+    WorkflowInputs,
+    WorkflowSerializationFormat,
+    coerce_portable_args,
+    deserialize_args,
+    deserialize_exception,
+    deserialize_value,
+    serialize_args,
+    serialize_exception,
+    serialize_exception_safely,
+    serialize_value,
+)
+from ._transport import AgentLink, Connection
+
+R = TypeVar("R")
+T = TypeVar("T")
+
+logger = logging.getLogger("dbos_agent")
+
+DEFAULT_MAX_RECOVERY_ATTEMPTS = 100
+DEFAULT_POLLING_INTERVAL = 1.0
+_MAX_RETRY_INTERVAL_SECONDS = 3600.0
+
+
+def _now_ms() -> int:
+    return int(time.time() * 1000)
+
+
+# ---------------------------------------------------------------------------
+# Registrations
+
+
+class WorkflowRegistration:
+    """A function decorated with ``@DBOS.workflow``."""
+
+    def __init__(
+        self,
+        func: Callable[..., Any],
+        name: str,
+        max_recovery_attempts: Optional[int],
+        serialization_type: Optional[WorkflowSerializationFormat],
+    ):
+        self.func = func
+        self.name = name
+        self.max_recovery_attempts = max_recovery_attempts
+        self.serialization_type = serialization_type
+        self.is_async = inspect.iscoroutinefunction(func)
+
+
+class StepOptions:
+    """The options of ``@DBOS.step``."""
+
+    def __init__(
+        self,
+        name: str,
+        retries_allowed: bool,
+        interval_seconds: float,
+        max_attempts: int,
+        backoff_rate: float,
+        should_retry: Optional[Callable[[BaseException], Any]],
+    ):
+        self.name = name
+        self.retries_allowed = retries_allowed
+        self.interval_seconds = interval_seconds
+        self.max_attempts = max_attempts
+        self.backoff_rate = backoff_rate
+        self.should_retry = should_retry
+
+
+# ---------------------------------------------------------------------------
+# Runs and the context they execute in
+
+
+class WorkflowRun:
+    """One execution of a workflow in this process."""
+
+    def __init__(self, grant: Dict[str, Any], generation: int):
+        self.workflow_id: str = grant["workflow_id"]
+        self.name: str = grant.get("name", "")
+        self.owner_xid: str = grant.get("owner_xid", "")
+        self.inputs: Optional[str] = grant.get("inputs")
+        self.serialization: Optional[str] = grant.get("serialization") or None
+        self.recovery_attempts: int = int(grant.get("recovery_attempts") or 0)
+        self.queue_name: Optional[str] = grant.get("queue_name") or None
+        self.authenticated_user: Optional[str] = grant.get("authenticated_user") or None
+        self.history: Dict[int, Dict[str, Any]] = {
+            int(s["function_id"]): s for s in (grant.get("history") or [])
+        }
+        self.generation = generation
+        self._lock = threading.Lock()
+        self._function_id = 0
+        self._stop_reason: Optional[str] = None
+        self.stop_event = threading.Event()
+
+    def next_function_id(self) -> int:
+        with self._lock:
+            self._function_id += 1
+            return self._function_id
+
+    def stop(self, reason: str) -> None:
+        """Stop the run: "cancelled", "fenced" or "disconnected". The first
+        reason stays."""
+        with self._lock:
+            if self._stop_reason is None:
+                self._stop_reason = reason
+        self.stop_event.set()
+
+    @property
+    def stop_reason(self) -> Optional[str]:
+        return self._stop_reason
+
+    def stop_error(self) -> BaseException:
+        if self._stop_reason == "cancelled":
+            return DBOSWorkflowCancelledError(f"Workflow {self.workflow_id} is cancelled. Aborting function.")
+        return DBOSWorkflowConflictIDError(self.workflow_id)
+
+    def raise_if_stopped(self) -> None:
+        if self._stop_reason is not None:
+            raise self.stop_error()
+
+
+class _Ctx:
+    """What the current thread or task is executing: a run, and inside it
+    possibly a step (then ``step_id`` is its function id)."""
+
+    __slots__ = ("run", "step_id", "engine")
+
+    def __init__(self, engine: "Engine", run: WorkflowRun, step_id: Optional[int] = None):
+        self.engine = engine
+        self.run = run
+        self.step_id = step_id
+
+
+_current: "contextvars.ContextVar[Optional[_Ctx]]" = contextvars.ContextVar("dbos_agent_ctx", default=None)
+
+
+def current_ctx() -> Optional[_Ctx]:
+    return _current.get()
+
+
+class _AssignedID:
+    __slots__ = ("workflow_id", "used")
+
+    def __init__(self, workflow_id: str):
+        self.workflow_id = workflow_id
+        self.used = False
+
+
+_assigned_id: "contextvars.ContextVar[Optional[_AssignedID]]" = contextvars.ContextVar(
+    "dbos_agent_assigned_id", default=None
+)
+
+
+class SetWorkflowID:
+    """Set the id of the next workflow started in the block (only the first
+    one takes it), as in DBOS Python::
+
+        with SetWorkflowID("order-42"):
+            handle = DBOS.start_workflow(process_order, 42)
+    """
+
+    def __init__(self, wfid: str, *, workflow_id_reuse_policy: Optional[str] = None) -> None:
+        if not isinstance(wfid, str) or wfid == "":
+            raise DBOSException("a workflow id must be a non-empty string")
+        if workflow_id_reuse_policy not in (None, "return-existing"):
+            raise DBOSNotSupportedError("SetWorkflowID(workflow_id_reuse_policy=...)", "only the default, return-existing")
+        self.wfid = wfid
+        self._token: Optional[contextvars.Token[Optional[_AssignedID]]] = None
+
+    def __enter__(self) -> "SetWorkflowID":
+        self._token = _assigned_id.set(_AssignedID(self.wfid))
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        assert self._token is not None
+        _assigned_id.reset(self._token)
+
+
+class SetWorkflowTimeout:
+    """DBOS Python's workflow timeout block. The agent does not enforce
+    workflow deadlines yet, so this raises rather than silently not timing
+    out."""
+
+    def __init__(self, workflow_timeout_sec: Optional[float]) -> None:
+        raise DBOSNotSupportedError("SetWorkflowTimeout", "workflow timeouts come with a later release")
+
+
+def take_assigned_id() -> Optional[str]:
+    a = _assigned_id.get()
+    if a is None or a.used:
+        return None
+    a.used = True
+    return a.workflow_id
+
+
+class _EnqueueOptions:
+    __slots__ = ("deduplication_id", "priority", "app_version", "queue_partition_key")
+
+    def __init__(
+        self,
+        deduplication_id: Optional[str],
+        priority: Optional[int],
+        app_version: Optional[str],
+        queue_partition_key: Optional[str],
+    ):
+        self.deduplication_id = deduplication_id
+        self.priority = priority
+        self.app_version = app_version
+        self.queue_partition_key = queue_partition_key
+
+
+_enqueue_options: "contextvars.ContextVar[Optional[_EnqueueOptions]]" = contextvars.ContextVar(
+    "dbos_agent_enqueue_options", default=None
+)
+
+
+class SetEnqueueOptions:
+    """Options for the workflows enqueued in the block, as in DBOS Python:
+    ``deduplication_id``, ``priority`` (needs a queue declared with
+    ``priority_enabled=True``) and ``app_version``."""
+
+    def __init__(
+        self,
+        *,
+        deduplication_id: Optional[str] = None,
+        priority: Optional[int] = None,
+        app_version: Optional[str] = None,
+        queue_partition_key: Optional[str] = None,
+        **unsupported: Any,
+    ) -> None:
+        if unsupported:
+            raise DBOSNotSupportedError(
+                "SetEnqueueOptions(" + ", ".join(sorted(unsupported)) + "=...)"
+            )
+        if queue_partition_key is not None:
+            raise DBOSNotSupportedError("SetEnqueueOptions(queue_partition_key=...)", "partitioned queues")
+        if priority is not None and not (1 <= priority <= 2**31 - 1):
+            raise DBOSException(f"Invalid priority {priority}. Priority must be between 1~{2**31 - 1}.")
+        self._opts = _EnqueueOptions(deduplication_id, priority, app_version, queue_partition_key)
+        self._token: Optional[contextvars.Token[Optional[_EnqueueOptions]]] = None
+
+    def __enter__(self) -> "SetEnqueueOptions":
+        self._token = _enqueue_options.set(self._opts)
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        assert self._token is not None
+        _enqueue_options.reset(self._token)
+
+
+# ---------------------------------------------------------------------------
+# What the agent tells about workflows
+
+
+class WorkflowStatus:
+    """A workflow's status, with DBOS Python's field names. Fields the agent
+    does not track yet are None (or False)."""
+
+    workflow_id: str
+    status: str
+    name: str
+    class_name: Optional[str]
+    config_name: Optional[str]
+    authenticated_user: Optional[str]
+    assumed_role: Optional[str]
+    authenticated_roles: Optional[List[str]]
+    input: Optional[WorkflowInputs]
+    output: Optional[Any]
+    error: Optional[Exception]
+    created_at: Optional[int]
+    updated_at: Optional[int]
+    queue_name: Optional[str]
+    executor_id: Optional[str]
+    app_version: Optional[str]
+    workflow_timeout_ms: Optional[int]
+    workflow_deadline_epoch_ms: Optional[int]
+    deduplication_id: Optional[str]
+    priority: Optional[int]
+    queue_partition_key: Optional[str]
+    forked_from: Optional[str]
+    was_forked_from: bool
+    parent_workflow_id: Optional[str]
+    dequeued_at: Optional[int]
+    delay_until_epoch_ms: Optional[int]
+    completed_at: Optional[int]
+    attributes: Optional[Dict[str, Any]]
+    schedule_name: Optional[str]
+    application_name: Optional[str]
+    shard_key: Optional[str]
+    parent_shard_key: Optional[str]
+    app_id: Optional[str]
+    recovery_attempts: Optional[int]
+
+    def __repr__(self) -> str:
+        fields = ", ".join(f"{k}={v!r}" for k, v in self.__dict__.items())
+        return f"WorkflowStatus({fields})"
+
+
+def _opt(info: Dict[str, Any], key: str) -> Any:
+    v = info.get(key)
+    return None if v in ("", 0) else v
+
+
+def status_from_info(info: Dict[str, Any], serializer: Serializer) -> WorkflowStatus:
+    st = WorkflowStatus()
+    wid = info["workflow_id"]
+    st.workflow_id = wid
+    st.status = info.get("status", "")
+    st.name = info.get("name", "")
+    st.class_name = _opt(info, "class_name")
+    st.config_name = _opt(info, "config_name")
+    st.authenticated_user = _opt(info, "authenticated_user")
+    st.assumed_role = None
+    st.authenticated_roles = None
+    tag = info.get("serialization") or None
+    st.input = None
+    st.output = None
+    st.error = None
+    # As DBOS Python does, a payload this process cannot read is shown raw
+    # rather than failing the whole listing.
+    if info.get("inputs") is not None:
+        try:
+            st.input = deserialize_args(info["inputs"], tag, serializer)
+        except Exception as e:
+            logger.warning("input of workflow %s could not be deserialized: %s", wid, e)
+            st.input = info["inputs"]
+    if info.get("output") is not None:
+        try:
+            st.output = deserialize_value(info["output"], tag, serializer)
+        except Exception as e:
+            logger.warning("output of workflow %s could not be deserialized: %s", wid, e)
+            st.output = info["output"]
+    if info.get("error") is not None:
+        try:
+            st.error = cast(Exception, deserialize_exception(info["error"], tag, serializer))
+        except Exception as e:
+            logger.warning("error of workflow %s could not be deserialized: %s", wid, e)
+            st.error = info["error"]
+    st.created_at = info.get("created_at_epoch_ms")
+    st.updated_at = info.get("updated_at_epoch_ms")
+    st.queue_name = _opt(info, "queue_name")
+    st.executor_id = _opt(info, "executor_id")
+    st.app_version = _opt(info, "app_version")
+    st.workflow_timeout_ms = _opt(info, "timeout_ms")
+    st.workflow_deadline_epoch_ms = _opt(info, "deadline_epoch_ms")
+    st.deduplication_id = _opt(info, "deduplication_id")
+    st.priority = int(info.get("priority") or 0)
+    st.queue_partition_key = _opt(info, "partition_key")
+    st.forked_from = _opt(info, "forked_from")
+    st.was_forked_from = False
+    st.parent_workflow_id = _opt(info, "parent_workflow_id")
+    st.dequeued_at = _opt(info, "started_at_epoch_ms")
+    st.delay_until_epoch_ms = None
+    st.completed_at = _opt(info, "completed_at_epoch_ms")
+    st.attributes = None
+    st.schedule_name = None
+    st.application_name = _opt(info, "app_name")
+    st.shard_key = None
+    st.parent_shard_key = None
+    st.app_id = None
+    st.recovery_attempts = info.get("recovery_attempts")
+    return st
+
+
+# StepInfo is a TypedDict in DBOS Python; a plain dict with the same keys here.
+StepInfo = Dict[str, Any]
+
+
+def step_info(step: Dict[str, Any], serializer: Serializer, load_output: bool) -> StepInfo:
+    tag = step.get("serialization") or None
+    output: Any = None
+    error: Any = None
+    if load_output:
+        try:
+            output = deserialize_value(step.get("output"), tag, serializer)
+        except Exception:
+            output = step.get("output")
+        try:
+            error = deserialize_exception(step.get("error"), tag, serializer)
+        except Exception:
+            error = step.get("error")
+    return {
+        "function_id": int(step["function_id"]),
+        "function_name": step.get("name", ""),
+        "output": output,
+        "error": error,
+        "child_workflow_id": step.get("child_workflow_id") or None,
+        "child_shard_key": None,
+        "started_at_epoch_ms": step.get("started_at_epoch_ms") or None,
+        "completed_at_epoch_ms": step.get("completed_at_epoch_ms") or None,
+    }
+
+
+_LIST_FILTERS_SUPPORTED = {
+    "workflow_ids",
+    "status",
+    "start_time",
+    "end_time",
+    "name",
+    "app_version",
+    "parent_workflow_id",
+    "queue_name",
+    "limit",
+    "offset",
+    "sort_desc",
+    "workflow_id_prefix",
+    "load_input",
+    "load_output",
+    "executor_id",
+    "queues_only",
+}
+
+
+def _as_list(v: Union[None, str, List[str]]) -> Optional[List[str]]:
+    if v is None:
+        return None
+    return [v] if isinstance(v, str) else list(v)
+
+
+def _iso_to_ms(v: Optional[str], field: str) -> Optional[int]:
+    if v is None:
+        return None
+    from datetime import datetime, timezone
+
+    try:
+        dt = datetime.fromisoformat(v.replace("Z", "+00:00"))
+    except ValueError:
+        raise DBOSException(f"list_workflows: {field} must be an ISO 8601 timestamp, got {v!r}") from None
+    if dt.tzinfo is None:
+        dt = dt.replace(tzinfo=timezone.utc)
+    return int(dt.timestamp() * 1000)
+
+
+def list_workflows_request(call: str, filters: Dict[str, Any]) -> Dict[str, Any]:
+    """The list_workflows request for DBOS Python's filter arguments; a filter
+    the agent cannot apply raises rather than being dropped."""
+    given = {k for k, v in filters.items() if v is not None and v is not False}
+    unsupported = sorted(given - _LIST_FILTERS_SUPPORTED)
+    if unsupported:
+        raise DBOSNotSupportedError(f"{call}({', '.join(unsupported)}=...)")
+    prefixes = _as_list(filters.get("workflow_id_prefix"))
+    if prefixes is not None and len(prefixes) > 1:
+        raise DBOSNotSupportedError(f"{call}(workflow_id_prefix=<more than one prefix>)")
+    return {
+        "workflow_ids": filters.get("workflow_ids"),
+        "workflow_id_prefix": prefixes[0] if prefixes else None,
+        "status": _as_list(filters.get("status")),
+        "name": _as_list(filters.get("name")),
+        "queue_name": _as_list(filters.get("queue_name")),
+        "queues_only": bool(filters.get("queues_only")),
+        "executor_id": _as_list(filters.get("executor_id")),
+        "app_version": _as_list(filters.get("app_version")),
+        "parent_workflow_id": _as_list(filters.get("parent_workflow_id")),
+        "start_time": _iso_to_ms(filters.get("start_time"), "start_time"),
+        "end_time": _iso_to_ms(filters.get("end_time"), "end_time"),
+        "limit": filters.get("limit"),
+        "offset": filters.get("offset"),
+        "sort_desc": bool(filters.get("sort_desc")),
+        "load_input": filters.get("load_input", True) is not False,
+        "load_output": filters.get("load_output", True) is not False,
+    }
+
+
+# ---------------------------------------------------------------------------
+# The engine: requests to the agent, shared by DBOS and DBOSClient
+
+
+class Engine:
+    """Requests to the agent with DBOS semantics, and (for DBOS) the runs of
+    this process."""
+
+    def __init__(self, serializer: Serializer):
+        self.serializer = serializer
+        self.link: Optional[AgentLink] = None
+        self._runs_lock = threading.Lock()
+        self.runs: Dict[str, WorkflowRun] = {}
+        # Cancellations pushed before their run was registered here (a direct
+        # start's grant travels in a reply, which may lose the race).
+        self._early_cancels: Dict[str, float] = {}
+        self.background_loop: Optional[asyncio.AbstractEventLoop] = None
+        self._tasks: "set[asyncio.Future[Any]]" = set()
+
+    # -- plumbing
+
+    def _link(self) -> AgentLink:
+        if self.link is None:
+            raise DBOSException("DBOS is not launched: call DBOS.launch() first")
+        return self.link
+
+    def call(self, op: str, body: Dict[str, Any], *, workflow_id: Optional[str] = None) -> Dict[str, Any]:
+        try:
+            return self._link().call(op, body)
+        except AgentErrorReply as e:
+            raise map_agent_error(e, workflow_id=workflow_id) from None
+
+    async def call_async(self, op: str, body: Dict[str, Any], *, workflow_id: Optional[str] = None) -> Dict[str, Any]:
+        try:
+            return await self._link().call_async(op, body)
+        except AgentErrorReply as e:
+            raise map_agent_error(e, workflow_id=workflow_id) from None
+
+    def start(self, body: Dict[str, Any]) -> Tuple[Dict[str, Any], int]:
+        """start_workflow; also returns the generation of the connection that
+        answered, which a run granted in the reply belongs to."""
+        conn = self._link().connection()
+        try:
+            return conn.request(proto.OP_START_WORKFLOW, body).result(), conn.generation
+        except AgentErrorReply as e:
+            raise map_agent_error(e, workflow_id=body.get("workflow_id")) from None
+
+    async def start_async(self, body: Dict[str, Any]) -> Tuple[Dict[str, Any], int]:
+        conn = await self._link().connection_async()
+        try:
+            return await asyncio.wrap_future(conn.request(proto.OP_START_WORKFLOW, body)), conn.generation
+        except AgentErrorReply as e:
+            raise map_agent_error(e, workflow_id=body.get("workflow_id")) from None
+
+    # -- runs
+
+    def register_run(self, run: WorkflowRun) -> None:
+        with self._runs_lock:
+            self.runs[run.workflow_id] = run
+            if self._early_cancels.pop(run.workflow_id, None) is not None:
+                run.stop("cancelled")
+
+    def unregister_run(self, run: WorkflowRun) -> None:
+        with self._runs_lock:
+            if self.runs.get(run.workflow_id) is run:
+                del self.runs[run.workflow_id]
+
+    def on_cancel_push(self, workflow_id: str) -> None:
+        with self._runs_lock:
+            run = self.runs.get(workflow_id)
+            if run is None:
+                now = time.monotonic()
+                self._early_cancels[workflow_id] = now
+                for k, t in list(self._early_cancels.items()):
+                    if now - t > 60:
+                        del self._early_cancels[k]
+        if run is not None:
+            logger.info("workflow %s was cancelled; it stops at its next step", workflow_id)
+            run.stop("cancelled")
+
+    def on_connection_lost(self, generation: int) -> None:
+        with self._runs_lock:
+            runs = [r for r in self.runs.values() if r.generation == generation]
+        for r in runs:
+            r.stop("disconnected")
+
+    # -- results
+
+    def _result_value(self, res: Dict[str, Any]) -> Any:
+        wid = res.get("workflow_id", "")
+        status = res.get("status")
+        tag = res.get("serialization") or None
+        if status == "SUCCESS":
+            return deserialize_value(res.get("output"), tag, self.serializer)
+        if status == "ERROR":
+            err = deserialize_exception(res.get("error"), tag, self.serializer)
+            raise err if err is not None else DBOSException(f"workflow {wid} failed without a recorded error")
+        if status == "CANCELLED":
+            raise DBOSAwaitedWorkflowCancelledError(wid)
+        if status == "MAX_RECOVERY_ATTEMPTS_EXCEEDED":
+            raise DBOSAwaitedWorkflowMaxRecoveryAttemptsExceeded(wid)
+        raise DBOSException(f"workflow {wid} has no outcome yet (status {status})")
+
+    def await_result(self, workflow_id: str) -> Any:
+        """Wait for a workflow's outcome: its output, or its error raised. The
+        wait survives a reconnection to the agent."""
+        while True:
+            try:
+                res = self.call(proto.OP_GET_RESULT, {"workflow_id": workflow_id}, workflow_id=workflow_id)
+                break
+            except DBOSAgentUnavailableError:
+                if self._link().closed:
+                    raise
+                self._link().connection()  # wait for the agent to come back
+        res.setdefault("workflow_id", workflow_id)
+        return self._result_value(res)
+
+    async def await_result_async(self, workflow_id: str) -> Any:
+        while True:
+            try:
+                res = await self.call_async(proto.OP_GET_RESULT, {"workflow_id": workflow_id}, workflow_id=workflow_id)
+                break
+            except DBOSAgentUnavailableError:
+                if self._link().closed:
+                    raise
+                await self._link().connection_async()
+        res.setdefault("workflow_id", workflow_id)
+        return self._result_value(res)
+
+    def get_status(self, workflow_id: str) -> Optional[WorkflowStatus]:
+        try:
+            info = self.call(proto.OP_GET_WORKFLOW, {"workflow_id": workflow_id, "load_payloads": True}, workflow_id=workflow_id)
+        except DBOSNonExistentWorkflowError:
+            return None
+        return status_from_info(info, self.serializer)
+
+    async def get_status_async(self, workflow_id: str) -> Optional[WorkflowStatus]:
+        try:
+            info = await self.call_async(
+                proto.OP_GET_WORKFLOW, {"workflow_id": workflow_id, "load_payloads": True}, workflow_id=workflow_id
+            )
+        except DBOSNonExistentWorkflowError:
+            return None
+        return status_from_info(info, self.serializer)
+
+    def list_workflows(self, call: str, filters: Dict[str, Any]) -> List[WorkflowStatus]:
+        reply = self.call(proto.OP_LIST_WORKFLOWS, list_workflows_request(call, filters))
+        return [status_from_info(i, self.serializer) for i in reply.get("workflows") or []]
+
+    async def list_workflows_async(self, call: str, filters: Dict[str, Any]) -> List[WorkflowStatus]:
+        reply = await self.call_async(proto.OP_LIST_WORKFLOWS, list_workflows_request(call, filters))
+        return [status_from_info(i, self.serializer) for i in reply.get("workflows") or []]
+
+    @staticmethod
+    def _page(steps: List[Any], limit: Optional[int], offset: Optional[int]) -> List[Any]:
+        start = offset or 0
+        return steps[start : start + limit] if limit is not None else steps[start:]
+
+    def list_steps(self, workflow_id: str, load_output: bool, limit: Optional[int], offset: Optional[int]) -> List[StepInfo]:
+        reply = self.call(proto.OP_LIST_STEPS, {"workflow_id": workflow_id}, workflow_id=workflow_id)
+        steps = self._page(reply.get("steps") or [], limit, offset)
+        return [step_info(s, self.serializer, load_output) for s in steps]
+
+    async def list_steps_async(
+        self, workflow_id: str, load_output: bool, limit: Optional[int], offset: Optional[int]
+    ) -> List[StepInfo]:
+        reply = await self.call_async(proto.OP_LIST_STEPS, {"workflow_id": workflow_id}, workflow_id=workflow_id)
+        steps = self._page(reply.get("steps") or [], limit, offset)
+        return [step_info(s, self.serializer, load_output) for s in steps]
+
+    def cancel(self, workflow_id: str) -> None:
+        try:
+            self.call(proto.OP_CANCEL, {"workflow_id": workflow_id}, workflow_id=workflow_id)
+        except DBOSNonExistentWorkflowError:
+            # DBOS Python's cancel of an unknown id does nothing.
+            pass
+
+    async def cancel_async(self, workflow_id: str) -> None:
+        try:
+            await self.call_async(proto.OP_CANCEL, {"workflow_id": workflow_id}, workflow_id=workflow_id)
+        except DBOSNonExistentWorkflowError:
+            pass
+
+    def resume(self, workflow_id: str, queue_name: Optional[str]) -> None:
+        self.call(proto.OP_RESUME, {"workflow_id": workflow_id, "queue_name": queue_name}, workflow_id=workflow_id)
+
+    async def resume_async(self, workflow_id: str, queue_name: Optional[str]) -> None:
+        await self.call_async(proto.OP_RESUME, {"workflow_id": workflow_id, "queue_name": queue_name}, workflow_id=workflow_id)
+
+    # -- starting workflows
+
+    def start_request(
+        self,
+        name: str,
+        args: Tuple[Any, ...],
+        kwargs: Dict[str, Any],
+        *,
+        tag: Optional[str],
+        workflow_id: Optional[str],
+        queue_name: Optional[str],
+        run_here: bool,
+        class_name: Optional[str] = None,
+        config_name: Optional[str] = None,
+        enqueue: Optional[_EnqueueOptions] = None,
+        authenticated_user: Optional[str] = None,
+    ) -> Dict[str, Any]:
+        inputs, serialization = serialize_args(args, kwargs, tag, self.serializer)
+        body: Dict[str, Any] = {
+            "workflow_id": workflow_id or str(uuid.uuid4()),
+            "name": name,
+            "class_name": class_name,
+            "config_name": config_name,
+            "inputs": inputs,
+            "serialization": serialization,
+            "queue_name": queue_name,
+            "run_here": run_here and queue_name is None,
+            "authenticated_user": authenticated_user,
+        }
+        if enqueue is not None:
+            body["deduplication_id"] = enqueue.deduplication_id
+            body["priority"] = enqueue.priority
+            body["app_version"] = enqueue.app_version
+            body["partition_key"] = enqueue.queue_partition_key
+        return body
+
+    # -- executing runs
+
+    def _inputs(self, run: WorkflowRun, reg: WorkflowRegistration) -> WorkflowInputs:
+        inputs = deserialize_args(run.inputs, run.serialization, self.serializer) or {"args": (), "kwargs": {}}
+        if run.serialization == PORTABLE_JSON:
+            inputs = coerce_portable_args(reg.func, inputs)
+        return inputs
+
+    def _finish_body(self, run: WorkflowRun, output: Any, error: Optional[BaseException]) -> Dict[str, Any]:
+        body: Dict[str, Any] = {"workflow_id": run.workflow_id, "owner_xid": run.owner_xid}
+        if error is None:
+            data, tag = serialize_value(output, run.serialization, self.serializer)
+            body.update(status="SUCCESS", output=data, serialization=tag)
+        else:
+            data, tag = serialize_exception_safely(error, run.serialization, self.serializer)
+            body.update(status="ERROR", error=data, serialization=tag)
+        return body
+
+    def _finished(self, run: WorkflowRun, reply: Dict[str, Any], output: Any, error: Optional[BaseException]) -> Any:
+        if reply.get("applied"):
+            if error is not None:
+                raise error
+            return output
+        # This run's outcome was discarded: it no longer owned the workflow.
+        result = dict(reply.get("result") or {})
+        result.setdefault("workflow_id", run.workflow_id)
+        if result.get("status") in ("SUCCESS", "ERROR", "CANCELLED", "MAX_RECOVERY_ATTEMPTS_EXCEEDED"):
+            logger.info("workflow %s: outcome already recorded by another execution; adopting it", run.workflow_id)
+            return self._result_value(result)
+        # Resumed or running elsewhere: the outcome is still to come.
+        run.stop("fenced")
+        raise run.stop_error()
+
+    def _finish_failed(self, run: WorkflowRun, e: BaseException) -> BaseException:
+        if isinstance(e, DBOSAgentUnavailableError):
+            # Whether the outcome was written is unknown: the recorded
+            # outcome (this one, or another run's) decides.
+            run.stop("disconnected")
+        elif isinstance(e, DBOSWorkflowConflictIDError):
+            run.stop("fenced")
+        elif isinstance(e, DBOSWorkflowCancelledError):
+            run.stop("cancelled")
+        else:
+            return e
+        return run.stop_error()
+
+    def execute_sync(self, run: WorkflowRun, reg: WorkflowRegistration, args: Tuple[Any, ...], kwargs: Dict[str, Any]) -> Any:
+        """Run a sync workflow body and record its outcome. A stopped run
+        raises its stop error and records nothing."""
+        token = _current.set(_Ctx(self, run))
+        try:
+            output: Any = None
+            error: Optional[BaseException] = None
+            try:
+                output = reg.func(*args, **kwargs)
+            except (DBOSWorkflowCancelledError, DBOSWorkflowConflictIDError):
+                if run.stop_reason is None:
+                    run.stop("cancelled")
+                raise run.stop_error() from None
+            except Exception as e:
+                error = e
+            if run.stop_reason is not None:
+                raise run.stop_error()
+            body = self._finish_body(run, output, error)
+            try:
+                reply = run_connection(self, run).request(proto.OP_FINISH, body).result()
+            except AgentErrorReply as e:
+                raise self._finish_failed(run, map_agent_error(e, workflow_id=run.workflow_id)) from None
+            except BaseException as e:
+                raise self._finish_failed(run, e) from None
+            return self._finished(run, reply, output, error)
+        finally:
+            _current.reset(token)
+            self.unregister_run(run)
+
+    async def execute_async(
+        self, run: WorkflowRun, reg: WorkflowRegistration, args: Tuple[Any, ...], kwargs: Dict[str, Any]
+    ) -> Any:
+        token = _current.set(_Ctx(self, run))
+        try:
+            output: Any = None
+            error: Optional[BaseException] = None
+            try:
+                output = await reg.func(*args, **kwargs)
+            except (DBOSWorkflowCancelledError, DBOSWorkflowConflictIDError):
+                if run.stop_reason is None:
+                    run.stop("cancelled")
+                raise run.stop_error() from None
+            except Exception as e:
+                error = e
+            if run.stop_reason is not None:
+                raise run.stop_error()
+            body = self._finish_body(run, output, error)
+            try:
+                reply = await asyncio.wrap_future(run_connection(self, run).request(proto.OP_FINISH, body))
+            except AgentErrorReply as e:
+                raise self._finish_failed(run, map_agent_error(e, workflow_id=run.workflow_id)) from None
+            except BaseException as e:
+                raise self._finish_failed(run, e) from None
+            return self._finished(run, reply, output, error)
+        finally:
+            _current.reset(token)
+            self.unregister_run(run)
+
+    def run_in_background(
+        self, run: WorkflowRun, reg: WorkflowRegistration, inputs: Optional[WorkflowInputs] = None
+    ) -> "Future[Any]":
+        """Execute a run on its own thread (sync) or the background event loop
+        (async); the future holds its outcome. ``inputs`` are the caller's
+        own arguments for a direct start; a pushed run decodes its inputs."""
+        self.register_run(run)
+        fut: "Future[Any]" = Future()
+        bad_inputs: Optional[Exception] = None
+        if inputs is None:
+            try:
+                inputs = self._inputs(run, reg)
+            except Exception as e:
+                logger.error("workflow %s: its inputs cannot be deserialized: %s", run.workflow_id, e)
+                bad_inputs = e
+        if reg.is_async:
+            loop = self.background_loop
+            assert loop is not None
+
+            async def main() -> Any:
+                if inputs is None:
+                    assert bad_inputs is not None
+                    return await self._fail_inputs_async(run, bad_inputs)
+                return await self.execute_async(run, reg, inputs["args"], inputs["kwargs"])
+
+            cf = asyncio.run_coroutine_threadsafe(main(), loop)
+            return cast("Future[Any]", cf)
+
+        def target() -> None:
+            ctx = contextvars.Context()  # a run starts from an empty context
+            try:
+                if inputs is None:
+                    assert bad_inputs is not None
+                    fut.set_result(ctx.run(self._fail_inputs, run, bad_inputs))
+                else:
+                    fut.set_result(ctx.run(self.execute_sync, run, reg, inputs["args"], inputs["kwargs"]))
+            except BaseException as e:
+                fut.set_exception(e)
+
+        threading.Thread(target=target, name=f"dbos-workflow-{run.workflow_id}", daemon=True).start()
+        return fut
+
+    def _fail_inputs(self, run: WorkflowRun, e: Exception) -> Any:
+        try:
+            reply = self.call(proto.OP_FINISH, self._finish_body(run, None, e), workflow_id=run.workflow_id)
+            return self._finished(run, reply, None, e)
+        finally:
+            self.unregister_run(run)
+
+    async def _fail_inputs_async(self, run: WorkflowRun, e: Exception) -> Any:
+        try:
+            reply = await self.call_async(proto.OP_FINISH, self._finish_body(run, None, e), workflow_id=run.workflow_id)
+            return self._finished(run, reply, None, e)
+        finally:
+            self.unregister_run(run)
+
+    def keep_task(self, task: "asyncio.Future[Any]") -> None:
+        # The loop keeps only weak references to tasks.
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+
+# ---------------------------------------------------------------------------
+# Steps
+
+
+def _replay(run: WorkflowRun, fid: int, rec: Dict[str, Any], name: str, serializer: Serializer) -> Any:
+    if rec.get("name") != name:
+        raise DBOSUnexpectedStepError(run.workflow_id, fid, name, rec.get("name", ""))
+    tag = rec.get("serialization") or None
+    if rec.get("error") is not None:
+        err = deserialize_exception(rec["error"], tag, serializer)
+        assert err is not None
+        raise err
+    if rec.get("output") is not None:
+        return deserialize_value(rec["output"], tag, serializer)
+    raise Exception("Output and error are both None")
+
+
+def _record_body(run: WorkflowRun, fid: int, name: str, started: int, output: Any, error: Optional[BaseException], serializer: Serializer, child_workflow_id: Optional[str] = None) -> Dict[str, Any]:
+    # Step outcomes use the default format whatever the workflow's format,
+    # as in DBOS Python.
+    body: Dict[str, Any] = {
+        "workflow_id": run.workflow_id,
+        "owner_xid": run.owner_xid,
+        "function_id": fid,
+        "name": name,
+        "started_at_epoch_ms": started,
+        "completed_at_epoch_ms": _now_ms(),
+        "child_workflow_id": child_workflow_id,
+    }
+    if error is None:
+        body["output"], body["serialization"] = serialize_value(output, None, serializer)
+    else:
+        body["error"], body["serialization"] = serialize_exception(error, None, serializer)
+    return body
+
+
+def _record_failed(run: WorkflowRun, fid: int, name: str, e: BaseException) -> BaseException:
+    """The exception a failed record_step raises inside the workflow."""
+    if isinstance(e, AgentErrorReply):
+        if e.code == 204:
+            run.stop("cancelled")
+            return run.stop_error()
+        if e.code == 203:
+            run.stop("fenced")
+            return run.stop_error()
+        return map_agent_error(e, workflow_id=run.workflow_id, step_id=fid, step_name=name)
+    if isinstance(e, DBOSAgentUnavailableError):
+        run.stop("disconnected")
+        return run.stop_error()
+    return e
+
+
+def run_connection(engine: Engine, run: WorkflowRun) -> Connection:
+    """The connection a run's writes go through: the one it was granted on.
+    A run whose connection dropped is stopped (the agent has handed its
+    workflow back to the queue), so it writes nothing on a newer one."""
+    run.raise_if_stopped()
+    conn = engine._link().current()
+    if conn is None or conn.generation != run.generation:
+        run.stop("disconnected")
+        run.raise_if_stopped()
+    assert conn is not None
+    return conn
+
+
+def _record(engine: Engine, run: WorkflowRun, body: Dict[str, Any]) -> None:
+    try:
+        run_connection(engine, run).request(proto.OP_RECORD_STEP, body).result()
+    except BaseException as e:
+        raise _record_failed(run, body["function_id"], body["name"], e) from None
+
+
+async def _record_async(engine: Engine, run: WorkflowRun, body: Dict[str, Any]) -> None:
+    try:
+        await asyncio.wrap_future(run_connection(engine, run).request(proto.OP_RECORD_STEP, body))
+    except BaseException as e:
+        raise _record_failed(run, body["function_id"], body["name"], e) from None
+
+
+def _serialize_for_record(
+    run: WorkflowRun, fid: int, opts: StepOptions, started: int, output: Any, error: Optional[BaseException], serializer: Serializer
+) -> Dict[str, Any]:
+    try:
+        return _record_body(run, fid, opts.name, started, output, error, serializer)
+    except Exception as e:
+        raise DBOSException(f"step {opts.name} of workflow {run.workflow_id}: its outcome cannot be serialized: {e}") from e
+
+
+def run_step_sync(opts: StepOptions, func: Callable[..., R], args: Tuple[Any, ...], kwargs: Dict[str, Any]) -> R:
+    ctx = _current.get()
+    if ctx is None or ctx.step_id is not None:
+        # Outside a workflow, or inside another step: a plain call.
+        return func(*args, **kwargs)
+    engine, run = ctx.engine, ctx.run
+    fid = run.next_function_id()
+    rec = run.history.get(fid)
+    if rec is not None:
+        logger.debug("replaying step %d (%s) of workflow %s", fid, opts.name, run.workflow_id)
+        return cast(R, _replay(run, fid, rec, opts.name, engine.serializer))
+    run.raise_if_stopped()
+    started = _now_ms()
+    attempts = opts.max_attempts if opts.retries_allowed else 1
+    errors: List[Exception] = []
+    output: Any = None
+    error: Optional[BaseException] = None
+    token = _current.set(_Ctx(engine, run, fid))
+    try:
+        for attempt in range(attempts):
+            try:
+                output = func(*args, **kwargs)
+                error = None
+                break
+            except Exception as e:
+                error = e
+                if not opts.retries_allowed:
+                    break
+                if opts.should_retry is not None and not opts.should_retry(e):
+                    break
+                errors.append(e)
+                if attempt == attempts - 1:
+                    error = DBOSMaxStepRetriesExceeded(opts.name, attempts, errors)
+                    break
+                wait = min(opts.interval_seconds * (opts.backoff_rate**attempt), _MAX_RETRY_INTERVAL_SECONDS)
+                logger.warning(
+                    "step %s of workflow %s failed (%s); retrying in %.2fs (attempt %d of %d)",
+                    opts.name, run.workflow_id, e, wait, attempt + 2, attempts,
+                )
+                if run.stop_event.wait(wait):
+                    run.raise_if_stopped()
+    finally:
+        _current.reset(token)
+    _record(engine, run, _serialize_for_record(run, fid, opts, started, output, error, engine.serializer))
+    if error is not None:
+        raise error
+    return cast(R, output)
+
+
+async def run_step_async(opts: StepOptions, func: Callable[..., Awaitable[R]], args: Tuple[Any, ...], kwargs: Dict[str, Any]) -> R:
+    ctx = _current.get()
+    if ctx is None or ctx.step_id is not None:
+        return await func(*args, **kwargs)
+    engine, run = ctx.engine, ctx.run
+    fid = run.next_function_id()
+    rec = run.history.get(fid)
+    if rec is not None:
+        return cast(R, _replay(run, fid, rec, opts.name, engine.serializer))
+    run.raise_if_stopped()
+    started = _now_ms()
+    attempts = opts.max_attempts if opts.retries_allowed else 1
+    errors: List[Exception] = []
+    output: Any = None
+    error: Optional[BaseException] = None
+    token = _current.set(_Ctx(engine, run, fid))
+    try:
+        for attempt in range(attempts):
+            try:
+                output = await func(*args, **kwargs)
+                error = None
+                break
+            except Exception as e:
+                error = e
+                if not opts.retries_allowed:
+                    break
+                if opts.should_retry is not None:
+                    verdict = opts.should_retry(e)
+                    if inspect.isawaitable(verdict):
+                        verdict = await verdict
+                    if not verdict:
+                        break
+                errors.append(e)
+                if attempt == attempts - 1:
+                    error = DBOSMaxStepRetriesExceeded(opts.name, attempts, errors)
+                    break
+                wait = min(opts.interval_seconds * (opts.backoff_rate**attempt), _MAX_RETRY_INTERVAL_SECONDS)
+                logger.warning(
+                    "step %s of workflow %s failed (%s); retrying in %.2fs (attempt %d of %d)",
+                    opts.name, run.workflow_id, e, wait, attempt + 2, attempts,
+                )
+                await asyncio.sleep(wait)
+                run.raise_if_stopped()
+    finally:
+        _current.reset(token)
+    await _record_async(engine, run, _serialize_for_record(run, fid, opts, started, output, error, engine.serializer))
+    if error is not None:
+        raise error
+    return cast(R, output)
+
+
+def call_as_step(name: str, fn: Callable[[], T]) -> T:
+    """Run a DBOS operation (listing, status, cancel...) the way DBOS Python
+    does inside a workflow: as a step named ``DBOS.<op>`` whose result is
+    recorded, so replay returns what the first execution saw."""
+    ctx = _current.get()
+    if ctx is None or ctx.step_id is not None:
+        return fn()
+    engine, run = ctx.engine, ctx.run
+    fid = run.next_function_id()
+    rec = run.history.get(fid)
+    if rec is not None:
+        return cast(T, _replay(run, fid, rec, name, engine.serializer))
+    run.raise_if_stopped()
+    started = _now_ms()
+    try:
+        out = fn()
+    except Exception as e:
+        _record(engine, run, _record_body(run, fid, name, started, None, e, engine.serializer))
+        raise
+    _record(engine, run, _record_body(run, fid, name, started, out, None, engine.serializer))
+    return out
+
+
+async def call_as_step_async(name: str, fn: Callable[[], Awaitable[T]]) -> T:
+    ctx = _current.get()
+    if ctx is None or ctx.step_id is not None:
+        return await fn()
+    engine, run = ctx.engine, ctx.run
+    fid = run.next_function_id()
+    rec = run.history.get(fid)
+    if rec is not None:
+        return cast(T, _replay(run, fid, rec, name, engine.serializer))
+    run.raise_if_stopped()
+    started = _now_ms()
+    try:
+        out = await fn()
+    except Exception as e:
+        await _record_async(engine, run, _record_body(run, fid, name, started, None, e, engine.serializer))
+        raise
+    await _record_async(engine, run, _record_body(run, fid, name, started, out, None, engine.serializer))
+    return out
+
+
+def _get_result_recorded(engine: Engine, workflow_id: str, wait: Callable[[], T]) -> T:
+    """``get_result`` inside a workflow: wait, then record a DBOS.getResult
+    step naming the awaited workflow (as DBOS Python does; replay waits again
+    and finds the step recorded)."""
+    ctx = _current.get()
+    if ctx is None or ctx.step_id is not None:
+        return wait()
+    run = ctx.run
+    fid = run.next_function_id()
+    started = _now_ms()
+    try:
+        out = wait()
+    except Exception as e:
+        if fid not in run.history:
+            _record(ctx.engine, run, _record_body(run, fid, "DBOS.getResult", started, None, e, engine.serializer, workflow_id))
+        raise
+    if fid not in run.history:
+        _record(ctx.engine, run, _record_body(run, fid, "DBOS.getResult", started, out, None, engine.serializer, workflow_id))
+    return out
+
+
+async def _get_result_recorded_async(engine: Engine, workflow_id: str, wait: Callable[[], Awaitable[T]]) -> T:
+    ctx = _current.get()
+    if ctx is None or ctx.step_id is not None:
+        return await wait()
+    run = ctx.run
+    fid = run.next_function_id()
+    started = _now_ms()
+    try:
+        out = await wait()
+    except Exception as e:
+        if fid not in run.history:
+            await _record_async(ctx.engine, run, _record_body(run, fid, "DBOS.getResult", started, None, e, engine.serializer, workflow_id))
+        raise
+    if fid not in run.history:
+        await _record_async(ctx.engine, run, _record_body(run, fid, "DBOS.getResult", started, out, None, engine.serializer, workflow_id))
+    return out
+
+
+# ---------------------------------------------------------------------------
+# Handles
+
+
+_STOPS = (DBOSWorkflowCancelledError, DBOSWorkflowConflictIDError)
+
+
+class WorkflowHandle(Generic[R]):
+    """A handle to a workflow execution: its id, its status and its result
+    (waited for)."""
+
+    def __init__(self, engine: Engine, workflow_id: str, future: "Optional[Future[R]]" = None):
+        self.workflow_id = workflow_id
+        self.shard_key: Optional[str] = None
+        self._engine = engine
+        self._future = future
+
+    def get_workflow_id(self) -> str:
+        return self.workflow_id
+
+    def _wait(self) -> R:
+        if self._future is not None:
+            try:
+                return self._future.result()
+            except _STOPS:
+                pass  # the run stopped here: the recorded outcome decides
+        return cast(R, self._engine.await_result(self.workflow_id))
+
+    def get_result(self, *, polling_interval_sec: float = DEFAULT_POLLING_INTERVAL) -> R:
+        """Wait for the workflow and return its output, or raise its error.
+        (The agent wakes the wait when the outcome is written, so
+        ``polling_interval_sec`` is accepted for compatibility only.)"""
+        return _get_result_recorded(self._engine, self.workflow_id, self._wait)
+
+    def get_status(self) -> WorkflowStatus:
+        stat = call_as_step("DBOS.getStatus", lambda: self._engine.get_status(self.workflow_id))
+        if stat is None:
+            raise DBOSNonExistentWorkflowError("target", self.workflow_id)
+        return stat
+
+
+class WorkflowHandleAsync(Generic[R]):
+    """The asyncio twin of ``WorkflowHandle``."""
+
+    def __init__(self, engine: Engine, workflow_id: str, task: "Optional[asyncio.Future[R]]" = None):
+        self.workflow_id = workflow_id
+        self.shard_key: Optional[str] = None
+        self._engine = engine
+        self._task = task
+
+    def get_workflow_id(self) -> str:
+        return self.workflow_id
+
+    async def _wait(self) -> R:
+        if self._task is not None:
+            try:
+                return await asyncio.shield(self._task)
+            except _STOPS:
+                pass
+        return cast(R, await self._engine.await_result_async(self.workflow_id))
+
+    async def get_result(self, *, polling_interval_sec: float = DEFAULT_POLLING_INTERVAL) -> R:
+        return await _get_result_recorded_async(self._engine, self.workflow_id, self._wait)
+
+    async def get_status(self) -> WorkflowStatus:
+        stat = await call_as_step_async("DBOS.getStatus", lambda: self._engine.get_status_async(self.workflow_id))
+        if stat is None:
+            raise DBOSNonExistentWorkflowError("target", self.workflow_id)
+        return stat

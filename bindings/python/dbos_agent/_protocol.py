@@ -1,0 +1,79 @@
+"""The agent's wire format (protocol/PROTOCOL.md): each frame is a big-endian
+uint32 length followed by a msgpack map ``{kind, id, op?, body?, error?}``.
+Requests (kind 1) carry an id that their response (kind 2) repeats; pushes
+(kind 3) come from the agent unasked."""
+
+from __future__ import annotations
+
+import struct
+from typing import Any, Dict, Optional
+
+import msgpack
+
+PROTOCOL_VERSION = 1
+MIN_PROTOCOL_VERSION = 1
+
+KIND_REQUEST = 1
+KIND_RESPONSE = 2
+KIND_PUSH = 3
+
+OP_HELLO = "hello"
+OP_PING = "ping"
+OP_START_WORKFLOW = "start_workflow"
+OP_RECORD_STEP = "record_step"
+OP_FINISH = "finish"
+OP_GET_RESULT = "get_result"
+OP_GET_WORKFLOW = "get_workflow"
+OP_LIST_WORKFLOWS = "list_workflows"
+OP_LIST_STEPS = "list_steps"
+OP_CANCEL = "cancel_workflow"
+OP_RESUME = "resume_workflow"
+
+PUSH_RUN = "run"
+PUSH_CANCEL = "cancel"
+
+ROLE_WORKER = "worker"
+ROLE_CLIENT = "client"
+
+HEADER = struct.Struct(">I")
+DEFAULT_MAX_FRAME_SIZE = 16 << 20
+
+
+class MalformedFrame(Exception):
+    """The agent sent bytes that are not a protocol envelope."""
+
+
+def _compact(body: Dict[str, Any]) -> Dict[str, Any]:
+    # Absent and nil are the same to the agent; leaving None out keeps frames
+    # small and lets the agent's zero values apply.
+    return {k: v for k, v in body.items() if v is not None}
+
+
+def encode_frame(
+    kind: int, request_id: int, op: Optional[str], body: Optional[Dict[str, Any]], *, omit_nil: bool = True
+) -> bytes:
+    """Encode one frame with its length prefix. Maps keep their insertion
+    order; integers take their smallest encoding, floats are float64."""
+    env: Dict[str, Any] = {"kind": kind, "id": request_id}
+    if op:
+        env["op"] = op
+    if body is not None:
+        env["body"] = _compact(body) if omit_nil else body
+    payload = msgpack.packb(env, use_bin_type=True)
+    return HEADER.pack(len(payload)) + payload
+
+
+def decode_envelope(payload: bytes) -> Dict[str, Any]:
+    """Decode a frame body (without its length prefix) into its envelope map."""
+    try:
+        env = msgpack.unpackb(payload, raw=False, strict_map_key=False)
+    except Exception as e:  # msgpack raises several types
+        raise MalformedFrame(f"not msgpack: {e}") from e
+    if not isinstance(env, dict) or "kind" not in env or "id" not in env:
+        raise MalformedFrame("not a protocol envelope (needs a map with kind and id)")
+    kind = env["kind"]
+    if kind not in (KIND_REQUEST, KIND_RESPONSE, KIND_PUSH):
+        raise MalformedFrame(f"unknown kind {kind!r}")
+    if kind != KIND_RESPONSE and not env.get("op"):
+        raise MalformedFrame("a request or push needs an op")
+    return env

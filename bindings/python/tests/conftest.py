@@ -1,0 +1,238 @@
+"""Test harness: the real agent binary (built once per session with go
+build) and a real Postgres. Each test module gets its own agent on a fresh
+schema, dropped afterwards; waits are on signals (process output, pipes,
+events), never on fixed sleeps."""
+
+from __future__ import annotations
+
+import os
+import secrets
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+from typing import IO, Dict, Iterator, List, Optional
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[3]
+TESTS = Path(__file__).resolve().parent
+DEFAULT_DATABASE_URL = "postgres://postgres:dbos@localhost:5432/dbos_agent_test?sslmode=disable"
+
+
+def database_url() -> str:
+    return os.environ.get("DBOS_TEST_DATABASE_URL") or DEFAULT_DATABASE_URL
+
+
+def sqlalchemy_url() -> str:
+    """The same database as a URL the official dbos package accepts."""
+    url = database_url()
+    return "postgresql://" + url.split("://", 1)[1]
+
+
+class LineWaiter:
+    """Reads a process's output stream line by line and lets a test wait for
+    a line (no sleeps: a condition variable is signalled on every line)."""
+
+    def __init__(self, stream: IO[str], echo_prefix: str = ""):
+        self.lines: List[str] = []
+        self.eof = False
+        self._cond = threading.Condition()
+        self._echo_prefix = echo_prefix
+        threading.Thread(target=self._read, args=(stream,), daemon=True).start()
+
+    def _read(self, stream: IO[str]) -> None:
+        for line in stream:
+            with self._cond:
+                self.lines.append(line.rstrip("\n"))
+                self._cond.notify_all()
+        with self._cond:
+            self.eof = True
+            self._cond.notify_all()
+
+    def wait_for(self, predicate_or_text: object, timeout: float = 60.0) -> str:
+        def match(line: str) -> bool:
+            if callable(predicate_or_text):
+                return bool(predicate_or_text(line))
+            return str(predicate_or_text) in line
+
+        deadline = time.monotonic() + timeout
+        with self._cond:
+            seen = 0
+            while True:
+                for line in self.lines[seen:]:
+                    if match(line):
+                        return line
+                seen = len(self.lines)
+                if self.eof:
+                    raise AssertionError(f"output ended before {predicate_or_text!r}:\n" + self.text())
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    raise AssertionError(f"no {predicate_or_text!r} within {timeout}s:\n" + self.text())
+                self._cond.wait(left)
+
+    def text(self) -> str:
+        return "\n".join(self.lines)
+
+
+class AgentProcess:
+    """A running `dbos-agent serve`."""
+
+    def __init__(self, binary: str, schema: str, socket: str, executor_id: str = "local", extra: Optional[List[str]] = None):
+        self.schema = schema
+        self.socket = socket
+        self.executor_id = executor_id
+        args = [
+            binary, "serve",
+            "--database-url", database_url(),
+            "--schema", schema,
+            "--socket", socket,
+            "--executor-id", executor_id,
+            "--poll-interval", "200ms",
+            "--result-poll-interval", "200ms",
+            "--grace-period", "2s",
+            "--log-level", "debug",
+        ] + (extra or [])
+        self.proc = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+        assert self.proc.stderr is not None
+        self.log = LineWaiter(self.proc.stderr)
+        self.log.wait_for("dbos-agent listening", timeout=120)
+
+    def kill(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGKILL)
+        self.proc.wait(30)
+
+    def terminate(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+        self.proc.wait(60)
+
+
+class AgentEnv:
+    """One test module's database schema, socket directory and agent."""
+
+    def __init__(self, binary: str, name: str):
+        self.binary = binary
+        self.schema = f"py_{name[:20]}_{secrets.token_hex(4)}".lower()
+        # Unix socket paths are limited to ~100 bytes: keep the directory short.
+        self.dir = tempfile.mkdtemp(prefix="dbp")
+        self.socket = os.path.join(self.dir, "agent.sock")
+        self.agents: List[AgentProcess] = []
+        self.agent = self.start_agent()
+
+    def start_agent(self, executor_id: str = "local") -> AgentProcess:
+        a = AgentProcess(self.binary, self.schema, self.socket, executor_id)
+        self.agents.append(a)
+        self.agent = a
+        return a
+
+    def close(self) -> None:
+        for a in self.agents:
+            a.kill()
+        drop_schema(self.schema)
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+    def path(self, name: str) -> str:
+        return os.path.join(self.dir, name)
+
+
+def pg_connect():  # type: ignore[no-untyped-def]
+    import psycopg
+
+    return psycopg.connect(database_url(), autocommit=True)
+
+
+def drop_schema(schema: str) -> None:
+    with pg_connect() as conn:
+        conn.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')
+
+
+@pytest.fixture(scope="session")
+def agent_binary(tmp_path_factory: pytest.TempPathFactory) -> str:
+    """The agent, built once per session from this checkout."""
+    out = tmp_path_factory.mktemp("bin") / "dbos-agent"
+    subprocess.run(["go", "build", "-o", str(out), "./cmd/dbos-agent"], cwd=REPO, check=True)
+    return str(out)
+
+
+@pytest.fixture(scope="module")
+def agent_env(agent_binary: str, request: pytest.FixtureRequest) -> Iterator[AgentEnv]:
+    """An agent on a fresh schema for this test module."""
+    name = request.module.__name__.split(".")[-1].replace("test_", "")
+    env = AgentEnv(agent_binary, name)
+    try:
+        yield env
+    finally:
+        env.close()
+
+
+@pytest.fixture(scope="module")
+def dbos(agent_env: AgentEnv) -> Iterator[type]:
+    """DBOS launched in this process against the module's agent, with every
+    workflow and queue the test modules declared."""
+    from dbos_agent import DBOS
+
+    DBOS.destroy()
+    DBOS(config={"name": "pytest", "agent_socket": agent_env.socket})
+    DBOS.launch()
+    try:
+        yield DBOS
+    finally:
+        DBOS.destroy()
+
+
+class Worker:
+    """A worker process (tests/apps/<script>) whose output a test waits on."""
+
+    def __init__(self, script: str, env: Dict[str, str]):
+        full_env = dict(os.environ)
+        full_env.update(env)
+        full_env["PYTHONUNBUFFERED"] = "1"
+        self.proc = subprocess.Popen(
+            [sys.executable, str(TESTS / "apps" / script)],
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=full_env,
+        )
+        assert self.proc.stdout is not None
+        self.out = LineWaiter(self.proc.stdout)
+
+    def kill(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGKILL)
+        self.proc.wait(30)
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            assert self.proc.stdin is not None
+            try:
+                self.proc.stdin.close()  # the apps exit when stdin closes
+            except OSError:
+                pass
+            try:
+                self.proc.wait(30)
+            except subprocess.TimeoutExpired:
+                self.kill()
+
+
+@pytest.fixture
+def workers() -> Iterator[List[Worker]]:
+    started: List[Worker] = []
+    yield started
+    for w in started:
+        w.kill()
+
+
+def effect_counts(path: str) -> Dict[str, int]:
+    counts: Dict[str, int] = {}
+    if not os.path.exists(path):
+        return counts
+    with open(path) as f:
+        for line in f:
+            line = line.strip()
+            if line:
+                counts[line] = counts.get(line, 0) + 1
+    return counts

@@ -1,0 +1,172 @@
+"""Configuration, launch and teardown: how the agent is found, what the
+agent refuses, and the declarations that must come before launch."""
+
+from __future__ import annotations
+
+import os
+import threading
+import uuid
+from typing import Any, Iterator
+
+import pytest
+
+import dbos_agent
+from dbos_agent import (
+    DBOS,
+    DBOSAgentUnavailableError,
+    DBOSException,
+    DBOSInitializationError,
+    DBOSNotSupportedError,
+    DBOSQueueDeduplicatedError,
+    Queue,
+    SetEnqueueOptions,
+    SetWorkflowID,
+    SetWorkflowTimeout,
+)
+from dbos_agent._transport import default_socket_path, resolve_socket_path
+
+from conftest import AgentEnv
+
+dedup_queue = Queue("pytest_dedup", priority_enabled=True)
+
+
+@DBOS.workflow()
+def echo_workflow(value: Any) -> Any:
+    return value
+
+
+release = threading.Event()
+
+
+@DBOS.workflow()
+def held_workflow(value: Any) -> Any:
+    assert release.wait(30)
+    return value
+
+
+@pytest.fixture(autouse=True)
+def no_dbos() -> Iterator[None]:
+    DBOS.destroy()
+    yield
+    DBOS.destroy()
+
+
+def test_socket_path_resolution(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("XDG_RUNTIME_DIR", "/run/user/1234")
+    assert default_socket_path() == "/run/user/1234/dbos-agent.sock"
+    monkeypatch.delenv("XDG_RUNTIME_DIR")
+    monkeypatch.setenv("TMPDIR", "/var/tmp")
+    assert default_socket_path() == f"/var/tmp/dbos-agent-{os.getuid()}/agent.sock"
+    monkeypatch.delenv("TMPDIR")
+    assert default_socket_path() == f"/tmp/dbos-agent-{os.getuid()}/agent.sock"
+    monkeypatch.setenv("DBOS_AGENT_SOCKET", "/from/env.sock")
+    assert resolve_socket_path(None) == "/from/env.sock"
+    assert resolve_socket_path("/from/config.sock") == "/from/config.sock"
+
+
+def test_launch_without_an_agent_says_where_it_looked(tmp_path: Any) -> None:
+    missing = str(tmp_path / "none.sock")
+    DBOS(config={"name": "lonely", "agent_socket": missing})
+    with pytest.raises(DBOSAgentUnavailableError, match="none.sock") as info:
+        DBOS.launch()
+    assert "dbos-agent serve" in str(info.value)
+
+
+def test_config_needs_a_name() -> None:
+    with pytest.raises(DBOSInitializationError, match="name"):
+        DBOS(config={"agent_socket": "/nowhere"})  # type: ignore[typeddict-item]
+
+
+def test_executor_id_must_match_the_agents(agent_env: AgentEnv) -> None:
+    DBOS(config={"name": "pytest", "agent_socket": agent_env.socket, "executor_id": "host-b"})
+    with pytest.raises(DBOSInitializationError, match="--executor-id host-b"):
+        DBOS.launch()
+    DBOS.destroy()
+    DBOS(config={"name": "pytest", "agent_socket": agent_env.socket, "executor_id": "local",
+                 "system_database_url": "postgresql://ignored", "application_version": "v7"})
+    DBOS.launch()
+    assert DBOS.executor_id == "local" and DBOS.application_version == "v7"
+    with SetWorkflowID(f"echo-{uuid.uuid4().hex[:6]}") as s:
+        assert echo_workflow("hi") == "hi"
+    assert DBOS.get_workflow_status(s.wfid).app_version == "v7"  # type: ignore[union-attr]
+
+
+def test_relaunch_after_destroy_and_declarations_after_launch(agent_env: AgentEnv) -> None:
+    for _ in range(2):
+        DBOS(config={"name": "pytest", "agent_socket": agent_env.socket})
+        DBOS.launch()
+        assert echo_workflow({"n": 1}) == {"n": 1}
+        DBOS.destroy()
+    DBOS(config={"name": "pytest", "agent_socket": agent_env.socket})
+    DBOS.launch()
+    with pytest.raises(DBOSException, match="declared after DBOS.launch"):
+
+        @DBOS.workflow()
+        def too_late() -> None:
+            pass
+
+    # Queues may come after launch, as in DBOS Python 3 (the binding shakes
+    # hands again with the new list); their workflows run here.
+    late = DBOS.register_queue("pytest_late", worker_concurrency=1)
+    assert DBOS.retrieve_queue("pytest_late") is late
+    assert late.enqueue(echo_workflow, "late").get_result() == "late"
+    assert Queue("pytest_late_2").enqueue(echo_workflow, 2).get_result() == 2
+    DBOS.destroy()
+    with pytest.raises(DBOSException, match="DBOS is not configured"):
+        echo_workflow(1)
+    DBOS(config={"name": "pytest", "agent_socket": agent_env.socket})
+    with pytest.raises(DBOSException, match="not launched"):
+        echo_workflow(1)
+
+
+def test_enqueue_options_deduplicate_and_prioritize(agent_env: AgentEnv) -> None:
+    DBOS(config={"name": "pytest", "agent_socket": agent_env.socket})
+    DBOS.launch()
+    dedup = f"dedup-{uuid.uuid4().hex[:6]}"
+    with SetEnqueueOptions(deduplication_id=dedup, priority=5):
+        first = dedup_queue.enqueue(held_workflow, 1)
+        status = first.get_status()
+        assert (status.priority, status.deduplication_id) == (5, dedup)
+        # While the first is active (held), the same deduplication id is refused.
+        with pytest.raises(DBOSQueueDeduplicatedError) as info:
+            dedup_queue.enqueue(held_workflow, 2)
+        assert info.value.deduplication_id == dedup and info.value.queue_name == "pytest_dedup"
+    release.set()
+    assert first.get_result() == 1
+    with pytest.raises(DBOSNotSupportedError, match="SetWorkflowTimeout"):
+        SetWorkflowTimeout(5)
+    with pytest.raises(DBOSNotSupportedError, match="queue_partition_key"):
+        SetEnqueueOptions(queue_partition_key="p")
+
+
+def test_a_message_over_the_agents_frame_limit_is_refused_clearly(agent_env: AgentEnv) -> None:
+    DBOS(config={"name": "pytest", "agent_socket": agent_env.socket})
+    DBOS.launch()
+    with pytest.raises(DBOSException, match="limit"):
+        echo_workflow(b"x" * (17 << 20))
+    # The connection is still good.
+    assert echo_workflow("after") == "after"
+
+
+def test_public_names_match_dbos_python() -> None:
+    import dbos
+
+    for name in ["DBOS", "DBOSClient", "Queue", "SetWorkflowID", "SetEnqueueOptions", "SetWorkflowTimeout",
+                 "WorkflowHandle", "WorkflowHandleAsync", "WorkflowStatus", "StepInfo", "EnqueueOptions",
+                 "WorkflowSerializationFormat", "PortableWorkflowError", "Serializer", "DBOSConfig"]:
+        assert hasattr(dbos, name) and hasattr(dbos_agent, name), name
+    for name in ["DBOSException", "DBOSWorkflowCancelledError", "DBOSNonExistentWorkflowError",
+                 "DBOSUnexpectedStepError", "DBOSMaxStepRetriesExceeded", "DBOSAwaitedWorkflowCancelledError",
+                 "DBOSAwaitedWorkflowMaxRecoveryAttemptsExceeded", "DBOSConflictingWorkflowError",
+                 "DBOSQueueDeduplicatedError", "DBOSWorkflowConflictIDError", "DBOSWorkflowFunctionNotFoundError",
+                 "MaxRecoveryAttemptsExceededError", "DBOSInitializationError"]:
+        theirs = getattr(dbos.error, name)
+        ours = getattr(dbos_agent.error, name)
+        assert ours.__name__ == theirs.__name__
+        assert issubclass(ours, BaseException) and (issubclass(ours, Exception) == issubclass(theirs, Exception))
+    for method in ["launch", "destroy", "workflow", "step", "start_workflow", "start_workflow_async",
+                   "retrieve_workflow", "retrieve_workflow_async", "get_result", "get_result_async",
+                   "get_workflow_status", "list_workflows", "list_workflows_async", "list_workflow_steps",
+                   "list_workflow_steps_async", "cancel_workflow", "cancel_workflow_async", "resume_workflow",
+                   "resume_workflow_async", "register_queue"]:
+        assert hasattr(dbos.DBOS, method) and hasattr(DBOS, method), method
