@@ -17,6 +17,12 @@ const (
 	ChannelWorkflowEvents = "dbos_workflow_events_channel"
 	ChannelStreams        = "dbos_streams_channel"
 	ChannelWorkflowStatus = "dbos_agent_workflow_status"
+	// ChannelQueue is NOTIFYed, with the queue's name as payload, in the
+	// transaction that makes work available on a queue (an enqueue, a
+	// delayed workflow released, a resume, a hand-back): pollers on every
+	// agent wake at once instead of at their next poll. The DBOS SDKs do
+	// not notify; their enqueues are found by polling.
+	ChannelQueue = "dbos_agent_queue"
 )
 
 // Notifications delivers database change notifications.
