@@ -331,3 +331,318 @@ func TestInteropGoClientOnOurSchema(t *testing.T) {
 	require.Equal(t, sysdb.StatusCancelled, w.Status)
 	require.Nil(t, w.DeduplicationID)
 }
+
+// textOf reads a nullable column as the Go SDK does: NULL is "".
+func textOf(s *string) string {
+	if s == nil {
+		return ""
+	}
+	return *s
+}
+
+// goLogger is the SDK's logger for these tests: quiet unless -v.
+func goLogger() *slog.Logger {
+	var logs io.Writer = io.Discard
+	if testing.Verbose() {
+		logs = os.Stderr
+	}
+	return slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelWarn}))
+}
+
+// TestInteropQueuesBothWays: a queue the Go SDK registers is read by
+// QueueGet with the same limits, and one we register is read by the SDK;
+// our Limits() resolve each queue as the SDK's own getters do, the
+// deprecated partitioned flag included.
+func TestInteropQueuesBothWays(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	url, schema, db := interopSchema(t)
+	client := goClient(t, url, schema)
+	p := sysdbtest.Ptr[int]
+
+	_, err := client.RegisterQueue(client, "go-queue",
+		dbos.WithGlobalConcurrency(10), dbos.WithWorkerConcurrency(2),
+		dbos.WithRateLimiter(&dbos.RateLimiter{Limit: 5, Period: 30 * time.Second}), dbos.WithPriorityEnabled(),
+		dbos.WithPartitionConcurrency(3), dbos.WithPartitionWorkerConcurrency(1),
+		dbos.WithPartitionRateLimiter(&dbos.RateLimiter{Limit: 4, Period: 1500 * time.Millisecond}),
+		dbos.WithQueueBasePollingInterval(250*time.Millisecond))
+	require.NoError(t, err)
+	got, err := db.QueueGet(ctx, "go-queue")
+	require.NoError(t, err)
+	require.Regexp(t, `^[0-9a-f-]{36}$`, got.ID)
+	require.Equal(t, sysdb.QueueConfig{
+		ID: got.ID, Name: "go-queue", Concurrency: p(10), WorkerConcurrency: p(2),
+		RateLimitMax: p(5), RateLimitPeriodSec: sysdbtest.Ptr(30.0), PriorityEnabled: true,
+		PartitionQueue: true, PollingIntervalSec: 0.25,
+		PartitionConcurrency: p(3), PartitionWorkerConcurrency: p(1),
+		PartitionRateLimitMax: p(4), PartitionRateLimitPeriodSec: sysdbtest.Ptr(1.5),
+		CreatedAt: got.CreatedAt, UpdatedAt: got.UpdatedAt,
+	}, got)
+	require.InDelta(t, time.Now().UnixMilli(), got.CreatedAt, 60_000)
+
+	requireSameLimits := func(name string) {
+		t.Helper()
+		ours, err := db.QueueGet(ctx, name)
+		require.NoError(t, err)
+		theirs, err := client.RetrieveQueue(client, name)
+		require.NoError(t, err)
+		lim := ours.Limits()
+		rate := func(limit *dbos.RateLimiter) (*int, time.Duration) {
+			if limit == nil {
+				return nil, 0
+			}
+			return &limit.Limit, limit.Period
+		}
+		max, period := rate(theirs.GetRateLimit())
+		partMax, partPeriod := rate(theirs.GetPartitionRateLimit())
+		require.Equal(t, sysdb.QueueLimits{
+			GlobalConcurrency: theirs.GetGlobalConcurrency(), WorkerConcurrency: theirs.GetWorkerConcurrency(),
+			RateLimitMax: max, RateLimitPeriod: period,
+			PartitionConcurrency: theirs.GetPartitionConcurrency(), PartitionWorkerConcurrency: theirs.GetPartitionWorkerConcurrency(),
+			PartitionRateLimitMax: partMax, PartitionRateLimitPeriod: partPeriod,
+		}, lim, name)
+		require.Equal(t, theirs.GetPartitionQueue(), ours.Partitioned(), name)
+		require.Equal(t, theirs.GetPriorityEnabled(), ours.PriorityEnabled, name)
+		require.Equal(t, time.Duration(ours.PollingIntervalSec*float64(time.Second)), theirs.GetPollingInterval(), name)
+		require.Equal(t, textOf(ours.ApplicationName), theirs.GetApplicationName(), name)
+	}
+	requireSameLimits("go-queue")
+
+	stored, created, err := db.QueueRegister(ctx, sysdb.QueueRegisterParams{Config: sysdb.QueueConfig{
+		Name: "agent-queue", Concurrency: p(4), WorkerConcurrency: p(2), RateLimitMax: p(6), RateLimitPeriodSec: sysdbtest.Ptr(2.5),
+		PriorityEnabled: true, PartitionQueue: true, PartitionConcurrency: p(2), PollingIntervalSec: 0.5, ApplicationName: sysdbtest.Ptr("shop"),
+	}})
+	require.NoError(t, err)
+	require.True(t, created)
+	theirs, err := client.RetrieveQueue(client, "agent-queue")
+	require.NoError(t, err)
+	require.Equal(t, p(4), theirs.GetGlobalConcurrency())
+	require.Equal(t, &dbos.RateLimiter{Limit: 6, Period: 2500 * time.Millisecond}, theirs.GetRateLimit())
+	require.Equal(t, p(2), theirs.GetPartitionConcurrency())
+	require.Equal(t, 500*time.Millisecond, theirs.GetPollingInterval())
+	require.Equal(t, "shop", theirs.GetApplicationName())
+	requireSameLimits("agent-queue")
+
+	// Flagged partitioned without partition limits: both sides move the
+	// queue-wide limits to each partition.
+	_, _, err = db.QueueRegister(ctx, sysdb.QueueRegisterParams{Config: sysdb.QueueConfig{
+		Name: "legacy", PartitionQueue: true, Concurrency: p(2), RateLimitMax: p(3), RateLimitPeriodSec: sysdbtest.Ptr(60.0),
+	}})
+	require.NoError(t, err)
+	theirs, err = client.RetrieveQueue(client, "legacy")
+	require.NoError(t, err)
+	require.Nil(t, theirs.GetGlobalConcurrency())
+	require.Equal(t, p(2), theirs.GetPartitionConcurrency())
+	requireSameLimits("legacy")
+
+	listed, err := client.ListQueues(client)
+	require.NoError(t, err)
+	var names []string
+	for _, q := range listed {
+		names = append(names, q.GetName())
+	}
+	require.ElementsMatch(t, []string{"go-queue", "agent-queue", "legacy"}, names)
+
+	// The SDK refuses queue-wide settings on the legacy queue, as our
+	// Limits() reads it: they are per partition there.
+	require.Error(t, theirs.SetGlobalConcurrency(client, p(7)))
+	// A change through the SDK is what we read next; ours keeps its row.
+	goQueue, err := client.RetrieveQueue(client, "go-queue")
+	require.NoError(t, err)
+	require.NoError(t, goQueue.SetGlobalConcurrency(client, p(7)))
+	after, err := db.QueueGet(ctx, "go-queue")
+	require.NoError(t, err)
+	require.Equal(t, p(7), after.Concurrency)
+	again, err := db.QueueGet(ctx, "agent-queue")
+	require.NoError(t, err)
+	require.Equal(t, stored, again)
+}
+
+// TestInteropSchedulesBothWays: schedules we write are read by the Go SDK
+// client with every field (last_fired_at included), and one the client
+// creates is read by us.
+func TestInteropSchedulesBothWays(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	url, schema, db := interopSchema(t)
+	client := goClient(t, url, schema)
+
+	require.NoError(t, db.ScheduleCreate(ctx, sysdb.Schedule{
+		Name: "ours-nightly", WorkflowName: "report", WorkflowClassName: sysdbtest.Ptr("Reports"), Cron: "0 0 3 * * *",
+		Context: `{"region":"eu","limit":3}`, AutomaticBackfill: true, QueueName: sysdbtest.Ptr("reports"),
+		ApplicationName: sysdbtest.Ptr("shop"),
+	}))
+	fired := time.Date(2025, 6, 7, 3, 0, 0, 0, time.UTC)
+	require.NoError(t, db.ScheduleSetLastFired(ctx, "ours-nightly", fired))
+	require.NoError(t, db.ScheduleCreate(ctx, sysdb.Schedule{
+		Name: "ours-zoned", WorkflowName: "tick", Cron: "*/5 * * * * *", CronTimezone: sysdbtest.Ptr("America/New_York"),
+		Status: sysdb.SchedulePaused,
+	}))
+	ours, err := db.ScheduleGet(ctx, "ours-nightly")
+	require.NoError(t, err)
+
+	theirs, err := client.GetSchedule(client, "ours-nightly")
+	require.NoError(t, err)
+	require.Equal(t, ours.ID, theirs.ScheduleID)
+	require.Equal(t, "ours-nightly", theirs.ScheduleName)
+	require.Equal(t, "report", theirs.WorkflowName)
+	require.Equal(t, "Reports", theirs.WorkflowClassName)
+	require.Equal(t, "0 0 3 * * *", theirs.Schedule)
+	require.Equal(t, dbos.ScheduleStatusActive, theirs.Status)
+	require.JSONEq(t, `{"region":"eu","limit":3}`, string(theirs.Context))
+	require.NotNil(t, theirs.LastFiredAt, "the SDK parses the last_fired_at we write")
+	require.True(t, fired.Equal(*theirs.LastFiredAt), "SDK read %v", *theirs.LastFiredAt)
+	require.True(t, theirs.AutomaticBackfill)
+	require.Equal(t, "", theirs.CronTimezone)
+	require.Equal(t, "reports", theirs.QueueName)
+	require.Equal(t, "shop", theirs.ApplicationName)
+
+	zoned, err := client.GetSchedule(client, "ours-zoned")
+	require.NoError(t, err, "a schedule with defaults is readable by the SDK")
+	require.Equal(t, "America/New_York", zoned.CronTimezone)
+	require.Equal(t, dbos.ScheduleStatusPaused, zoned.Status)
+	require.Equal(t, sysdb.InternalQueueName, zoned.QueueName, "no queue: the internal one")
+	require.Empty(t, zoned.Context)
+	require.Nil(t, zoned.LastFiredAt)
+
+	require.NoError(t, dbos.CreateSchedule(client, dbos.ScheduleSpec{
+		ScheduleName: "go-hourly", Schedule: "0 0 * * * *", WorkflowName: "sync", Context: map[string]int{"batch": 50},
+	}))
+	listed, err := dbos.ListSchedules(client)
+	require.NoError(t, err)
+	require.Len(t, listed, 3, "the SDK lists ours beside its own")
+
+	mine, err := db.ScheduleGet(ctx, "go-hourly")
+	require.NoError(t, err)
+	require.Regexp(t, `^[0-9a-f-]{36}$`, mine.ID)
+	require.Equal(t, sysdb.Schedule{
+		ID: mine.ID, Name: "go-hourly", WorkflowName: "sync", Cron: "0 0 * * * *", Status: sysdb.ScheduleActive,
+		Context: `{"batch":50}`,
+	}, mine, "the SDK's empty time zone reads as none")
+
+	// A pause through the SDK is what we read.
+	require.NoError(t, client.PauseSchedule(client, "go-hourly"))
+	paused, err := db.ScheduleList(ctx, sysdb.ScheduleListParams{Statuses: []string{sysdb.SchedulePaused}})
+	require.NoError(t, err)
+	require.Len(t, paused, 2)
+	require.Equal(t, "go-hourly", paused[0].Name)
+	require.Equal(t, "ours-zoned", paused[1].Name)
+}
+
+// TestInteropVersionsBothWays: versions we register are the SDK's versions,
+// and the latest moves the same way whichever side promotes.
+func TestInteropVersionsBothWays(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	url, schema, db := interopSchema(t)
+	client := goClient(t, url, schema)
+
+	require.NoError(t, db.VersionRegister(ctx, "v1", nil))
+	require.NoError(t, db.VersionRegister(ctx, "v2", nil))
+	require.NoError(t, db.VersionRegister(ctx, "shop-v1", sysdbtest.Ptr("shop")))
+	ours, err := db.VersionList(ctx, nil)
+	require.NoError(t, err)
+	theirs, err := dbos.ListApplicationVersions(client)
+	require.NoError(t, err)
+	require.Len(t, theirs, len(ours))
+	for i := range ours {
+		require.Equal(t, ours[i].ID, theirs[i].ID)
+		require.Equal(t, ours[i].Name, theirs[i].Name)
+		require.Equal(t, ours[i].Timestamp, theirs[i].Timestamp)
+		require.Equal(t, ours[i].CreatedAt, theirs[i].CreatedAt)
+		require.Equal(t, textOf(ours[i].ApplicationName), theirs[i].ApplicationName)
+	}
+	require.Equal(t, "shop", theirs[0].ApplicationName)
+
+	sameLatest := func(want string) {
+		t.Helper()
+		latest, ok, err := db.VersionLatest(ctx, nil)
+		require.NoError(t, err)
+		require.True(t, ok)
+		sdk, err := dbos.GetLatestApplicationVersion(client)
+		require.NoError(t, err)
+		require.Equal(t, want, latest.Name, "ours")
+		require.Equal(t, want, sdk.Name, "the SDK's")
+		require.Equal(t, latest.Timestamp, sdk.Timestamp)
+	}
+	sameLatest("shop-v1")
+	require.NoError(t, db.VersionPromote(ctx, "v1", nil))
+	sameLatest("v1")
+	require.NoError(t, dbos.SetLatestApplicationVersion(client, "v2"))
+	sameLatest("v2")
+	require.NoError(t, db.VersionPromote(ctx, "v1", nil))
+	sameLatest("v1")
+}
+
+// TestInteropGoRuntimeSchedulerAndVersion runs the Go SDK itself (not only
+// its client) on our schema: the version it registers at launch is read by
+// us, and the last_fired_at its scheduler writes is parsed by us; what we
+// then write, the SDK parses back.
+func TestInteropGoRuntimeSchedulerAndVersion(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	url, schema, db := interopSchema(t)
+	client := goClient(t, url, schema)
+
+	// Every second, onto a queue nobody serves: the ticks only need firing.
+	require.NoError(t, dbos.CreateSchedule(client, dbos.ScheduleSpec{
+		ScheduleName: "go-ticker", Schedule: "* * * * * *", WorkflowName: "tick", QueueName: "unserved",
+	}))
+	runtime, err := dbos.NewContext(context.Background(), dbos.Config{
+		DatabaseURL: url, DatabaseSchema: schema, AppName: "go-app", ApplicationVersion: "go-v1",
+		ExecutorID: "go-exec", Logger: goLogger(), SchedulerPollingInterval: 100 * time.Millisecond,
+	})
+	require.NoError(t, err)
+	launched := time.Now()
+	require.NoError(t, dbos.Launch(runtime))
+	stopped := false
+	stop := func() {
+		if !stopped {
+			stopped = true
+			require.NoError(t, dbos.Shutdown(runtime, 10*time.Second))
+		}
+	}
+	t.Cleanup(stop)
+
+	latest, ok, err := db.VersionLatest(ctx, sysdbtest.Ptr("go-app"))
+	require.NoError(t, err)
+	require.True(t, ok, "the runtime registered its version at launch")
+	require.Equal(t, "go-v1", latest.Name)
+	require.Equal(t, sysdbtest.Ptr("go-app"), latest.ApplicationName)
+	err = db.VersionRegister(ctx, "go-v1", sysdbtest.Ptr("shop"))
+	var owned *sysdb.NameOwnedError
+	require.ErrorAs(t, err, &owned, "the runtime's version name is its application's")
+
+	// The scheduler fires within a second or two of launch; there is no
+	// signal to wait on but the row itself.
+	var sched sysdb.Schedule
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		sched, err = db.ScheduleGet(ctx, "go-ticker")
+		require.NoError(t, err)
+		if sched.LastFiredAtRaw != nil {
+			break
+		}
+		require.True(t, time.Now().Before(deadline), "the Go scheduler never fired")
+		time.Sleep(50 * time.Millisecond)
+	}
+	stop() // its next tick would overwrite what we write below
+	require.NotNil(t, sched.LastFiredAt, "we parse what the Go SDK wrote: %q", *sched.LastFiredAtRaw)
+	_, err = time.Parse(time.RFC3339Nano, *sched.LastFiredAtRaw)
+	require.NoError(t, err, "the Go SDK writes RFC 3339")
+	require.False(t, sched.LastFiredAt.Before(launched.Add(-time.Second)))
+	require.False(t, sched.LastFiredAt.After(time.Now().Add(time.Second)))
+
+	// Monotonic against the SDK's value, and the SDK reads ours back.
+	goFired := *sched.LastFiredAt
+	require.NoError(t, db.ScheduleSetLastFired(ctx, "go-ticker", goFired.Add(-time.Hour)))
+	sched, err = db.ScheduleGet(ctx, "go-ticker")
+	require.NoError(t, err)
+	require.True(t, goFired.Equal(*sched.LastFiredAt), "an older tick does not replace the SDK's")
+	next := goFired.Add(time.Second).Truncate(time.Second)
+	require.NoError(t, db.ScheduleSetLastFired(ctx, "go-ticker", next))
+	theirs, err := client.GetSchedule(client, "go-ticker")
+	require.NoError(t, err)
+	require.NotNil(t, theirs.LastFiredAt)
+	require.True(t, next.Equal(*theirs.LastFiredAt), "SDK read %v", *theirs.LastFiredAt)
+}

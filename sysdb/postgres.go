@@ -810,17 +810,34 @@ func (p *Postgres) StepList(ctx context.Context, workflowID string) ([]Step, err
 	return steps, err
 }
 
-// QueueDequeue implements SystemDatabase.
+// QueueDequeue implements SystemDatabase, with the DBOS SDKs' semantics.
 //
-// Limits shared by every executor (global concurrency, rate limit) are
-// counted and claimed at REPEATABLE READ with NOWAIT row locks, so two
-// executors cannot both fill the same free slots: the loser gets a lock or
-// serialization error and tries again at its next poll. Without shared
-// limits, READ COMMITTED with SKIP LOCKED lets executors claim disjoint rows
-// concurrently.
+// Global concurrency and the rate limit count the whole queue even when the
+// claim is for one partition; the Partition limits count within
+// PartitionKey. Worker limits are this worker's free slots.
+//
+// The isolation follows what the claim shares with other executors, as the
+// SDKs' dequeue budgets do. A limit shared by every executor (a queue-wide
+// or partition concurrency or rate limit) is counted and claimed at
+// REPEATABLE READ with NOWAIT row locks, so two executors cannot both fill
+// the same free slots: the loser gets a lock or serialization error and
+// tries again at its next poll. A queue-wide limit claimed one partition at
+// a time needs SERIALIZABLE: executors on different partitions lock
+// disjoint rows, and only predicate locks see that each counted the other's
+// claims as absent (write skew). Without shared limits, READ COMMITTED with
+// SKIP LOCKED lets executors claim disjoint rows concurrently.
+//
+// Rows are taken in (priority, created_at) order whether or not the queue
+// has priority enabled, as the SDKs do: a queue without it only holds
+// priority-0 rows.
 func (p *Postgres) QueueDequeue(ctx context.Context, in QueueDequeueParams) ([]Workflow, error) {
 	lim := in.Limits
-	shared := lim.GlobalConcurrency != nil || lim.RateLimitMax != nil
+	partitionLimits := lim.PartitionConcurrency != nil || lim.PartitionWorkerConcurrency != nil || lim.PartitionRateLimitMax != nil
+	if partitionLimits && in.PartitionKey == "" {
+		return nil, fmt.Errorf("dequeue from queue %s: partition limits need a partition key", in.QueueName)
+	}
+	queueWide := lim.GlobalConcurrency != nil || lim.RateLimitMax != nil
+	shared := queueWide || lim.PartitionConcurrency != nil || lim.PartitionRateLimitMax != nil
 	claimLimit := -1 // unbounded
 	bound := func(n int) {
 		n = maxInt(n, 0)
@@ -831,6 +848,9 @@ func (p *Postgres) QueueDequeue(ctx context.Context, in QueueDequeueParams) ([]W
 	if lim.WorkerConcurrency != nil {
 		bound(*lim.WorkerConcurrency - lim.LocalRunning)
 	}
+	if lim.PartitionWorkerConcurrency != nil {
+		bound(*lim.PartitionWorkerConcurrency - lim.PartitionLocalRunning)
+	}
 	if in.MaxClaim > 0 {
 		bound(in.MaxClaim)
 	}
@@ -838,7 +858,10 @@ func (p *Postgres) QueueDequeue(ctx context.Context, in QueueDequeueParams) ([]W
 		return nil, nil
 	}
 	isolation := pgx.ReadCommitted
-	if shared {
+	switch {
+	case queueWide && in.PartitionKey != "":
+		isolation = pgx.Serializable
+	case shared:
 		isolation = pgx.RepeatableRead
 	}
 	var claimed []Workflow
@@ -856,30 +879,55 @@ func (p *Postgres) QueueDequeue(ctx context.Context, in QueueDequeueParams) ([]W
 				budget = n
 			}
 		}
-		if lim.RateLimitMax != nil {
+		// partition is "" for a queue-wide count.
+		recentStarts := func(limit int, period time.Duration, partition string) error {
 			var recent int
-			if err := tx.QueryRow(ctx, p.sql("QueueRecentStarts"), in.QueueName, lim.RateLimitPeriod.Milliseconds(),
-				in.ApplicationName, in.PartitionKey).Scan(&recent); err != nil {
+			if err := tx.QueryRow(ctx, p.sql("QueueRecentStarts"), in.QueueName, period.Milliseconds(),
+				in.ApplicationName, partition).Scan(&recent); err != nil {
 				return err
 			}
-			boundBudget(*lim.RateLimitMax - recent)
+			boundBudget(limit - recent)
+			return nil
 		}
-		if lim.GlobalConcurrency != nil {
-			var running int
-			if err := tx.QueryRow(ctx, p.sql("QueueRunningCount"), in.QueueName, in.ApplicationName, in.PartitionKey).Scan(&running); err != nil {
+		running := func(limit int, partition string) error {
+			var n int
+			if err := tx.QueryRow(ctx, p.sql("QueueRunningCount"), in.QueueName, in.ApplicationName, partition).Scan(&n); err != nil {
 				return err
 			}
-			boundBudget(*lim.GlobalConcurrency - running)
+			boundBudget(limit - n)
+			return nil
+		}
+		if lim.RateLimitMax != nil {
+			if err := recentStarts(*lim.RateLimitMax, lim.RateLimitPeriod, ""); err != nil {
+				return err
+			}
+		}
+		if lim.PartitionRateLimitMax != nil && budget != 0 {
+			if err := recentStarts(*lim.PartitionRateLimitMax, lim.PartitionRateLimitPeriod, in.PartitionKey); err != nil {
+				return err
+			}
+		}
+		if lim.GlobalConcurrency != nil && budget != 0 {
+			if err := running(*lim.GlobalConcurrency, ""); err != nil {
+				return err
+			}
+		}
+		if lim.PartitionConcurrency != nil && budget != 0 {
+			if err := running(*lim.PartitionConcurrency, in.PartitionKey); err != nil {
+				return err
+			}
 		}
 		if budget == 0 {
 			return nil
 		}
 		// Unversioned rows belong to the latest version only.
-		var latest *string
-		if err := tx.QueryRow(ctx, p.sql("LatestApplicationVersion"), in.ApplicationName).Scan(&latest); err != nil && !errors.Is(err, pgx.ErrNoRows) {
+		// With no version registered, every executor counts as the latest.
+		latest, err := scanVersion(tx.QueryRow(ctx, p.sql("LatestApplicationVersion"), in.ApplicationName))
+		noVersions := errors.Is(err, pgx.ErrNoRows)
+		if err != nil && !noVersions {
 			return err
 		}
-		takesUnversioned := latest == nil || *latest == in.ApplicationVersion
+		takesUnversioned := noVersions || latest.Name == in.ApplicationVersion
 
 		var args []any
 		arg := func(v any) string {
@@ -923,7 +971,7 @@ func (p *Postgres) QueueDequeue(ctx context.Context, in QueueDequeueParams) ([]W
 			return nil
 		}
 		rows, err = tx.Query(ctx, p.sql("QueueClaim"), candidates, in.ApplicationVersion, in.ExecutorID,
-			lim.RateLimitMax != nil, in.ApplicationName)
+			lim.RateLimitMax != nil || lim.PartitionRateLimitMax != nil, in.ApplicationName)
 		if err != nil {
 			return err
 		}

@@ -6,7 +6,10 @@
 -- name: WorkflowInsert
 -- On conflict the row is left as it is (the no-op update makes RETURNING
 -- report the stored row); the caller compares creator_xid to learn whether
--- this request made it.
+-- this request made it. An ENQUEUED row this request made wakes the queue's
+-- pollers at commit (a retry that recognises its row notifies again, which
+-- costs a wasted poll at most).
+WITH stored AS (
 INSERT INTO {{schema}}.workflow_status (
     workflow_uuid, status, name, class_name, config_name,
     queue_name, queue_partition_key, deduplication_id, priority,
@@ -32,6 +35,14 @@ INSERT INTO {{schema}}.workflow_status (
 ON CONFLICT (workflow_uuid) DO UPDATE SET creator_xid = workflow_status.creator_xid
 RETURNING status, name, class_name, config_name, queue_name, queue_partition_key,
     workflow_timeout_ms, workflow_deadline_epoch_ms, owner_xid, creator_xid
+), notified AS (
+    SELECT pg_notify('dbos_agent_queue', queue_name) FROM stored
+    WHERE status = 'ENQUEUED' AND creator_xid = $26 AND queue_name IS NOT NULL
+)
+-- notified is referenced so that it runs (unreferenced plain CTEs do not).
+SELECT status, name, class_name, config_name, queue_name, queue_partition_key,
+    workflow_timeout_ms, workflow_deadline_epoch_ms, owner_xid, creator_xid
+FROM stored WHERE (SELECT count(*) FROM notified) >= 0
 
 -- name: WorkflowInputInsert
 INSERT INTO {{schema}}.workflow_input (workflow_uuid, inputs)
@@ -90,8 +101,10 @@ WITH existing AS (
         updated_at = (EXTRACT(epoch FROM now()) * 1000)::bigint
     WHERE workflow_uuid = ANY($1) AND status NOT IN ('SUCCESS', 'ERROR')
     RETURNING workflow_uuid
+), notified AS (
+    SELECT pg_notify('dbos_agent_queue', $2) WHERE EXISTS (SELECT 1 FROM resumed)
 )
-SELECT workflow_uuid FROM existing
+SELECT workflow_uuid FROM existing WHERE (SELECT count(*) FROM notified) >= 0
 
 -- name: WorkflowChildren
 -- Every descendant, breadth first by depth.
@@ -118,25 +131,36 @@ DELETE FROM {{schema}}.operation_outputs WHERE workflow_uuid = ANY($1)
 DELETE FROM {{schema}}.workflow_status WHERE workflow_uuid = ANY($1)
 
 -- name: WorkflowRecover
--- NULLIF: rows of old SDKs stored "no queue" as the empty string.
-UPDATE {{schema}}.workflow_status
-SET status = 'ENQUEUED', owner_xid = NULL, started_at_epoch_ms = NULL,
-    queue_name = COALESCE(NULLIF(queue_name, ''), $3),
-    updated_at = (EXTRACT(epoch FROM now()) * 1000)::bigint
-WHERE status = 'PENDING'
-  AND executor_id = ANY($1)
-  AND ($2::text = '' OR application_version = $2)
-  AND ($4::text IS NULL OR application_name = $4 OR application_name IS NULL)
-RETURNING workflow_uuid
+-- NULLIF: rows of old SDKs stored "no queue" as the empty string. Each queue
+-- that received work is NOTIFYed once.
+WITH recovered AS (
+    UPDATE {{schema}}.workflow_status
+    SET status = 'ENQUEUED', owner_xid = NULL, started_at_epoch_ms = NULL,
+        queue_name = COALESCE(NULLIF(queue_name, ''), $3),
+        updated_at = (EXTRACT(epoch FROM now()) * 1000)::bigint
+    WHERE status = 'PENDING'
+      AND executor_id = ANY($1)
+      AND ($2::text = '' OR application_version = $2)
+      AND ($4::text IS NULL OR application_name = $4 OR application_name IS NULL)
+    RETURNING workflow_uuid, queue_name
+), notified AS (
+    SELECT pg_notify('dbos_agent_queue', q.queue_name) FROM (SELECT DISTINCT queue_name FROM recovered) AS q
+)
+SELECT workflow_uuid FROM recovered WHERE (SELECT count(*) FROM notified) >= 0
 
 -- name: WorkflowRequeue
-UPDATE {{schema}}.workflow_status AS w
-SET status = 'ENQUEUED', owner_xid = NULL, started_at_epoch_ms = NULL,
-    queue_name = COALESCE(NULLIF(w.queue_name, ''), $3),
-    updated_at = (EXTRACT(epoch FROM now()) * 1000)::bigint
-FROM unnest($1::text[], $2::text[]) AS c(workflow_uuid, owner_xid)
-WHERE w.workflow_uuid = c.workflow_uuid AND w.owner_xid = c.owner_xid AND w.status = 'PENDING'
-RETURNING w.workflow_uuid
+WITH requeued AS (
+    UPDATE {{schema}}.workflow_status AS w
+    SET status = 'ENQUEUED', owner_xid = NULL, started_at_epoch_ms = NULL,
+        queue_name = COALESCE(NULLIF(w.queue_name, ''), $3),
+        updated_at = (EXTRACT(epoch FROM now()) * 1000)::bigint
+    FROM unnest($1::text[], $2::text[]) AS c(workflow_uuid, owner_xid)
+    WHERE w.workflow_uuid = c.workflow_uuid AND w.owner_xid = c.owner_xid AND w.status = 'PENDING'
+    RETURNING w.workflow_uuid, w.queue_name
+), notified AS (
+    SELECT pg_notify('dbos_agent_queue', q.queue_name) FROM (SELECT DISTINCT queue_name FROM requeued) AS q
+)
+SELECT workflow_uuid FROM requeued WHERE (SELECT count(*) FROM notified) >= 0
 
 -- name: WorkflowDeadLetter
 WITH moved AS (
@@ -190,9 +214,10 @@ ORDER BY function_id
 -- name: LatestApplicationVersion
 -- The newest registered version of an application (or of any application
 -- when $1 is NULL), unclaimed versions included.
-SELECT version_name FROM {{schema}}.application_versions
+SELECT version_id, version_name, version_timestamp, created_at, application_name
+FROM {{schema}}.application_versions
 WHERE $1::text IS NULL OR application_name = $1 OR application_name IS NULL
-ORDER BY version_timestamp DESC
+ORDER BY version_timestamp DESC, created_at DESC, version_name DESC
 LIMIT 1
 
 -- name: QueueRunningCount
@@ -247,3 +272,217 @@ SELECT COALESCE(q.name, a.queue_name), q.name IS NOT NULL,
 FROM {{schema}}.queues q
 FULL OUTER JOIN active a ON a.queue_name = q.name
 ORDER BY 1
+
+-- ---------------------------------------------------------------------------
+-- Queues, delays, debounce, timeouts, versions and schedules (QueueSystem).
+
+-- name: QueueOwnerLock
+-- The owner of a queue name, locked against a concurrent registration.
+SELECT application_name FROM {{schema}}.queues WHERE name = $1 FOR UPDATE
+
+-- name: QueueInsert
+-- As the SDKs write it: a fresh uuid, both instants from the database clock.
+INSERT INTO {{schema}}.queues (
+    queue_id, name, concurrency, worker_concurrency, rate_limit_max, rate_limit_period_sec,
+    priority_enabled, partition_queue, polling_interval_sec, created_at, updated_at, application_name,
+    partition_concurrency, partition_worker_concurrency, partition_rate_limit_max, partition_rate_limit_period_sec
+) VALUES (
+    gen_random_uuid()::text, $1, $2, $3, $4, $5,
+    $6, $7, $8, (EXTRACT(epoch FROM now()) * 1000)::bigint, (EXTRACT(epoch FROM now()) * 1000)::bigint, $9,
+    $10, $11, $12, $13
+)
+ON CONFLICT (name) DO NOTHING
+RETURNING queue_id
+
+-- name: QueueUpdate
+-- Overwrites the configuration; an unclaimed row is claimed, an owned one
+-- keeps its owner.
+UPDATE {{schema}}.queues
+SET concurrency = $2, worker_concurrency = $3, rate_limit_max = $4, rate_limit_period_sec = $5,
+    priority_enabled = $6, partition_queue = $7, polling_interval_sec = $8,
+    updated_at = (EXTRACT(epoch FROM now()) * 1000)::bigint,
+    application_name = COALESCE(application_name, $9),
+    partition_concurrency = $10, partition_worker_concurrency = $11,
+    partition_rate_limit_max = $12, partition_rate_limit_period_sec = $13
+WHERE name = $1
+
+-- name: QueueGet
+SELECT queue_id, name, concurrency, worker_concurrency, rate_limit_max, rate_limit_period_sec,
+       priority_enabled, partition_queue, polling_interval_sec,
+       partition_concurrency, partition_worker_concurrency, partition_rate_limit_max, partition_rate_limit_period_sec,
+       application_name, created_at, updated_at
+FROM {{schema}}.queues WHERE name = $1
+
+-- name: QueueDelete
+DELETE FROM {{schema}}.queues WHERE name = $1
+
+-- name: QueuePartitions
+-- A loose index scan: one seek per distinct key on the partition dequeue
+-- index, so the cost follows the number of partitions, not the backlog.
+WITH RECURSIVE partitions(pk) AS (
+    SELECT MIN(queue_partition_key) FROM {{schema}}.workflow_status
+    WHERE queue_name = $1 AND status = 'ENQUEUED' AND queue_partition_key IS NOT NULL
+    UNION ALL
+    SELECT (SELECT MIN(queue_partition_key) FROM {{schema}}.workflow_status
+            WHERE queue_name = $1 AND status = 'ENQUEUED' AND queue_partition_key > partitions.pk)
+    FROM partitions WHERE partitions.pk IS NOT NULL
+)
+SELECT pk FROM partitions WHERE pk IS NOT NULL
+
+-- name: WorkflowByDeduplicationID
+-- The id is cleared when its workflow leaves the queue, so a match is active.
+SELECT workflow_uuid FROM {{schema}}.workflow_status
+WHERE queue_name = $1 AND deduplication_id = $2
+
+-- name: WorkflowReleaseDelayed
+-- A debounced workflow gives up its deduplication id when released: the id is
+-- a debounce key held only while DELAYED, so a later debounce with the same
+-- key starts a fresh workflow instead of bouncing one already committed to
+-- run. Each queue that received work is NOTIFYed once.
+WITH released AS (
+    UPDATE {{schema}}.workflow_status
+    SET status = 'ENQUEUED',
+        updated_at = (EXTRACT(epoch FROM now()) * 1000)::bigint,
+        deduplication_id = CASE WHEN is_debounced THEN NULL ELSE deduplication_id END
+    WHERE status = 'DELAYED'
+      AND delay_until_epoch_ms <= (EXTRACT(epoch FROM now()) * 1000)::bigint
+      AND ($1::text IS NULL OR application_name = $1 OR application_name IS NULL)
+    RETURNING workflow_uuid, queue_name, application_version
+), notified AS (
+    SELECT pg_notify('dbos_agent_queue', q.queue_name)
+    FROM (SELECT DISTINCT queue_name FROM released WHERE queue_name IS NOT NULL) AS q
+)
+SELECT workflow_uuid, COALESCE(queue_name, ''), application_version
+FROM released WHERE (SELECT count(*) FROM notified) >= 0
+
+-- name: WorkflowSetDelay
+UPDATE {{schema}}.workflow_status
+SET delay_until_epoch_ms = $2, updated_at = (EXTRACT(epoch FROM now()) * 1000)::bigint
+WHERE workflow_uuid = $1 AND status = 'DELAYED'
+
+-- name: WorkflowStatusOf
+SELECT status FROM {{schema}}.workflow_status WHERE workflow_uuid = $1
+
+-- name: WorkflowCancelTimedOut
+-- Oldest deadline first; rows a dequeue or another agent's sweep holds are
+-- left for the next sweep. The status literals let the planner use
+-- idx_workflow_status_deadline. Waiters wake as for any cancel.
+WITH timed_out AS (
+    SELECT workflow_uuid FROM {{schema}}.workflow_status
+    WHERE status IN ('ENQUEUED', 'PENDING', 'DELAYED')
+      AND workflow_deadline_epoch_ms IS NOT NULL
+      AND workflow_deadline_epoch_ms <= (EXTRACT(epoch FROM now()) * 1000)::bigint
+      AND ($2::text IS NULL OR application_name = $2 OR application_name IS NULL)
+    ORDER BY workflow_deadline_epoch_ms
+    LIMIT $1
+    FOR UPDATE SKIP LOCKED
+), cancelled AS (
+    UPDATE {{schema}}.workflow_status AS w
+    SET status = 'CANCELLED',
+        updated_at = (EXTRACT(epoch FROM now()) * 1000)::bigint,
+        completed_at = (EXTRACT(epoch FROM now()) * 1000)::bigint,
+        started_at_epoch_ms = NULL, queue_name = NULL, deduplication_id = NULL, owner_xid = NULL
+    FROM timed_out
+    WHERE w.workflow_uuid = timed_out.workflow_uuid
+    RETURNING w.workflow_uuid, w.workflow_deadline_epoch_ms
+), notified AS (
+    SELECT pg_notify('dbos_agent_workflow_status', workflow_uuid) FROM cancelled
+)
+SELECT workflow_uuid FROM cancelled WHERE (SELECT count(*) FROM notified) >= 0
+ORDER BY workflow_deadline_epoch_ms, workflow_uuid
+
+-- name: WorkflowDebounceBounce
+-- Pushes back the debounced DELAYED workflow of (name, queue, key), capped at
+-- its debounce deadline. The name is matched so that two workflows whose
+-- keys collide never overwrite each other's inputs; another application's
+-- workflow is never bounced, an unclaimed one is claimed.
+UPDATE {{schema}}.workflow_status
+SET delay_until_epoch_ms = CASE
+        WHEN debounce_deadline_epoch_ms IS NOT NULL AND debounce_deadline_epoch_ms < $1
+        THEN debounce_deadline_epoch_ms
+        ELSE $1
+    END,
+    serialization = $2,
+    updated_at = (EXTRACT(epoch FROM now()) * 1000)::bigint,
+    application_name = COALESCE(application_name, $6)
+WHERE name = $3 AND queue_name = $4 AND deduplication_id = $5
+  AND status = 'DELAYED' AND is_debounced = TRUE
+  AND ($6::text IS NULL OR application_name = $6 OR application_name IS NULL)
+RETURNING workflow_uuid
+
+-- name: WorkflowInputReplace
+INSERT INTO {{schema}}.workflow_input (workflow_uuid, inputs)
+VALUES ($1, $2)
+ON CONFLICT (workflow_uuid) DO UPDATE SET inputs = EXCLUDED.inputs
+
+-- name: WorkflowDebounceHolder
+-- Not scoped to an application: a holder that blocked the bounce is reported.
+SELECT workflow_uuid, is_debounced, name, application_name
+FROM {{schema}}.workflow_status
+WHERE queue_name = $1 AND deduplication_id = $2
+
+-- name: VersionClaim
+-- Claims a row registered before applications shared the database, in place:
+-- the version keeps its timestamp.
+UPDATE {{schema}}.application_versions SET application_name = $2
+WHERE version_name = $1 AND application_name IS NULL
+
+-- name: VersionInsert
+-- A new version is the latest of what its application sees: its timestamp is
+-- now, or just past a latest that a promotion moved beyond now. Targetless
+-- DO NOTHING absorbs a concurrent registration of the name.
+INSERT INTO {{schema}}.application_versions (version_id, version_name, version_timestamp, created_at, application_name)
+SELECT gen_random_uuid()::text, $1,
+       GREATEST((EXTRACT(epoch FROM now()) * 1000)::bigint, COALESCE(MAX(version_timestamp), 0) + 1),
+       (EXTRACT(epoch FROM now()) * 1000)::bigint, $2
+FROM {{schema}}.application_versions
+WHERE $2::text IS NULL OR application_name = $2 OR application_name IS NULL
+ON CONFLICT DO NOTHING
+
+-- name: VersionOwner
+SELECT application_name FROM {{schema}}.application_versions WHERE version_name = $1
+
+-- name: VersionOwnerLock
+SELECT application_name FROM {{schema}}.application_versions WHERE version_name = $1 FOR UPDATE
+
+-- name: VersionList
+SELECT version_id, version_name, version_timestamp, created_at, application_name
+FROM {{schema}}.application_versions
+WHERE $1::text IS NULL OR application_name = $1 OR application_name IS NULL
+ORDER BY version_timestamp DESC, created_at DESC, version_name DESC
+
+-- name: VersionPromote
+-- The timestamp becomes now on the database clock, bumped past the current
+-- latest so the promoted version sorts ahead even within one millisecond.
+-- $3 is the resolved owner: the row is stamped with it (claiming an
+-- unclaimed row, which would otherwise be every application's latest).
+UPDATE {{schema}}.application_versions
+SET version_timestamp = GREATEST(
+        (EXTRACT(epoch FROM now()) * 1000)::bigint,
+        (SELECT COALESCE(MAX(version_timestamp), 0) + 1 FROM {{schema}}.application_versions
+         WHERE $2::text IS NULL OR application_name = $2 OR application_name IS NULL)),
+    application_name = $3
+WHERE version_name = $1 AND (application_name = $3 OR application_name IS NULL)
+
+-- name: ScheduleInsert
+INSERT INTO {{schema}}.workflow_schedules (
+    schedule_id, schedule_name, workflow_name, workflow_class_name, schedule, status, context,
+    last_fired_at, automatic_backfill, cron_timezone, queue_name, application_name
+) VALUES (COALESCE(NULLIF($1, ''), gen_random_uuid()::text), $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)
+ON CONFLICT (schedule_name) DO NOTHING
+RETURNING schedule_id
+
+-- name: ScheduleOwner
+SELECT application_name FROM {{schema}}.workflow_schedules WHERE schedule_name = $1
+
+-- name: ScheduleSetStatus
+UPDATE {{schema}}.workflow_schedules SET status = $2 WHERE schedule_name = $1
+
+-- name: ScheduleDelete
+DELETE FROM {{schema}}.workflow_schedules WHERE schedule_name = $1
+
+-- name: ScheduleLastFiredLock
+SELECT last_fired_at FROM {{schema}}.workflow_schedules WHERE schedule_name = $1 FOR UPDATE
+
+-- name: ScheduleSetLastFired
+UPDATE {{schema}}.workflow_schedules SET last_fired_at = $2 WHERE schedule_name = $1

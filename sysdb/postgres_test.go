@@ -294,9 +294,10 @@ func TestPostgresSkipMigrations(t *testing.T) {
 	require.NoError(t, err)
 }
 
-// TestPostgresDequeueLatestVersion registers application versions (the
-// interface has no method for it; the DBOS runtimes write these rows) and
-// checks that unversioned rows go to executors of the latest version only.
+// TestPostgresDequeueLatestVersion writes application versions as another
+// runtime would, with chosen timestamps, and checks that unversioned rows go
+// to executors of the latest version only (an application's own and
+// unclaimed versions counting for it).
 func TestPostgresDequeueLatestVersion(t *testing.T) {
 	t.Parallel()
 	ctx := t.Context()
@@ -341,9 +342,8 @@ func TestPostgresDequeueLatestVersion(t *testing.T) {
 	require.Equal(t, []string{"unversioned", "unversioned-2"}, claim("v2", sysdbtest.Ptr("shop")))
 }
 
-// TestPostgresQueueListRegistered registers queues the way the DBOS
-// runtimes do (a row in the queues table; the interface does not write
-// them) and lists them with the active ones.
+// TestPostgresQueueListRegistered writes queue rows as another runtime
+// would and lists them with the active ones.
 func TestPostgresQueueListRegistered(t *testing.T) {
 	t.Parallel()
 	ctx := t.Context()
@@ -534,4 +534,136 @@ func TestPostgresRedactsPasswordInErrors(t *testing.T) {
 		out := sysdb.Redact(text)
 		require.False(t, strings.Contains(out, "s3cretpw"), out)
 	}
+}
+
+// TestPostgresQueueNotifications listens on the queue channel from a
+// connection of its own and checks that every way work becomes available on
+// a queue wakes pollers with the queue's name, once per queue, and that
+// nothing else does. Notifications arrive in commit order, so "nothing" is
+// checked by a sentinel enqueue: it must be the next notification.
+func TestPostgresQueueNotifications(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	db, _ := openFresh(t, sysdb.PostgresOptions{})
+	listener := pgtest.Connect(t, pgtest.URL(t))
+	_, err := listener.Exec(ctx, "LISTEN "+pgx.Identifier{sysdb.ChannelQueue}.Sanitize())
+	require.NoError(t, err)
+
+	next := func() string {
+		t.Helper()
+		waitCtx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		defer cancel()
+		n, err := listener.WaitForNotification(waitCtx)
+		require.NoError(t, err, "no notification came")
+		require.Equal(t, sysdb.ChannelQueue, n.Channel)
+		return n.Payload
+	}
+	insert := func(p sysdb.WorkflowInsertParams) {
+		t.Helper()
+		if p.Name == "" {
+			p.Name = "wf"
+		}
+		if p.CreatorXID == "" {
+			p.CreatorXID = sysdbtest.Token()
+		}
+		p.ExecutorID = "local"
+		_, err := db.WorkflowInsert(ctx, p)
+		require.NoError(t, err)
+	}
+	enqueue := func(id, queue string) {
+		t.Helper()
+		insert(sysdb.WorkflowInsertParams{ID: id, Status: sysdb.StatusEnqueued, QueueName: sysdbtest.Ptr(queue)})
+	}
+	sentinels := 0
+	// expect reads exactly the notifications of the queues named (in any
+	// order), then checks with a sentinel that no more came.
+	expect := func(queues ...string) {
+		t.Helper()
+		got := make([]string, len(queues))
+		for i := range queues {
+			got[i] = next()
+		}
+		require.ElementsMatch(t, queues, got)
+		sentinels++
+		sentinel := fmt.Sprintf("sentinel-%d", sentinels)
+		enqueue(sentinel, sentinel)
+		require.Equal(t, sentinel, next(), "a notification came that should not have")
+	}
+	claim := func(queue, executor string) []sysdb.Workflow {
+		t.Helper()
+		ws, err := db.QueueDequeue(ctx, sysdb.QueueDequeueParams{QueueName: queue, ExecutorID: executor, ApplicationVersion: "v1"})
+		require.NoError(t, err)
+		return ws
+	}
+
+	// Inserts: only an ENQUEUED row made by this request.
+	insert(sysdb.WorkflowInsertParams{ID: "direct", Status: sysdb.StatusPending})
+	insert(sysdb.WorkflowInsertParams{ID: "direct-on-queue", Status: sysdb.StatusPending, QueueName: sysdbtest.Ptr("q1")})
+	insert(sysdb.WorkflowInsertParams{ID: "later", Status: sysdb.StatusDelayed, QueueName: sysdbtest.Ptr("q1"),
+		DelayUntilEpochMS: sysdbtest.Ptr(time.Now().UnixMilli() + 3_600_000)})
+	expect()
+	insert(sysdb.WorkflowInsertParams{ID: "queued", Status: sysdb.StatusEnqueued, QueueName: sysdbtest.Ptr("q1"), DeduplicationID: sysdbtest.Ptr("k")})
+	expect("q1")
+	enqueue("queued", "q1") // another request meets the existing row
+	_, err = db.WorkflowInsert(ctx, sysdb.WorkflowInsertParams{ID: "dup", Name: "wf", Status: sysdb.StatusEnqueued,
+		QueueName: sysdbtest.Ptr("q1"), DeduplicationID: sysdbtest.Ptr("k"), CreatorXID: "x", ExecutorID: "local"})
+	var dedup *sysdb.DeduplicatedError
+	require.ErrorAs(t, err, &dedup)
+	expect()
+
+	// Delayed rows released: each queue once.
+	past := time.Now().UnixMilli() - 1000
+	for _, r := range [][2]string{{"d-1", "q2"}, {"d-2", "q2"}, {"d-3", "q3"}} {
+		insert(sysdb.WorkflowInsertParams{ID: r[0], Status: sysdb.StatusDelayed, QueueName: sysdbtest.Ptr(r[1]), DelayUntilEpochMS: &past})
+	}
+	expect()
+	released, err := db.WorkflowReleaseDelayed(ctx, nil)
+	require.NoError(t, err)
+	require.Len(t, released, 3)
+	expect("q2", "q3")
+	released, err = db.WorkflowReleaseDelayed(ctx, nil)
+	require.NoError(t, err)
+	require.Empty(t, released)
+	expect()
+
+	// Resume, onto the named queue or the internal one.
+	_, err = db.WorkflowCancel(ctx, sysdb.WorkflowCancelParams{WorkflowIDs: []string{"d-1", "d-2"}})
+	require.NoError(t, err)
+	_, err = db.WorkflowResume(ctx, sysdb.WorkflowResumeParams{WorkflowIDs: []string{"d-1"}, QueueName: "q4"})
+	require.NoError(t, err)
+	expect("q4")
+	_, err = db.WorkflowResume(ctx, sysdb.WorkflowResumeParams{WorkflowIDs: []string{"d-2"}})
+	require.NoError(t, err)
+	expect(sysdb.InternalQueueName)
+	_, err = db.WorkflowResume(ctx, sysdb.WorkflowResumeParams{WorkflowIDs: []string{"missing"}})
+	require.NoError(t, err)
+	expect()
+
+	// Hand-back of claimed runs.
+	enqueue("r-1", "q5")
+	enqueue("r-2", "q6")
+	expect("q5", "q6")
+	var claims []sysdb.WorkflowClaim
+	for _, q := range []string{"q5", "q6"} {
+		for _, w := range claim(q, "worker") {
+			claims = append(claims, sysdb.WorkflowClaim{WorkflowID: w.ID, OwnerXID: *w.OwnerXID})
+		}
+	}
+	requeued, err := db.WorkflowRequeue(ctx, claims)
+	require.NoError(t, err)
+	require.Len(t, requeued, 2)
+	expect("q5", "q6")
+
+	// Recovery: onto each row's queue, or the internal one.
+	enqueue("rec-1", "q7")
+	enqueue("rec-2", "q7")
+	expect("q7", "q7") // two transactions
+	require.Len(t, claim("q7", "crashed"), 2)
+	insert(sysdb.WorkflowInsertParams{ID: "rec-direct", Status: sysdb.StatusPending})
+	_, err = db.WorkflowInsert(ctx, sysdb.WorkflowInsertParams{ID: "rec-direct-2", Name: "wf", Status: sysdb.StatusPending, CreatorXID: "c", ExecutorID: "crashed"})
+	require.NoError(t, err)
+	recovered, err := db.WorkflowRecover(ctx, sysdb.WorkflowRecoverParams{ExecutorIDs: []string{"crashed"}})
+	require.NoError(t, err)
+	require.ElementsMatch(t, []string{"rec-1", "rec-2", "rec-direct-2"}, recovered)
+	expect("q7", sysdb.InternalQueueName)
 }

@@ -103,13 +103,20 @@ type SystemDatabase interface {
 	StepList(ctx context.Context, workflowID string) ([]Step, error)
 
 	// QueueDequeue claims up to the limits' worth of ENQUEUED workflows of
-	// one queue for this executor and returns them with their inputs, each
-	// with a fresh owner token.
+	// one queue (or of one partition of it) for this executor, in
+	// (priority, created_at) order, and returns them with their inputs, each
+	// with a fresh owner token. Losing a race for the rows to another
+	// executor is not an error: the claim is empty and the next poll tries
+	// again. Partition limits without a PartitionKey are an error.
 	QueueDequeue(ctx context.Context, p QueueDequeueParams) ([]Workflow, error)
 
 	// QueueList summarises every queue: those registered in the queues
 	// table and those that active workflows name.
 	QueueList(ctx context.Context) ([]QueueSummary, error)
+
+	// QueueSystem holds queue registrations, delays, debounce, timeouts,
+	// application versions and schedules.
+	QueueSystem
 
 	// Close releases the database connections.
 	Close()
@@ -351,6 +358,14 @@ type QueueLimits struct {
 	// RateLimitMax workflows may start per RateLimitPeriod.
 	RateLimitMax    *int
 	RateLimitPeriod time.Duration
+	// The Partition limits apply within the dequeue's PartitionKey, the
+	// limits above to the whole queue even when a PartitionKey is set.
+	// PartitionLocalRunning is how many of the partition this worker runs.
+	PartitionConcurrency       *int
+	PartitionWorkerConcurrency *int
+	PartitionLocalRunning      int
+	PartitionRateLimitMax      *int
+	PartitionRateLimitPeriod   time.Duration
 }
 
 // QueueDequeueParams asks for work from one queue.

@@ -1,8 +1,8 @@
 // Package sysdbtest is the conformance suite every sysdb.SystemDatabase
 // backend must pass. It speaks only through the interface, so it holds a
 // second backend to exactly the contract the Postgres one meets; checks that
-// need the backend's own tables (registered application versions, legacy
-// payload columns) live with that backend's tests.
+// need the backend's own tables (rows written as another runtime would,
+// legacy payload columns, notifications) live with that backend's tests.
 package sysdbtest
 
 import (
@@ -69,6 +69,29 @@ func Run(t *testing.T, open func(t *testing.T) sysdb.SystemDatabase) {
 		{"QueueList", testQueueList},
 		{"QueueDequeueConcurrentClaims", testQueueDequeueConcurrentClaims},
 		{"QueueDequeueConcurrentGlobalLimit", testQueueDequeueConcurrentGlobalLimit},
+		{"QueueDequeueConcurrentGlobalLimitAcrossPartitions", testQueueDequeueConcurrentGlobalLimitAcrossPartitions},
+		{"QueueDequeuePartitionIsolation", testQueueDequeuePartitionIsolation},
+		{"QueueDequeueGlobalLimitAcrossPartitions", testQueueDequeueGlobalLimitAcrossPartitions},
+		{"QueueDequeuePartitionRateLimit", testQueueDequeuePartitionRateLimit},
+		{"QueueDequeueLegacyPartitioned", testQueueDequeueLegacyPartitioned},
+		{"QueueDequeuePartitionLimitsNeedKey", testQueueDequeuePartitionLimitsNeedKey},
+		{"QueueRegister", testQueueRegister},
+		{"QueueRegisterOwnership", testQueueRegisterOwnership},
+		{"QueueGetAndDelete", testQueueGetAndDelete},
+		{"QueuePartitions", testQueuePartitions},
+		{"WorkflowByDeduplicationID", testWorkflowByDeduplicationID},
+		{"WorkflowReleaseDelayed", testWorkflowReleaseDelayed},
+		{"WorkflowSetDelay", testWorkflowSetDelay},
+		{"WorkflowDebounce", testWorkflowDebounce},
+		{"WorkflowDebounceApplications", testWorkflowDebounceApplications},
+		{"WorkflowCancelTimedOut", testWorkflowCancelTimedOut},
+		{"VersionRegisterAndPromote", testVersionRegisterAndPromote},
+		{"VersionOwnership", testVersionOwnership},
+		{"VersionDequeueFollowsLatest", testVersionDequeueFollowsLatest},
+		{"ScheduleCreateAndGet", testScheduleCreateAndGet},
+		{"ScheduleList", testScheduleList},
+		{"ScheduleStatusAndDelete", testScheduleStatusAndDelete},
+		{"ScheduleLastFired", testScheduleLastFired},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -1530,10 +1553,14 @@ func testQueueDequeuePartition(t *testing.T, db sysdb.SystemDatabase) {
 		require.Equal(t, Ptr("a"), w.QueuePartitionKey)
 	}
 
-	// With a partition key the limits count within the partition.
+	// Queue-wide limits count the whole queue, even for one partition's
+	// claim: a's two running fill the global limit for b too.
 	gc := sysdb.QueueLimits{GlobalConcurrency: Ptr(2)}
-	require.Empty(t, dequeue(t, db, sysdb.QueueDequeueParams{QueueName: "q", PartitionKey: "a", Limits: gc}), "partition a is full")
-	require.Equal(t, []string{"b-1", "b-2"}, ids(dequeue(t, db, sysdb.QueueDequeueParams{QueueName: "q", PartitionKey: "b", Limits: gc})))
+	require.Empty(t, dequeue(t, db, sysdb.QueueDequeueParams{QueueName: "q", PartitionKey: "b", Limits: gc}), "the queue is full")
+	// Partition limits count within the partition.
+	pc := sysdb.QueueLimits{PartitionConcurrency: Ptr(2)}
+	require.Empty(t, dequeue(t, db, sysdb.QueueDequeueParams{QueueName: "q", PartitionKey: "a", Limits: pc}), "partition a is full")
+	require.Equal(t, []string{"b-1", "b-2"}, ids(dequeue(t, db, sysdb.QueueDequeueParams{QueueName: "q", PartitionKey: "b", Limits: pc})))
 	require.Empty(t, dequeue(t, db, sysdb.QueueDequeueParams{QueueName: "q", PartitionKey: "c"}))
 	require.Equal(t, sysdb.StatusEnqueued, get(t, db, "a-3").Status)
 }
@@ -1680,9 +1707,33 @@ func mustList(t *testing.T, db sysdb.SystemDatabase, p sysdb.WorkflowListParams)
 }
 
 func testQueueDequeueConcurrentGlobalLimit(t *testing.T, db sysdb.SystemDatabase) {
+	concurrentGlobalLimit(t, db, false)
+}
+
+// testQueueDequeueConcurrentGlobalLimitAcrossPartitions: each worker claims
+// from its own partition, so they lock disjoint rows; only the isolation of
+// the claim keeps their counts of the shared limit honest.
+func testQueueDequeueConcurrentGlobalLimitAcrossPartitions(t *testing.T, db sysdb.SystemDatabase) {
+	concurrentGlobalLimit(t, db, true)
+}
+
+// concurrentGlobalLimit drains a queue with four concurrent workers under a
+// global concurrency of 3, each on a partition of its own when partitioned,
+// and checks that no more than 3 ever ran at once.
+func concurrentGlobalLimit(t *testing.T, db sysdb.SystemDatabase, partitioned bool) {
 	const rows, workers, limit = 24, 4, 3
+	partitionOf := func(g int) string {
+		if !partitioned {
+			return ""
+		}
+		return fmt.Sprintf("p%d", g)
+	}
 	for i := range rows {
-		enqueue(t, db, fmt.Sprintf("c-%02d", i), "q")
+		enqueue(t, db, fmt.Sprintf("c-%02d", i), "q", func(p *sysdb.WorkflowInsertParams) {
+			if key := partitionOf(i % workers); key != "" {
+				p.QueuePartitionKey = Ptr(key)
+			}
+		})
 	}
 	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
 	defer cancel()
@@ -1709,7 +1760,7 @@ func testQueueDequeueConcurrentGlobalLimit(t *testing.T, db sysdb.SystemDatabase
 			for finished.Load() < rows && ctx.Err() == nil {
 				ws, err := db.QueueDequeue(ctx, sysdb.QueueDequeueParams{
 					QueueName: "q", ExecutorID: fmt.Sprintf("g%d", g), ApplicationVersion: "v1",
-					Limits: sysdb.QueueLimits{GlobalConcurrency: Ptr(limit)},
+					Limits: sysdb.QueueLimits{GlobalConcurrency: Ptr(limit)}, PartitionKey: partitionOf(g),
 				})
 				if err != nil {
 					errs <- err

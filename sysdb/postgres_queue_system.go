@@ -1,0 +1,558 @@
+package sysdb
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+)
+
+var _ QueueSystem = (*Postgres)(nil)
+
+// ---------------------------------------------------------------------------
+// Queue registrations
+
+// QueueRegister implements QueueSystem. As the DBOS SDKs do it: a new name is
+// inserted with the requester as owner; an existing one is overwritten only
+// when asked, and then claimed if it was unclaimed; a name another
+// application owns is refused either way.
+func (p *Postgres) QueueRegister(ctx context.Context, in QueueRegisterParams) (QueueConfig, bool, error) {
+	c := in.Config
+	if c.Name == "" {
+		return QueueConfig{}, false, errors.New("register queue: a name is required")
+	}
+	polling := c.PollingIntervalSec
+	if polling <= 0 {
+		polling = DefaultPollingIntervalSec
+	}
+	var stored QueueConfig
+	var created bool
+	err := p.retry(ctx, "register queue "+c.Name, func(ctx context.Context) error {
+		return pgx.BeginFunc(ctx, p.pool, func(tx pgx.Tx) error {
+			var current *string
+			err := tx.QueryRow(ctx, p.sql("QueueOwnerLock"), c.Name).Scan(&current)
+			exists := err == nil
+			if err != nil && !errors.Is(err, pgx.ErrNoRows) {
+				return err
+			}
+			if exists {
+				if err := ownedElsewhere("queue", c.Name, current, c.ApplicationName); err != nil {
+					return &nonRetryable{err}
+				}
+			}
+			owner := resolveOwner(current, c.ApplicationName)
+			args := []any{c.Name, c.Concurrency, c.WorkerConcurrency, c.RateLimitMax, c.RateLimitPeriodSec,
+				c.PriorityEnabled, c.PartitionQueue, polling, owner,
+				c.PartitionConcurrency, c.PartitionWorkerConcurrency, c.PartitionRateLimitMax, c.PartitionRateLimitPeriodSec}
+			created = false
+			if !exists {
+				rows, err := tx.Query(ctx, p.sql("QueueInsert"), args...)
+				if err != nil {
+					return err
+				}
+				ids, err := pgx.CollectRows(rows, pgx.RowTo[string])
+				if err != nil {
+					return err
+				}
+				created = len(ids) == 1
+			}
+			if !created && in.UpdateExisting {
+				if _, err := tx.Exec(ctx, p.sql("QueueUpdate"), args...); err != nil {
+					return err
+				}
+			}
+			stored, err = scanQueue(tx.QueryRow(ctx, p.sql("QueueGet"), c.Name))
+			if err != nil {
+				return err
+			}
+			// A registration that lost an insert race to another
+			// application learns it here.
+			if !created {
+				if err := ownedElsewhere("queue", c.Name, stored.ApplicationName, c.ApplicationName); err != nil {
+					return &nonRetryable{err}
+				}
+			}
+			return nil
+		})
+	})
+	if err != nil {
+		return QueueConfig{}, false, err
+	}
+	return stored, created, nil
+}
+
+// QueueGet implements QueueSystem.
+func (p *Postgres) QueueGet(ctx context.Context, name string) (QueueConfig, error) {
+	var q QueueConfig
+	err := p.retry(ctx, "get queue "+name, func(ctx context.Context) error {
+		var err error
+		q, err = scanQueue(p.pool.QueryRow(ctx, p.sql("QueueGet"), name))
+		return err
+	})
+	if errors.Is(err, pgx.ErrNoRows) {
+		return QueueConfig{}, &QueueNotFoundError{Name: name}
+	}
+	return q, err
+}
+
+func scanQueue(row pgx.Row) (QueueConfig, error) {
+	var q QueueConfig
+	var concurrency, workerConcurrency, rateMax, partConcurrency, partWorker, partRateMax *int32
+	err := row.Scan(&q.ID, &q.Name, &concurrency, &workerConcurrency, &rateMax, &q.RateLimitPeriodSec,
+		&q.PriorityEnabled, &q.PartitionQueue, &q.PollingIntervalSec,
+		&partConcurrency, &partWorker, &partRateMax, &q.PartitionRateLimitPeriodSec,
+		&q.ApplicationName, &q.CreatedAt, &q.UpdatedAt)
+	q.Concurrency, q.WorkerConcurrency, q.RateLimitMax = intPtr(concurrency), intPtr(workerConcurrency), intPtr(rateMax)
+	q.PartitionConcurrency, q.PartitionWorkerConcurrency, q.PartitionRateLimitMax = intPtr(partConcurrency), intPtr(partWorker), intPtr(partRateMax)
+	return q, err
+}
+
+// QueueDelete implements QueueSystem. Unlike the SDKs, which ignore it,
+// deleting a name that is not registered is a QueueNotFoundError, so that an
+// operator's typo is not reported as done.
+func (p *Postgres) QueueDelete(ctx context.Context, name string) error {
+	var deleted int64
+	err := p.retry(ctx, "delete queue "+name, func(ctx context.Context) error {
+		tag, err := p.pool.Exec(ctx, p.sql("QueueDelete"), name)
+		deleted = tag.RowsAffected()
+		return err
+	})
+	if err != nil {
+		return err
+	}
+	if deleted == 0 {
+		return &QueueNotFoundError{Name: name}
+	}
+	return nil
+}
+
+// QueuePartitions implements QueueSystem.
+func (p *Postgres) QueuePartitions(ctx context.Context, queue string) ([]string, error) {
+	return p.collectIDs(ctx, "list partitions of queue "+queue, p.sql("QueuePartitions"), queue)
+}
+
+// ---------------------------------------------------------------------------
+// Deduplication, delays, debounce and timeouts
+
+// WorkflowByDeduplicationID implements QueueSystem.
+func (p *Postgres) WorkflowByDeduplicationID(ctx context.Context, queue, deduplicationID string) (string, bool, error) {
+	ids, err := p.collectIDs(ctx, "find deduplicated workflow", p.sql("WorkflowByDeduplicationID"), queue, deduplicationID)
+	if err != nil || len(ids) == 0 {
+		return "", false, err
+	}
+	return ids[0], true, nil
+}
+
+// WorkflowReleaseDelayed implements QueueSystem.
+func (p *Postgres) WorkflowReleaseDelayed(ctx context.Context, applicationName *string) ([]QueuedWorkflow, error) {
+	var out []QueuedWorkflow
+	err := p.retry(ctx, "release delayed workflows", func(ctx context.Context) error {
+		rows, err := p.pool.Query(ctx, p.sql("WorkflowReleaseDelayed"), applicationName)
+		if err != nil {
+			return err
+		}
+		out, err = pgx.CollectRows(rows, func(r pgx.CollectableRow) (QueuedWorkflow, error) {
+			var w QueuedWorkflow
+			err := r.Scan(&w.WorkflowID, &w.QueueName, &w.ApplicationVersion)
+			return w, err
+		})
+		return err
+	})
+	return out, err
+}
+
+// WorkflowSetDelay implements QueueSystem. A workflow that is not DELAYED
+// (any more) is a NotDelayedError, a missing one a NotFoundError.
+func (p *Postgres) WorkflowSetDelay(ctx context.Context, workflowID string, delayUntilEpochMS int64) error {
+	if delayUntilEpochMS < 0 {
+		return fmt.Errorf("set delay of workflow %s: the release time must not be negative", workflowID)
+	}
+	var updated int64
+	var status *string
+	err := p.retry(ctx, "set delay of workflow "+workflowID, func(ctx context.Context) error {
+		tag, err := p.pool.Exec(ctx, p.sql("WorkflowSetDelay"), workflowID, delayUntilEpochMS)
+		if err != nil {
+			return err
+		}
+		if updated = tag.RowsAffected(); updated > 0 {
+			return nil
+		}
+		return p.pool.QueryRow(ctx, p.sql("WorkflowStatusOf"), workflowID).Scan(&status)
+	})
+	switch {
+	case errors.Is(err, pgx.ErrNoRows):
+		return &NotFoundError{WorkflowID: workflowID}
+	case err != nil:
+		return err
+	case updated == 0:
+		return &NotDelayedError{WorkflowID: workflowID, Status: deref(status)}
+	}
+	return nil
+}
+
+// WorkflowCancelTimedOut implements QueueSystem. A limit of 0 or less means
+// no limit.
+func (p *Postgres) WorkflowCancelTimedOut(ctx context.Context, limit int, applicationName *string) ([]string, error) {
+	var bound *int64
+	if limit > 0 {
+		n := int64(limit)
+		bound = &n
+	}
+	return p.collectIDs(ctx, "cancel timed-out workflows", p.sql("WorkflowCancelTimedOut"), bound, applicationName)
+}
+
+// WorkflowDebounce implements QueueSystem: one transaction, so the bounce and
+// its new inputs land together.
+func (p *Postgres) WorkflowDebounce(ctx context.Context, in WorkflowDebounceParams) (DebounceResult, error) {
+	var res DebounceResult
+	err := p.retry(ctx, "debounce workflow "+in.Name, func(ctx context.Context) error {
+		res = DebounceResult{}
+		return pgx.BeginFunc(ctx, p.pool, func(tx pgx.Tx) error {
+			var bounced string
+			err := tx.QueryRow(ctx, p.sql("WorkflowDebounceBounce"), in.DelayUntilEpochMS, in.Serialization,
+				in.Name, in.QueueName, in.DeduplicationID, in.ApplicationName).Scan(&bounced)
+			if err == nil {
+				res.BouncedID = &bounced
+				_, err = tx.Exec(ctx, p.sql("WorkflowInputReplace"), bounced, in.Inputs)
+				return err
+			}
+			if !errors.Is(err, pgx.ErrNoRows) {
+				return err
+			}
+			var holder string
+			err = tx.QueryRow(ctx, p.sql("WorkflowDebounceHolder"), in.QueueName, in.DeduplicationID).
+				Scan(&holder, &res.HolderIsDebounced, &res.HolderName, &res.HolderApplicationName)
+			if errors.Is(err, pgx.ErrNoRows) {
+				return nil // the key is free: the caller starts a new debounced workflow
+			}
+			if err != nil {
+				return err
+			}
+			res.HolderID = &holder
+			return nil
+		})
+	})
+	if err != nil {
+		return DebounceResult{}, err
+	}
+	return res, nil
+}
+
+// ---------------------------------------------------------------------------
+// Application versions
+
+// VersionRegister implements QueueSystem, as the SDKs register a version at
+// launch: an unclaimed row of that name is claimed in place (keeping its
+// timestamp), else a new row is inserted; a name another application owns
+// is a NameOwnedError.
+func (p *Postgres) VersionRegister(ctx context.Context, name string, applicationName *string) error {
+	if name == "" {
+		return errors.New("register application version: a name is required")
+	}
+	err := p.retry(ctx, "register application version "+name, func(ctx context.Context) error {
+		return pgx.BeginFunc(ctx, p.pool, func(tx pgx.Tx) error {
+			claimed := false
+			if applicationName != nil {
+				tag, err := tx.Exec(ctx, p.sql("VersionClaim"), name, applicationName)
+				if err != nil {
+					return err
+				}
+				claimed = tag.RowsAffected() > 0
+			}
+			if !claimed {
+				if _, err := tx.Exec(ctx, p.sql("VersionInsert"), name, applicationName); err != nil {
+					return err
+				}
+			}
+			var owner *string
+			if err := tx.QueryRow(ctx, p.sql("VersionOwner"), name).Scan(&owner); err != nil {
+				return err
+			}
+			if err := ownedElsewhere("application version", name, owner, applicationName); err != nil {
+				return &nonRetryable{err}
+			}
+			return nil
+		})
+	})
+	return err
+}
+
+// VersionList implements QueueSystem.
+func (p *Postgres) VersionList(ctx context.Context, applicationName *string) ([]AppVersion, error) {
+	var out []AppVersion
+	err := p.retry(ctx, "list application versions", func(ctx context.Context) error {
+		rows, err := p.pool.Query(ctx, p.sql("VersionList"), applicationName)
+		if err != nil {
+			return err
+		}
+		out, err = pgx.CollectRows(rows, func(r pgx.CollectableRow) (AppVersion, error) { return scanVersion(r) })
+		return err
+	})
+	return out, err
+}
+
+func scanVersion(row pgx.Row) (AppVersion, error) {
+	var v AppVersion
+	err := row.Scan(&v.ID, &v.Name, &v.Timestamp, &v.CreatedAt, &v.ApplicationName)
+	return v, err
+}
+
+// VersionPromote implements QueueSystem. A version nobody registered is a
+// VersionNotFoundError (the SDKs ignore it silently); another application's
+// is a NameOwnedError.
+func (p *Postgres) VersionPromote(ctx context.Context, name string, applicationName *string) error {
+	err := p.retry(ctx, "promote application version "+name, func(ctx context.Context) error {
+		return pgx.BeginFunc(ctx, p.pool, func(tx pgx.Tx) error {
+			var current *string
+			err := tx.QueryRow(ctx, p.sql("VersionOwnerLock"), name).Scan(&current)
+			if errors.Is(err, pgx.ErrNoRows) {
+				return &nonRetryable{&VersionNotFoundError{Name: name}}
+			}
+			if err != nil {
+				return err
+			}
+			if err := ownedElsewhere("application version", name, current, applicationName); err != nil {
+				return &nonRetryable{err}
+			}
+			_, err = tx.Exec(ctx, p.sql("VersionPromote"), name, applicationName, resolveOwner(current, applicationName))
+			return err
+		})
+	})
+	return err
+}
+
+// VersionLatest implements QueueSystem.
+func (p *Postgres) VersionLatest(ctx context.Context, applicationName *string) (AppVersion, bool, error) {
+	var v AppVersion
+	err := p.retry(ctx, "get latest application version", func(ctx context.Context) error {
+		var err error
+		v, err = scanVersion(p.pool.QueryRow(ctx, p.sql("LatestApplicationVersion"), applicationName))
+		return err
+	})
+	if errors.Is(err, pgx.ErrNoRows) {
+		return AppVersion{}, false, nil
+	}
+	if err != nil {
+		return AppVersion{}, false, err
+	}
+	return v, true, nil
+}
+
+// ---------------------------------------------------------------------------
+// Schedules
+
+// ScheduleCreate implements QueueSystem. The row is written as the Go SDK
+// writes it, so that every SDK reads it: a fresh uuid when s.ID is empty,
+// status ACTIVE by default, context "null" when empty, and no time zone as
+// the empty string (the Go SDK scans cron_timezone into a plain string and
+// fails on NULL; Python treats "" as UTC).
+func (p *Postgres) ScheduleCreate(ctx context.Context, s Schedule) error {
+	switch {
+	case s.Name == "":
+		return errors.New("create schedule: a name is required")
+	case s.WorkflowName == "":
+		return fmt.Errorf("create schedule %s: a workflow name is required", s.Name)
+	case s.Cron == "":
+		return fmt.Errorf("create schedule %s: a cron expression is required", s.Name)
+	}
+	status := s.Status
+	if status == "" {
+		status = ScheduleActive
+	}
+	if status != ScheduleActive && status != SchedulePaused {
+		return fmt.Errorf("create schedule %s: status must be ACTIVE or PAUSED, not %q", s.Name, status)
+	}
+	scheduleContext := s.Context
+	if strings.TrimSpace(scheduleContext) == "" {
+		scheduleContext = "null"
+	}
+	var lastFired *string
+	if s.LastFiredAt != nil {
+		text := FormatLastFiredAt(*s.LastFiredAt)
+		lastFired = &text
+	}
+	timezone := deref(s.CronTimezone)
+	err := p.retry(ctx, "create schedule "+s.Name, func(ctx context.Context) error {
+		return pgx.BeginFunc(ctx, p.pool, func(tx pgx.Tx) error {
+			rows, err := tx.Query(ctx, p.sql("ScheduleInsert"), s.ID, s.Name, s.WorkflowName, s.WorkflowClassName, s.Cron,
+				status, scheduleContext, lastFired, s.AutomaticBackfill, timezone, s.QueueName, s.ApplicationName)
+			if err != nil {
+				return err
+			}
+			ids, err := pgx.CollectRows(rows, pgx.RowTo[string])
+			if err != nil {
+				return err
+			}
+			if len(ids) == 1 {
+				return nil
+			}
+			var owner *string
+			if err := tx.QueryRow(ctx, p.sql("ScheduleOwner"), s.Name).Scan(&owner); err != nil {
+				return err
+			}
+			if err := ownedElsewhere("schedule", s.Name, owner, s.ApplicationName); err != nil {
+				return &nonRetryable{err}
+			}
+			return &nonRetryable{&ScheduleExistsError{Name: s.Name}}
+		})
+	})
+	return err
+}
+
+// scheduleColumns are read for every schedule, in scanSchedule's order.
+const scheduleColumns = `schedule_id, schedule_name, workflow_name, workflow_class_name, schedule, status, context,
+	last_fired_at, automatic_backfill, NULLIF(cron_timezone, ''), queue_name, application_name`
+
+func scanSchedule(row pgx.Row) (Schedule, error) {
+	var s Schedule
+	err := row.Scan(&s.ID, &s.Name, &s.WorkflowName, &s.WorkflowClassName, &s.Cron, &s.Status, &s.Context,
+		&s.LastFiredAtRaw, &s.AutomaticBackfill, &s.CronTimezone, &s.QueueName, &s.ApplicationName)
+	if err != nil {
+		return Schedule{}, err
+	}
+	if s.LastFiredAtRaw != nil {
+		if t, ok := ParseLastFiredAt(*s.LastFiredAtRaw); ok {
+			s.LastFiredAt = &t
+		}
+	}
+	return s, nil
+}
+
+// ScheduleGet implements QueueSystem.
+func (p *Postgres) ScheduleGet(ctx context.Context, name string) (Schedule, error) {
+	var s Schedule
+	err := p.retry(ctx, "get schedule "+name, func(ctx context.Context) error {
+		var err error
+		s, err = scanSchedule(p.pool.QueryRow(ctx, "SELECT "+scheduleColumns+" FROM "+p.table("workflow_schedules")+" WHERE schedule_name = $1", name))
+		return err
+	})
+	if errors.Is(err, pgx.ErrNoRows) {
+		return Schedule{}, &ScheduleNotFoundError{Name: name}
+	}
+	return s, err
+}
+
+// ScheduleList implements QueueSystem.
+func (p *Postgres) ScheduleList(ctx context.Context, in ScheduleListParams) ([]Schedule, error) {
+	var where []string
+	var args []any
+	arg := func(v any) string {
+		args = append(args, v)
+		return "$" + strconv.Itoa(len(args))
+	}
+	if len(in.Statuses) > 0 {
+		where = append(where, "status = ANY("+arg(in.Statuses)+")")
+	}
+	if len(in.WorkflowNames) > 0 {
+		where = append(where, "workflow_name = ANY("+arg(in.WorkflowNames)+")")
+	}
+	if in.NamePrefix != "" {
+		where = append(where, "schedule_name LIKE "+arg(escapeLike(in.NamePrefix)+"%"))
+	}
+	if in.ApplicationName != nil {
+		where = append(where, "(application_name = "+arg(*in.ApplicationName)+" OR application_name IS NULL)")
+	}
+	query := "SELECT " + scheduleColumns + " FROM " + p.table("workflow_schedules")
+	if len(where) > 0 {
+		query += " WHERE " + strings.Join(where, " AND ")
+	}
+	query += ` ORDER BY schedule_name COLLATE "C"`
+	var out []Schedule
+	err := p.retry(ctx, "list schedules", func(ctx context.Context) error {
+		rows, err := p.pool.Query(ctx, query, args...)
+		if err != nil {
+			return err
+		}
+		out, err = pgx.CollectRows(rows, func(r pgx.CollectableRow) (Schedule, error) { return scanSchedule(r) })
+		return err
+	})
+	return out, err
+}
+
+// ScheduleSetStatus implements QueueSystem. Unlike the Go SDK's pause and
+// resume, it leaves last_fired_at alone (as Python does), so automatic
+// backfill still knows where the schedule stopped.
+func (p *Postgres) ScheduleSetStatus(ctx context.Context, name, status string) error {
+	if status != ScheduleActive && status != SchedulePaused {
+		return fmt.Errorf("set status of schedule %s: status must be ACTIVE or PAUSED, not %q", name, status)
+	}
+	return p.scheduleExec(ctx, "set status of schedule "+name, name, p.sql("ScheduleSetStatus"), name, status)
+}
+
+// ScheduleDelete implements QueueSystem. A missing schedule is a
+// ScheduleNotFoundError.
+func (p *Postgres) ScheduleDelete(ctx context.Context, name string) error {
+	return p.scheduleExec(ctx, "delete schedule "+name, name, p.sql("ScheduleDelete"), name)
+}
+
+// scheduleExec runs a statement on one schedule and reports a
+// ScheduleNotFoundError when it touched nothing.
+func (p *Postgres) scheduleExec(ctx context.Context, what, name, query string, args ...any) error {
+	var affected int64
+	err := p.retry(ctx, what, func(ctx context.Context) error {
+		tag, err := p.pool.Exec(ctx, query, args...)
+		affected = tag.RowsAffected()
+		return err
+	})
+	if err != nil {
+		return err
+	}
+	if affected == 0 {
+		return &ScheduleNotFoundError{Name: name}
+	}
+	return nil
+}
+
+// ScheduleSetLastFired implements QueueSystem. The stored value is text
+// that any SDK may have written in its own ISO 8601 flavour, so it is
+// compared as an instant in Go under a row lock, not as text in SQL; a value
+// that cannot be parsed is replaced.
+func (p *Postgres) ScheduleSetLastFired(ctx context.Context, name string, firedAt time.Time) error {
+	text := FormatLastFiredAt(firedAt)
+	err := p.retry(ctx, "record last tick of schedule "+name, func(ctx context.Context) error {
+		return pgx.BeginFunc(ctx, p.pool, func(tx pgx.Tx) error {
+			var stored *string
+			err := tx.QueryRow(ctx, p.sql("ScheduleLastFiredLock"), name).Scan(&stored)
+			if errors.Is(err, pgx.ErrNoRows) {
+				return &nonRetryable{&ScheduleNotFoundError{Name: name}}
+			}
+			if err != nil {
+				return err
+			}
+			if stored != nil {
+				if prev, ok := ParseLastFiredAt(*stored); ok && !firedAt.After(prev) {
+					return nil // an agent that fired a later tick got here first
+				}
+			}
+			_, err = tx.Exec(ctx, p.sql("ScheduleSetLastFired"), name, text)
+			return err
+		})
+	})
+	return err
+}
+
+// ---------------------------------------------------------------------------
+// Helpers
+
+// ownedElsewhere is the SDKs' ownership rule for queue, schedule and version
+// names: a name owned by one application is refused to another; an
+// unclaimed name, or a requester acting for no application, is no conflict.
+func ownedElsewhere(kind, name string, current, requester *string) error {
+	if current == nil || requester == nil || *current == *requester {
+		return nil
+	}
+	return &NameOwnedError{Kind: kind, Name: name, Owner: *current, Requester: *requester}
+}
+
+// resolveOwner is the owner to write: the current one if the row has one,
+// else the requester (claiming an unclaimed row).
+func resolveOwner(current, requester *string) *string {
+	if current != nil {
+		return current
+	}
+	return requester
+}

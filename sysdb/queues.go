@@ -1,0 +1,300 @@
+package sysdb
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"time"
+)
+
+// Schedule statuses.
+const (
+	ScheduleActive = "ACTIVE"
+	SchedulePaused = "PAUSED"
+)
+
+// DefaultPollingIntervalSec is the polling interval the DBOS SDKs store for a
+// queue registered without one (the column's default too).
+const DefaultPollingIntervalSec = 1.0
+
+// QueueSystem is the queue, schedule and application-version part of the
+// system database (issue 5). It is part of SystemDatabase.
+type QueueSystem interface {
+	// QueueRegister stores a queue's configuration in the queues table. A
+	// new name is inserted; an existing one is updated only when
+	// p.UpdateExisting is set. A queue owned by another application is a
+	// NameOwnedError. It returns the stored row and whether it was created.
+	QueueRegister(ctx context.Context, p QueueRegisterParams) (QueueConfig, bool, error)
+	// QueueGet returns a registered queue or a QueueNotFoundError.
+	QueueGet(ctx context.Context, name string) (QueueConfig, error)
+	// QueueDelete removes a queue's registration (its workflows stay).
+	QueueDelete(ctx context.Context, name string) error
+	// QueuePartitions lists the partition keys that have ENQUEUED work.
+	QueuePartitions(ctx context.Context, queue string) ([]string, error)
+
+	// WorkflowByDeduplicationID returns the active workflow holding a
+	// deduplication id on a queue (for the "return existing" policy).
+	WorkflowByDeduplicationID(ctx context.Context, queue, deduplicationID string) (string, bool, error)
+	// WorkflowReleaseDelayed moves DELAYED workflows whose delay has passed
+	// (on the database clock) to ENQUEUED, clearing the deduplication id of
+	// debounced ones, and returns them.
+	WorkflowReleaseDelayed(ctx context.Context, applicationName *string) ([]QueuedWorkflow, error)
+	// WorkflowSetDelay changes a DELAYED workflow's release time.
+	WorkflowSetDelay(ctx context.Context, workflowID string, delayUntilEpochMS int64) error
+	// WorkflowCancelTimedOut cancels up to limit active workflows whose
+	// deadline passed (database clock), oldest deadline first, and returns
+	// their ids.
+	WorkflowCancelTimedOut(ctx context.Context, limit int, applicationName *string) ([]string, error)
+	// WorkflowDebounce pushes back an existing debounced DELAYED workflow
+	// of (name, queue, deduplication id) to p.DelayUntilEpochMS (capped by
+	// its debounce deadline) and replaces its inputs; when there is none it
+	// reports the current holder of the deduplication id, if any.
+	WorkflowDebounce(ctx context.Context, p WorkflowDebounceParams) (DebounceResult, error)
+
+	// VersionRegister records an application version (idempotent); a new
+	// version becomes the latest.
+	VersionRegister(ctx context.Context, name string, applicationName *string) error
+	// VersionList lists versions, newest timestamp first: an application's
+	// and unclaimed ones (all when applicationName is nil).
+	VersionList(ctx context.Context, applicationName *string) ([]AppVersion, error)
+	// VersionPromote makes a version the latest (its timestamp becomes now
+	// on the database clock): rolling forward or back.
+	VersionPromote(ctx context.Context, name string, applicationName *string) error
+	// VersionLatest returns the latest version, false when none is
+	// registered.
+	VersionLatest(ctx context.Context, applicationName *string) (AppVersion, bool, error)
+
+	// ScheduleCreate stores a new schedule; a taken name is a
+	// ScheduleExistsError.
+	ScheduleCreate(ctx context.Context, s Schedule) error
+	// ScheduleGet returns a schedule or a ScheduleNotFoundError.
+	ScheduleGet(ctx context.Context, name string) (Schedule, error)
+	// ScheduleList lists schedules by name.
+	ScheduleList(ctx context.Context, p ScheduleListParams) ([]Schedule, error)
+	// ScheduleSetStatus pauses (PAUSED) or resumes (ACTIVE) a schedule.
+	ScheduleSetStatus(ctx context.Context, name, status string) error
+	// ScheduleDelete removes a schedule.
+	ScheduleDelete(ctx context.Context, name string) error
+	// ScheduleSetLastFired records the latest tick fired; it never moves
+	// last_fired_at backwards.
+	ScheduleSetLastFired(ctx context.Context, name string, firedAt time.Time) error
+}
+
+// QueueConfig is one row of the queues table.
+type QueueConfig struct {
+	// ID is the row's queue_id (a uuid), set by QueueRegister.
+	ID                          string
+	Name                        string
+	Concurrency                 *int
+	WorkerConcurrency           *int
+	RateLimitMax                *int
+	RateLimitPeriodSec          *float64
+	PriorityEnabled             bool
+	PartitionQueue              bool
+	PollingIntervalSec          float64 // 0 = DefaultPollingIntervalSec
+	PartitionConcurrency        *int
+	PartitionWorkerConcurrency  *int
+	PartitionRateLimitMax       *int
+	PartitionRateLimitPeriodSec *float64
+	ApplicationName             *string
+	// CreatedAt and UpdatedAt are set by the database (epoch ms).
+	CreatedAt int64
+	UpdatedAt int64
+}
+
+// LegacyPartitioned is a queue flagged partitioned without partition limits:
+// as the DBOS SDKs do, its queue-wide limits then apply to each partition.
+func (q QueueConfig) LegacyPartitioned() bool {
+	return q.PartitionQueue && q.PartitionConcurrency == nil && q.PartitionWorkerConcurrency == nil && q.PartitionRateLimitMax == nil
+}
+
+// Partitioned says the queue is dequeued one partition at a time.
+func (q QueueConfig) Partitioned() bool {
+	return q.PartitionQueue || q.PartitionConcurrency != nil || q.PartitionWorkerConcurrency != nil || q.PartitionRateLimitMax != nil
+}
+
+// Limits resolves the configuration into dequeue limits (LocalRunning and
+// PartitionLocalRunning are the caller's to fill).
+func (q QueueConfig) Limits() QueueLimits {
+	period := func(sec *float64) time.Duration {
+		if sec == nil {
+			return 0
+		}
+		return time.Duration(*sec * float64(time.Second))
+	}
+	if q.LegacyPartitioned() {
+		return QueueLimits{
+			PartitionConcurrency:       q.Concurrency,
+			PartitionWorkerConcurrency: q.WorkerConcurrency,
+			PartitionRateLimitMax:      q.RateLimitMax,
+			PartitionRateLimitPeriod:   period(q.RateLimitPeriodSec),
+		}
+	}
+	return QueueLimits{
+		GlobalConcurrency:          q.Concurrency,
+		WorkerConcurrency:          q.WorkerConcurrency,
+		RateLimitMax:               q.RateLimitMax,
+		RateLimitPeriod:            period(q.RateLimitPeriodSec),
+		PartitionConcurrency:       q.PartitionConcurrency,
+		PartitionWorkerConcurrency: q.PartitionWorkerConcurrency,
+		PartitionRateLimitMax:      q.PartitionRateLimitMax,
+		PartitionRateLimitPeriod:   period(q.PartitionRateLimitPeriodSec),
+	}
+}
+
+// QueueRegisterParams registers a queue.
+type QueueRegisterParams struct {
+	Config         QueueConfig
+	UpdateExisting bool
+}
+
+// QueuedWorkflow names a workflow that became available on a queue.
+type QueuedWorkflow struct {
+	WorkflowID         string
+	QueueName          string
+	ApplicationVersion *string
+}
+
+// WorkflowDebounceParams identifies a debounced workflow and its new delay
+// and inputs.
+type WorkflowDebounceParams struct {
+	Name              string
+	QueueName         string
+	DeduplicationID   string
+	DelayUntilEpochMS int64
+	Inputs            *string
+	Serialization     *string
+	ApplicationName   *string
+}
+
+// DebounceResult says what a debounce did.
+type DebounceResult struct {
+	// BouncedID is the workflow whose delay was pushed back, nil if none.
+	BouncedID *string
+	// When nothing was bounced: the active holder of the deduplication id,
+	// if any (nil means the caller starts a new debounced workflow).
+	HolderID              *string
+	HolderIsDebounced     bool
+	HolderName            string
+	HolderApplicationName *string
+}
+
+// AppVersion is one row of application_versions.
+type AppVersion struct {
+	ID              string
+	Name            string
+	Timestamp       int64
+	CreatedAt       int64
+	ApplicationName *string
+}
+
+// Schedule is one row of workflow_schedules.
+type Schedule struct {
+	ID                string
+	Name              string
+	WorkflowName      string
+	WorkflowClassName *string
+	Cron              string
+	Status            string
+	// Context is the JSON text handed to every tick (NOT NULL; "null" for
+	// none).
+	Context string
+	// LastFiredAt is the latest tick fired, nil when none was or when the
+	// stored text (LastFiredAtRaw, written by any SDK) is not ISO 8601.
+	LastFiredAt       *time.Time
+	LastFiredAtRaw    *string
+	AutomaticBackfill bool
+	// CronTimezone is an IANA zone name; nil means UTC.
+	CronTimezone *string
+	// QueueName nil means the internal queue.
+	QueueName       *string
+	ApplicationName *string
+}
+
+// ScheduleListParams filters schedules; zero values do not filter.
+type ScheduleListParams struct {
+	Statuses        []string
+	WorkflowNames   []string
+	NamePrefix      string
+	ApplicationName *string // mine or unclaimed
+}
+
+// QueueNotFoundError says no queue of that name is registered.
+type QueueNotFoundError struct{ Name string }
+
+func (e *QueueNotFoundError) Error() string { return fmt.Sprintf("queue %s is not registered", e.Name) }
+
+// ScheduleNotFoundError says no schedule has that name.
+type ScheduleNotFoundError struct{ Name string }
+
+func (e *ScheduleNotFoundError) Error() string {
+	return fmt.Sprintf("schedule %s does not exist", e.Name)
+}
+
+// VersionNotFoundError says no application version has that name.
+type VersionNotFoundError struct{ Name string }
+
+func (e *VersionNotFoundError) Error() string {
+	return fmt.Sprintf("application version %s is not registered", e.Name)
+}
+
+// NotDelayedError says a workflow's delay cannot change: it is not DELAYED
+// (any more).
+type NotDelayedError struct{ WorkflowID, Status string }
+
+func (e *NotDelayedError) Error() string {
+	return fmt.Sprintf("workflow %s is %s, not DELAYED", e.WorkflowID, e.Status)
+}
+
+// ScheduleExistsError says a schedule name is taken.
+type ScheduleExistsError struct{ Name string }
+
+func (e *ScheduleExistsError) Error() string {
+	return fmt.Sprintf("schedule %s already exists", e.Name)
+}
+
+// NameOwnedError says a queue, schedule or version name belongs to another
+// application.
+type NameOwnedError struct {
+	Kind, Name, Owner, Requester string
+}
+
+func (e *NameOwnedError) Error() string {
+	return fmt.Sprintf("%s %s belongs to application %s, not %s", e.Kind, e.Name, e.Owner, e.Requester)
+}
+
+// FormatLastFiredAt renders an instant for workflow_schedules.last_fired_at
+// as Python's datetime.isoformat() does for an aware UTC datetime
+// ("2025-01-02T03:04:05+00:00", with ".ffffff" only when there are
+// microseconds). Python 3.10's fromisoformat, which the Python SDK reads the
+// column with, takes nothing else (no "Z", no nanoseconds); the Go SDK
+// parses it as RFC 3339.
+func FormatLastFiredAt(t time.Time) string {
+	t = t.UTC().Truncate(time.Microsecond)
+	if t.Nanosecond() == 0 {
+		return t.Format("2006-01-02T15:04:05-07:00")
+	}
+	return t.Format("2006-01-02T15:04:05.000000-07:00")
+}
+
+// lastFiredLayouts are the ISO 8601 forms the SDKs write: RFC 3339 with any
+// fraction and "Z" or an offset (Go, Python), and the same without a zone
+// or with a space for the "T", taken as UTC.
+var lastFiredLayouts = []string{
+	time.RFC3339Nano,
+	"2006-01-02 15:04:05.999999999Z07:00",
+	"2006-01-02T15:04:05.999999999",
+	"2006-01-02 15:04:05.999999999",
+}
+
+// ParseLastFiredAt reads workflow_schedules.last_fired_at as any SDK wrote
+// it.
+func ParseLastFiredAt(text string) (time.Time, bool) {
+	text = strings.TrimSpace(text)
+	for _, layout := range lastFiredLayouts {
+		if t, err := time.Parse(layout, text); err == nil {
+			return t, true
+		}
+	}
+	return time.Time{}, false
+}
