@@ -58,7 +58,14 @@ type Config struct {
 	MaxStepBatch int
 	// MaxClaim bounds one dequeue (default 64).
 	MaxClaim int
-	Logger   *zap.Logger
+	// SweepInterval is how often delayed workflows are released and
+	// timed-out ones cancelled (default 1s).
+	SweepInterval time.Duration
+	// ScheduleInterval is how often schedules are re-read from the
+	// database (default 10s); changes made through this agent apply at
+	// once.
+	ScheduleInterval time.Duration
+	Logger           *zap.Logger
 }
 
 func (c *Config) setDefaults() {
@@ -83,6 +90,12 @@ func (c *Config) setDefaults() {
 	if c.MaxClaim <= 0 {
 		c.MaxClaim = 64
 	}
+	if c.SweepInterval <= 0 {
+		c.SweepInterval = time.Second
+	}
+	if c.ScheduleInterval <= 0 {
+		c.ScheduleInterval = 10 * time.Second
+	}
 	if c.MaxFrameSize <= 0 {
 		c.MaxFrameSize = protocol.DefaultMaxFrameSize
 	}
@@ -104,9 +117,10 @@ type Agent struct {
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
 
-	draining atomic.Bool
-	steps    *stepBatcher
-	waiters  *waiters
+	draining  atomic.Bool
+	steps     *stepBatcher
+	waiters   *waiters
+	schedules *scheduler
 
 	mu       sync.Mutex
 	sessions map[*Session]struct{}
@@ -137,6 +151,7 @@ func New(cfg Config) (*Agent, error) {
 	}
 	a.steps = newStepBatcher(a.db, cfg.StepBatchers, cfg.MaxStepBatch, a.log)
 	a.waiters = newWaiters(a.db, cfg.ResultPollInterval, a.log)
+	a.schedules = newScheduler(a)
 	return a, nil
 }
 
@@ -157,6 +172,9 @@ func (a *Agent) Start(ctx context.Context) error {
 	}
 	a.steps.start(a.ctx, &a.wg)
 	a.waiters.start(a.ctx, &a.wg)
+	a.wg.Add(2)
+	go a.sweeper(a.ctx, &a.wg)
+	go a.schedules.loop(a.ctx, &a.wg)
 	if notes := a.cfg.Notifications; notes != nil {
 		a.wg.Add(1)
 		go func() {
@@ -182,13 +200,7 @@ func (a *Agent) onNotification(channel, payload string) {
 // notified meanwhile is lost, so everything re-checks.
 func (a *Agent) onNotificationGap() {
 	a.waiters.wakeAll()
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	for _, g := range a.groups {
-		for _, p := range g.pollers {
-			p.wakeUp()
-		}
-	}
+	a.wakeAllPollers()
 }
 
 // Shutdown stops taking work, lets running workflows finish for the grace

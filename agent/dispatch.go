@@ -2,6 +2,7 @@ package agent
 
 import (
 	"context"
+	"errors"
 	"math/rand/v2"
 	"sort"
 	"time"
@@ -42,33 +43,69 @@ type worker struct {
 
 // run is one workflow running in a worker of this agent.
 type run struct {
-	workflowID string
-	ownerXID   string
-	queue      string
-	worker     *worker
+	workflowID   string
+	ownerXID     string
+	queue        string
+	partitionKey string
+	worker       *worker
 }
 
-func (w *worker) runningOn(queue string) int {
+// runningOn counts this worker's runs of queue (of one partition when
+// partition is not empty).
+func (w *worker) runningOn(queue, partition string) int {
 	n := 0
 	for _, r := range w.running {
-		if r.queue == queue {
+		if r.queue == queue && (partition == "" || r.partitionKey == partition) {
 			n++
 		}
 	}
 	return n
 }
 
-// freeSlots is how many more workflows of queue w takes now; -1 = no cap.
-func (w *worker) freeSlots(queue string) int {
-	free := -1
-	if w.maxConcurrency > 0 {
-		free = max(w.maxConcurrency-len(w.running), 0)
-	}
-	if reg, ok := w.queues[queue]; ok && reg.WorkerConcurrency != nil {
-		q := max(*reg.WorkerConcurrency-w.runningOn(queue), 0)
-		if free < 0 || q < free {
-			free = q
+// workerLimits are the per-worker-process limits of one queue: the worker's
+// own registration, else the queue's stored configuration.
+type workerLimits struct {
+	queue     *int // runs of the queue at once
+	partition *int // runs of one partition at once
+}
+
+func (w *worker) limitsFor(queue string, cfg sysdb.QueueConfig) workerLimits {
+	reg := w.queues[queue]
+	first := func(a, b *int) *int {
+		if a != nil {
+			return a
 		}
+		return b
+	}
+	// On a queue flagged partitioned without partition limits, its worker
+	// concurrency applies to each partition, as the DBOS SDKs have it.
+	if cfg.LegacyPartitioned() {
+		return workerLimits{partition: first(reg.WorkerConcurrency, cfg.WorkerConcurrency)}
+	}
+	return workerLimits{
+		queue:     first(reg.WorkerConcurrency, cfg.WorkerConcurrency),
+		partition: first(reg.PartitionWorkerConcurrency, cfg.PartitionWorkerConcurrency),
+	}
+}
+
+// freeSlots is how many more workflows of queue (and partition, when not
+// empty) w takes now; -1 = no cap.
+func (w *worker) freeSlots(queue, partition string, lim workerLimits) int {
+	free := -1
+	bound := func(n int) {
+		n = max(n, 0)
+		if free < 0 || n < free {
+			free = n
+		}
+	}
+	if w.maxConcurrency > 0 {
+		bound(w.maxConcurrency - len(w.running))
+	}
+	if lim.queue != nil {
+		bound(*lim.queue - w.runningOn(queue, ""))
+	}
+	if lim.partition != nil && partition != "" {
+		bound(*lim.partition - w.runningOn(queue, partition))
 	}
 	return free
 }
@@ -90,8 +127,16 @@ func (a *Agent) addWorkerLocked(s *Session, w *worker) *workerGroup {
 		a.groups[s.group] = g
 	}
 	g.workers[s] = w
+	a.startPollersLocked(g, w)
+	a.schedules.reconcileSoon() // its workflows may have schedules
+	return g
+}
+
+// startPollersLocked starts (or wakes) the group's pollers of every queue w
+// serves. Caller holds a.mu.
+func (a *Agent) startPollersLocked(g *workerGroup, w *worker) {
 	if a.draining.Load() {
-		return g
+		return
 	}
 	queues := []string{sysdb.InternalQueueName}
 	for name := range w.queues {
@@ -108,12 +153,9 @@ func (a *Agent) addWorkerLocked(s *Session, w *worker) *workerGroup {
 				p.loop(a.ctx)
 			}()
 		}
-		if reg, ok := w.queues[q]; ok {
-			p.limits = limitsOf(reg)
-		}
+		p.refreshConfig()
 		p.wakeUp()
 	}
-	return g
 }
 
 // removeWorkerLocked unregisters a worker and returns its runs, which the
@@ -153,6 +195,7 @@ func (a *Agent) removeWorkerLocked(s *Session) []*run {
 		delete(a.groups, s.group)
 	}
 	a.signalRunsDone()
+	a.schedules.reconcileSoon() // its schedules may have no runner here now
 	return runs
 }
 
@@ -211,26 +254,32 @@ func (a *Agent) wakeQueue(queue string) {
 	}
 }
 
-func limitsOf(reg protocol.QueueRegistration) sysdb.QueueLimits {
-	l := sysdb.QueueLimits{GlobalConcurrency: reg.Concurrency, RateLimitMax: reg.RateLimitMax}
-	if reg.RateLimitMax != nil && reg.RateLimitPeriodSec != nil {
-		l.RateLimitPeriod = time.Duration(*reg.RateLimitPeriodSec * float64(time.Second))
-	}
-	return l
-}
-
 // poller claims work from one queue for one worker group.
 type poller struct {
-	group  *workerGroup
-	queue  string
-	limits sysdb.QueueLimits // shared limits; guarded by Agent.mu
-	wake   chan struct{}
-	done   chan struct{}
+	group *workerGroup
+	queue string
+	wake  chan struct{}
+	done  chan struct{}
+
+	// config is the queue's stored configuration (shared limits), read
+	// again every configTTL so that a change made elsewhere applies;
+	// guarded by Agent.mu.
+	config   sysdb.QueueConfig
+	configAt time.Time
 }
 
+// configTTL bounds how stale a poller's view of its queue's configuration
+// may be.
+const configTTL = 5 * time.Second
+
 func newPoller(g *workerGroup, queue string) *poller {
-	return &poller{group: g, queue: queue, wake: make(chan struct{}, 1), done: make(chan struct{})}
+	return &poller{group: g, queue: queue, wake: make(chan struct{}, 1), done: make(chan struct{}),
+		config: sysdb.QueueConfig{Name: queue}}
 }
+
+// refreshConfig makes the next poll read the queue's configuration again;
+// caller holds Agent.mu.
+func (p *poller) refreshConfig() { p.configAt = time.Time{} }
 
 func (p *poller) wakeUp() {
 	select {
@@ -301,12 +350,62 @@ func (p *poller) loop(ctx context.Context) {
 }
 
 // pollOnce claims what the group's free slots allow and dispatches it. It
-// reports how many it claimed and whether the claim was cut by its bound.
+// reports how many it claimed and whether a claim was cut by its bound.
 func (p *poller) pollOnce(ctx context.Context) (int, bool, error) {
 	a := p.group.agent
 	if a.draining.Load() {
 		return 0, false, nil
 	}
+	cfg, err := p.currentConfig(ctx)
+	if err != nil {
+		return 0, false, err
+	}
+	partitions := []string{""}
+	if cfg.Partitioned() {
+		if partitions, err = a.db.QueuePartitions(ctx, p.queue); err != nil {
+			return 0, false, err
+		}
+	}
+	claimedTotal, full := 0, false
+	for _, partition := range partitions {
+		n, cut, err := p.pollPartition(ctx, cfg, partition)
+		if err != nil {
+			return claimedTotal, full, err
+		}
+		claimedTotal += n
+		full = full || cut
+	}
+	return claimedTotal, full, nil
+}
+
+// currentConfig returns the queue's configuration, reading it again when
+// it is older than configTTL. The internal queue has none.
+func (p *poller) currentConfig(ctx context.Context) (sysdb.QueueConfig, error) {
+	a := p.group.agent
+	a.mu.Lock()
+	cfg, fresh := p.config, time.Since(p.configAt) < configTTL
+	a.mu.Unlock()
+	if fresh || p.queue == sysdb.InternalQueueName {
+		return cfg, nil
+	}
+	stored, err := a.db.QueueGet(ctx, p.queue)
+	var missing *sysdb.QueueNotFoundError
+	switch {
+	case errors.As(err, &missing):
+		stored = sysdb.QueueConfig{Name: p.queue}
+	case err != nil:
+		return cfg, err
+	}
+	a.mu.Lock()
+	p.config, p.configAt = stored, time.Now()
+	a.mu.Unlock()
+	return stored, nil
+}
+
+// pollPartition claims work of one partition (or of the whole queue when
+// partition is empty).
+func (p *poller) pollPartition(ctx context.Context, cfg sysdb.QueueConfig, partition string) (int, bool, error) {
+	a := p.group.agent
 	a.mu.Lock()
 	capacity := 0
 	unbounded := false
@@ -315,7 +414,7 @@ func (p *poller) pollOnce(ctx context.Context) (int, bool, error) {
 		if !w.serves(p.queue) {
 			continue
 		}
-		free := w.freeSlots(p.queue)
+		free := w.freeSlots(p.queue, partition, w.limitsFor(p.queue, cfg))
 		if free < 0 {
 			unbounded = true
 		} else {
@@ -325,7 +424,6 @@ func (p *poller) pollOnce(ctx context.Context) (int, bool, error) {
 			names[n] = true
 		}
 	}
-	limits := p.limits
 	key := p.group.key
 	a.mu.Unlock()
 	if !unbounded && capacity == 0 {
@@ -340,11 +438,18 @@ func (p *poller) pollOnce(ctx context.Context) (int, bool, error) {
 		functionNames = append(functionNames, n)
 	}
 	sort.Strings(functionNames)
+
+	// Per-worker limits are already folded into the bound; the shared ones
+	// are counted by the database.
+	limits := cfg.Limits()
+	limits.WorkerConcurrency, limits.LocalRunning = nil, 0
+	limits.PartitionWorkerConcurrency, limits.PartitionLocalRunning = nil, 0
 	params := sysdb.QueueDequeueParams{
 		QueueName:          p.queue,
 		ExecutorID:         a.cfg.ExecutorID,
 		ApplicationVersion: key.version,
 		Limits:             limits,
+		PartitionKey:       partition,
 		MaxClaim:           bound,
 		WorkflowNames:      functionNames,
 	}
@@ -357,25 +462,24 @@ func (p *poller) pollOnce(ctx context.Context) (int, bool, error) {
 		return 0, false, err
 	}
 	for _, wf := range claimed {
-		a.dispatch(ctx, p.group, p.queue, wf)
+		a.dispatch(ctx, p.group, p.queue, cfg, wf)
 	}
 	return len(claimed), len(claimed) >= bound, nil
 }
 
 // dispatch hands a claimed workflow to a worker of the group, or back to
 // its queue when none can take it any more (the worker left meanwhile).
-func (a *Agent) dispatch(ctx context.Context, g *workerGroup, queue string, wf sysdb.Workflow) {
+func (a *Agent) dispatch(ctx context.Context, g *workerGroup, queue string, cfg sysdb.QueueConfig, wf sysdb.Workflow) {
 	owner := deref(wf.OwnerXID)
+	partition := deref(wf.QueuePartitionKey)
 	a.mu.Lock()
 	var chosen *worker
 	best := -1
 	for _, w := range g.workers {
-		reg, ok := w.functions[wf.Name]
-		if !ok || !w.serves(queue) {
+		if _, ok := w.functions[wf.Name]; !ok || !w.serves(queue) {
 			continue
 		}
-		_ = reg
-		free := w.freeSlots(queue)
+		free := w.freeSlots(queue, partition, w.limitsFor(queue, cfg))
 		if free == 0 {
 			continue
 		}
@@ -393,7 +497,7 @@ func (a *Agent) dispatch(ctx context.Context, g *workerGroup, queue string, wf s
 		}
 	}
 	if chosen != nil && wf.RecoveryAttempts <= maxAttempts+1 {
-		r := &run{workflowID: wf.ID, ownerXID: owner, queue: queue, worker: chosen}
+		r := &run{workflowID: wf.ID, ownerXID: owner, queue: queue, partitionKey: partition, worker: chosen}
 		chosen.running[wf.ID] = r
 		a.runs[wf.ID] = r
 	}

@@ -28,6 +28,23 @@ func init() {
 		protocol.OpListSteps:     handleListSteps,
 		protocol.OpCancel:        handleCancel,
 		protocol.OpResume:        handleResume,
+
+		protocol.OpRegisterQueues:   handleRegisterQueues,
+		protocol.OpDebounceWorkflow: handleDebounceWorkflow,
+		protocol.OpSetWorkflowDelay: handleSetWorkflowDelay,
+		protocol.OpGetQueue:         handleGetQueue,
+		protocol.OpListQueues:       handleListQueues,
+		protocol.OpListVersions:     handleListVersions,
+		protocol.OpPromoteVersion:   handlePromoteVersion,
+
+		protocol.OpCreateSchedule:   handleCreateSchedule,
+		protocol.OpGetSchedule:      handleGetSchedule,
+		protocol.OpListSchedules:    handleListSchedules,
+		protocol.OpPauseSchedule:    setScheduleStatus(sysdb.SchedulePaused),
+		protocol.OpResumeSchedule:   setScheduleStatus(sysdb.ScheduleActive),
+		protocol.OpDeleteSchedule:   handleDeleteSchedule,
+		protocol.OpBackfillSchedule: handleBackfillSchedule,
+		protocol.OpTriggerSchedule:  handleTriggerSchedule,
 	}
 }
 
@@ -96,8 +113,13 @@ func handleStartWorkflow(s *Session, env protocol.Envelope) (any, *protocol.Erro
 	if perr := required(env.Op, "name", m.Name); perr != nil {
 		return nil, perr
 	}
-	if m.TimeoutMS < 0 || m.DeadlineEpochMS < 0 {
-		return nil, protocol.Errorf(protocol.CodeInvalidArgument, "%s: timeout_ms and deadline_epoch_ms must not be negative", env.Op)
+	if m.TimeoutMS < 0 || m.DeadlineEpochMS < 0 || m.DelayMS < 0 {
+		return nil, protocol.Errorf(protocol.CodeInvalidArgument, "%s: timeout_ms, deadline_epoch_ms and delay_ms must not be negative", env.Op)
+	}
+	switch m.DeduplicationPolicy {
+	case "", protocol.DedupReject, protocol.DedupReturnExisting:
+	default:
+		return nil, protocol.Errorf(protocol.CodeInvalidArgument, "%s: deduplication_policy must be %q or %q", env.Op, protocol.DedupReject, protocol.DedupReturnExisting)
 	}
 	if a.draining.Load() {
 		return nil, protocol.Errorf(protocol.CodeShuttingDown, "the agent is shutting down")
@@ -126,6 +148,10 @@ func handleStartWorkflow(s *Session, env protocol.Envelope) (any, *protocol.Erro
 	}
 	queue := m.QueueName
 	status := sysdb.StatusEnqueued
+	if m.DelayMS > 0 {
+		runHere = false // a delayed start always waits on a queue
+		status = sysdb.StatusDelayed
+	}
 	if runHere {
 		status = sysdb.StatusPending
 	} else if queue == "" {
@@ -162,7 +188,28 @@ func handleStartWorkflow(s *Session, env protocol.Envelope) (any, *protocol.Erro
 	if m.DeadlineEpochMS > 0 {
 		p.DeadlineEpochMS = &m.DeadlineEpochMS
 	}
+	if m.DelayMS > 0 {
+		until := time.Now().UnixMilli() + m.DelayMS
+		p.DelayUntilEpochMS = &until
+	}
 	res, err := a.db.WorkflowInsert(s.ctx, p)
+	var dedup *sysdb.DeduplicatedError
+	if errors.As(err, &dedup) && m.DeduplicationPolicy == protocol.DedupReturnExisting {
+		holder, found, lerr := a.db.WorkflowByDeduplicationID(s.ctx, queue, m.DeduplicationID)
+		if lerr != nil {
+			return nil, protocolError(s, env.Op, lerr)
+		}
+		if found {
+			wf, gerr := a.db.WorkflowGet(s.ctx, holder)
+			if gerr != nil {
+				return nil, protocolError(s, env.Op, gerr)
+			}
+			return &protocol.StartWorkflowReply{WorkflowID: holder, Status: wf.Status, Created: false}, nil
+		}
+		// The holder finished between the insert and the lookup: the id
+		// is free again.
+		res, err = a.db.WorkflowInsert(s.ctx, p)
+	}
 	if err != nil {
 		return nil, protocolError(s, env.Op, err)
 	}

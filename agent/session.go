@@ -276,11 +276,28 @@ func (s *Session) handleHello(env protocol.Envelope) error {
 			w.functions[f.Name] = f
 		}
 		for _, q := range h.Queues {
-			if q.Name == "" {
-				s.reply(env.ID, nil, protocol.Errorf(protocol.CodeInvalidArgument, "hello: a queue registration needs a name"))
+			w.queues[q.Name] = q
+		}
+		if perr := a.registerQueues(s.ctx, h.AppName, h.Queues); perr != nil {
+			perr.Message = "hello: " + perr.Message
+			s.reply(env.ID, nil, perr)
+			return nil
+		}
+		// A worker announces its application version: the first of it
+		// becomes the latest, which unversioned work follows.
+		if h.AppVersion != "" {
+			err := a.db.VersionRegister(s.ctx, h.AppVersion, optional(h.AppName))
+			var owned *sysdb.NameOwnedError
+			switch {
+			case errors.As(err, &owned):
+				// Version names are unique across applications in the
+				// DBOS schema: this one's versions cannot be tracked, but
+				// its workflows run all the same.
+				s.log.Warn("application version name taken by another application; not registered", zap.Error(err))
+			case err != nil:
+				s.reply(env.ID, nil, protocolError(s, env.Op, err))
 				return nil
 			}
-			w.queues[q.Name] = q
 		}
 	}
 	s.helloMu.Lock()

@@ -32,6 +32,27 @@ const (
 	OpCancel        = "cancel_workflow"
 	OpResume        = "resume_workflow"
 
+	// Queues, delays and debounce.
+	OpRegisterQueues   = "register_queues"
+	OpDebounceWorkflow = "debounce_workflow"
+	OpSetWorkflowDelay = "set_workflow_delay"
+	OpGetQueue         = "get_queue"
+	OpListQueues       = "list_queues"
+
+	// Schedules.
+	OpCreateSchedule   = "create_schedule"
+	OpGetSchedule      = "get_schedule"
+	OpListSchedules    = "list_schedules"
+	OpPauseSchedule    = "pause_schedule"
+	OpResumeSchedule   = "resume_schedule"
+	OpDeleteSchedule   = "delete_schedule"
+	OpBackfillSchedule = "backfill_schedule"
+	OpTriggerSchedule  = "trigger_schedule"
+
+	// Application versions.
+	OpListVersions   = "list_versions"
+	OpPromoteVersion = "promote_version"
+
 	PushRun    = "run"    // run this workflow now
 	PushCancel = "cancel" // the workflow you run was cancelled
 )
@@ -85,6 +106,12 @@ type QueueRegistration struct {
 	RateLimitPeriodSec *float64 `msgpack:"rate_limit_period_sec,omitempty"`
 	PriorityEnabled    bool     `msgpack:"priority_enabled,omitempty"`
 	PartitionQueue     bool     `msgpack:"partition_queue,omitempty"`
+	// Partition limits apply within each partition key.
+	PartitionConcurrency        *int     `msgpack:"partition_concurrency,omitempty"`
+	PartitionWorkerConcurrency  *int     `msgpack:"partition_worker_concurrency,omitempty"`
+	PartitionRateLimitMax       *int     `msgpack:"partition_rate_limit_max,omitempty"`
+	PartitionRateLimitPeriodSec *float64 `msgpack:"partition_rate_limit_period_sec,omitempty"`
+	PollingIntervalSec          float64  `msgpack:"polling_interval_sec,omitempty"`
 }
 
 // HelloReply accepts a connection.
@@ -119,7 +146,20 @@ type StartWorkflow struct {
 	RunHere           bool   `msgpack:"run_here,omitempty"`
 	AuthenticatedUser string `msgpack:"authenticated_user,omitempty"`
 	AssumedRole       string `msgpack:"assumed_role,omitempty"`
+	// DelayMS keeps an enqueued workflow DELAYED that long before it can
+	// be dequeued (needs QueueName).
+	DelayMS int64 `msgpack:"delay_ms,omitempty"`
+	// DeduplicationPolicy says what a duplicate DeduplicationID does:
+	// "reject" (default: error deduplicated) or "return_existing" (the
+	// reply names the workflow holding the id, Created false).
+	DeduplicationPolicy string `msgpack:"deduplication_policy,omitempty"`
 }
+
+// Deduplication policies.
+const (
+	DedupReject         = "reject"
+	DedupReturnExisting = "return_existing"
+)
 
 // StartWorkflowReply identifies the started (or existing) workflow.
 type StartWorkflowReply struct {
@@ -287,3 +327,136 @@ type CancelPush struct {
 
 // Empty is the body of replies that carry nothing.
 type Empty struct{}
+
+// RegisterQueues adds queues a worker serves after its hello (DBOS Python
+// declares queues after launch).
+type RegisterQueues struct {
+	Queues []QueueRegistration `msgpack:"queues"`
+}
+
+// DebounceWorkflow starts a workflow after DelayMS of quiet: repeated calls
+// with the same Key push the start back and replace its inputs, until
+// TimeoutMS after the first call.
+type DebounceWorkflow struct {
+	Key           string  `msgpack:"key"`
+	Name          string  `msgpack:"name"`
+	ClassName     string  `msgpack:"class_name,omitempty"`
+	QueueName     string  `msgpack:"queue_name,omitempty"` // default the internal queue
+	DelayMS       int64   `msgpack:"delay_ms"`
+	TimeoutMS     int64   `msgpack:"timeout_ms,omitempty"` // 0 = no cap
+	Inputs        *string `msgpack:"inputs"`
+	Serialization string  `msgpack:"serialization"`
+	// WorkflowID names the workflow a first call creates (default a UUID).
+	WorkflowID   string `msgpack:"workflow_id,omitempty"`
+	AppVersion   string `msgpack:"app_version,omitempty"`
+	Priority     int    `msgpack:"priority,omitempty"`
+	PartitionKey string `msgpack:"partition_key,omitempty"`
+}
+
+// DebounceWorkflowReply names the debounced workflow.
+type DebounceWorkflowReply struct {
+	WorkflowID string `msgpack:"workflow_id"`
+	// Bounced is true when an existing workflow was pushed back, false
+	// when this call created it.
+	Bounced bool `msgpack:"bounced"`
+}
+
+// SetWorkflowDelay moves a DELAYED workflow's release time.
+type SetWorkflowDelay struct {
+	WorkflowID        string `msgpack:"workflow_id"`
+	DelayUntilEpochMS int64  `msgpack:"delay_until_epoch_ms"`
+}
+
+// QueueRef names a queue.
+type QueueRef struct {
+	Name string `msgpack:"name"`
+}
+
+// QueueInfo is a queue's registration and load.
+type QueueInfo struct {
+	Name                        string   `msgpack:"name"`
+	Registered                  bool     `msgpack:"registered"`
+	Concurrency                 *int     `msgpack:"concurrency,omitempty"`
+	WorkerConcurrency           *int     `msgpack:"worker_concurrency,omitempty"`
+	RateLimitMax                *int     `msgpack:"rate_limit_max,omitempty"`
+	RateLimitPeriodSec          *float64 `msgpack:"rate_limit_period_sec,omitempty"`
+	PriorityEnabled             bool     `msgpack:"priority_enabled,omitempty"`
+	PartitionQueue              bool     `msgpack:"partition_queue,omitempty"`
+	PartitionConcurrency        *int     `msgpack:"partition_concurrency,omitempty"`
+	PartitionWorkerConcurrency  *int     `msgpack:"partition_worker_concurrency,omitempty"`
+	PartitionRateLimitMax       *int     `msgpack:"partition_rate_limit_max,omitempty"`
+	PartitionRateLimitPeriodSec *float64 `msgpack:"partition_rate_limit_period_sec,omitempty"`
+	Enqueued                    int64    `msgpack:"enqueued"`
+	Pending                     int64    `msgpack:"pending"`
+	Delayed                     int64    `msgpack:"delayed"`
+}
+
+// ListQueuesReply lists queues.
+type ListQueuesReply struct {
+	Queues []QueueInfo `msgpack:"queues"`
+}
+
+// Schedule is a cron schedule of a workflow.
+type Schedule struct {
+	ScheduleName      string `msgpack:"schedule_name"`
+	WorkflowName      string `msgpack:"workflow_name"`
+	WorkflowClassName string `msgpack:"workflow_class_name,omitempty"`
+	// Cron has 5 fields, or 6 with seconds first.
+	Cron string `msgpack:"schedule"`
+	// Context is handed to every run (JSON text; the binding's own
+	// serialization is kept as is).
+	Context           string `msgpack:"context,omitempty"`
+	Status            string `msgpack:"status,omitempty"` // ACTIVE or PAUSED
+	AutomaticBackfill bool   `msgpack:"automatic_backfill,omitempty"`
+	CronTimezone      string `msgpack:"cron_timezone,omitempty"`
+	QueueName         string `msgpack:"queue_name,omitempty"`
+	// LastFiredAt is ISO 8601 (read only).
+	LastFiredAt string `msgpack:"last_fired_at,omitempty"`
+}
+
+// ScheduleRef names a schedule.
+type ScheduleRef struct {
+	ScheduleName string `msgpack:"schedule_name"`
+}
+
+// ListSchedules filters schedules.
+type ListSchedules struct {
+	Statuses      []string `msgpack:"status,omitempty"`
+	WorkflowNames []string `msgpack:"workflow_name,omitempty"`
+	NamePrefix    string   `msgpack:"schedule_name_prefix,omitempty"`
+}
+
+// ListSchedulesReply lists schedules.
+type ListSchedulesReply struct {
+	Schedules []Schedule `msgpack:"schedules"`
+}
+
+// BackfillSchedule enqueues the ticks in [StartEpochMS, EndEpochMS).
+type BackfillSchedule struct {
+	ScheduleName string `msgpack:"schedule_name"`
+	StartEpochMS int64  `msgpack:"start_epoch_ms"`
+	EndEpochMS   int64  `msgpack:"end_epoch_ms"`
+}
+
+// WorkflowIDs lists workflow ids.
+type WorkflowIDs struct {
+	WorkflowIDs []string `msgpack:"workflow_ids"`
+}
+
+// VersionInfo is one application version.
+type VersionInfo struct {
+	VersionID   string `msgpack:"version_id"`
+	VersionName string `msgpack:"version_name"`
+	TimestampMS int64  `msgpack:"version_timestamp"`
+	CreatedAtMS int64  `msgpack:"created_at"`
+}
+
+// ListVersionsReply lists versions, the latest first.
+type ListVersionsReply struct {
+	Versions []VersionInfo `msgpack:"versions"`
+}
+
+// VersionRef names a version.
+type VersionRef struct {
+	VersionName string `msgpack:"version_name"`
+}

@@ -920,14 +920,19 @@ func (p *Postgres) QueueDequeue(ctx context.Context, in QueueDequeueParams) ([]W
 		if budget == 0 {
 			return nil
 		}
-		// Unversioned rows belong to the latest version only.
-		// With no version registered, every executor counts as the latest.
-		latest, err := scanVersion(tx.QueryRow(ctx, p.sql("LatestApplicationVersion"), in.ApplicationName))
-		noVersions := errors.Is(err, pgx.ErrNoRows)
-		if err != nil && !noVersions {
-			return err
+		// Unversioned rows belong to the latest version only. With no
+		// version registered, every executor counts as the latest; an
+		// executor without a version of its own runs unversioned work
+		// (it could run nothing else).
+		takesUnversioned := in.ApplicationVersion == ""
+		if !takesUnversioned {
+			latest, err := scanVersion(tx.QueryRow(ctx, p.sql("LatestApplicationVersion"), in.ApplicationName))
+			noVersions := errors.Is(err, pgx.ErrNoRows)
+			if err != nil && !noVersions {
+				return err
+			}
+			takesUnversioned = noVersions || latest.Name == in.ApplicationVersion
 		}
-		takesUnversioned := noVersions || latest.Name == in.ApplicationVersion
 
 		var args []any
 		arg := func(v any) string {

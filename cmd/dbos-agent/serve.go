@@ -54,6 +54,8 @@ func newServeCommand() *cobra.Command {
 		stepBatchMax int
 		committers   int
 		resultPoll   time.Duration
+		sweep        time.Duration
+		schedPoll    time.Duration
 	)
 	cmd := &cobra.Command{
 		Use:   "serve",
@@ -91,6 +93,7 @@ func newServeCommand() *cobra.Command {
 				url: url, schema: schema, socket: socketPath, executorID: executor, appVersion: version,
 				pollInterval: pollInterval, grace: grace, allowedUIDs: fc.AllowedUIDs,
 				stepBatchMax: stepBatchMax, committers: committers, resultPoll: resultPoll,
+				sweep: sweep, schedPoll: schedPoll,
 			})
 		},
 	}
@@ -105,6 +108,8 @@ func newServeCommand() *cobra.Command {
 	f.DurationVar(&grace, "grace-period", 0, "how long SIGTERM lets running workflows finish (default 10s)")
 	f.IntVar(&stepBatchMax, "step-batch-max", 0, "most step records in one commit (default 512; 1 = one commit per step)")
 	f.IntVar(&committers, "step-committers", 0, "step-record commits in flight at once (default 4)")
+	f.DurationVar(&sweep, "sweep-interval", 0, "how often delayed workflows are released and timed-out ones cancelled (default 1s)")
+	f.DurationVar(&schedPoll, "schedule-interval", 0, "how often schedules are re-read from the database (default 10s)")
 	f.DurationVar(&resultPoll, "result-poll-interval", 0, "how often waiters re-check outcomes written without a notification (default 1s)")
 	return cmd
 }
@@ -114,7 +119,7 @@ type serveOptions struct {
 	pollInterval, grace                         time.Duration
 	allowedUIDs                                 []uint32
 	stepBatchMax, committers                    int
-	resultPoll                                  time.Duration
+	resultPoll, sweep, schedPoll                time.Duration
 }
 
 func serve(ctx context.Context, log *zap.Logger, o serveOptions) error {
@@ -134,6 +139,8 @@ func serve(ctx context.Context, log *zap.Logger, o serveOptions) error {
 		MaxStepBatch:       o.stepBatchMax,
 		StepBatchers:       o.committers,
 		ResultPollInterval: o.resultPoll,
+		SweepInterval:      o.sweep,
+		ScheduleInterval:   o.schedPoll,
 		Logger:             log,
 	})
 	if err != nil {

@@ -1,0 +1,346 @@
+package agent
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/dbos-agent/dbos-agent/protocol"
+	"github.com/dbos-agent/dbos-agent/sysdb"
+)
+
+// hasOptions says whether a registration sets any limit; a bare name only
+// subscribes the worker to a queue someone else configured.
+func hasOptions(q protocol.QueueRegistration) bool {
+	return q.Concurrency != nil || q.WorkerConcurrency != nil || q.RateLimitMax != nil ||
+		q.PriorityEnabled || q.PartitionQueue || q.PartitionConcurrency != nil ||
+		q.PartitionWorkerConcurrency != nil || q.PartitionRateLimitMax != nil || q.PollingIntervalSec > 0
+}
+
+func queueConfigOf(q protocol.QueueRegistration, app string) sysdb.QueueConfig {
+	cfg := sysdb.QueueConfig{
+		Name:                        q.Name,
+		Concurrency:                 q.Concurrency,
+		WorkerConcurrency:           q.WorkerConcurrency,
+		RateLimitMax:                q.RateLimitMax,
+		RateLimitPeriodSec:          q.RateLimitPeriodSec,
+		PriorityEnabled:             q.PriorityEnabled,
+		PartitionQueue:              q.PartitionQueue,
+		PollingIntervalSec:          q.PollingIntervalSec,
+		PartitionConcurrency:        q.PartitionConcurrency,
+		PartitionWorkerConcurrency:  q.PartitionWorkerConcurrency,
+		PartitionRateLimitMax:       q.PartitionRateLimitMax,
+		PartitionRateLimitPeriodSec: q.PartitionRateLimitPeriodSec,
+	}
+	if app != "" {
+		cfg.ApplicationName = &app
+	}
+	return cfg
+}
+
+// registerQueues stores the queues a worker declares, so that every agent
+// and SDK sharing the database applies the same shared limits. A
+// registration with options updates the stored row (the latest deploy
+// wins); a bare name creates the row only when it is missing.
+func (a *Agent) registerQueues(ctx context.Context, app string, queues []protocol.QueueRegistration) *protocol.Error {
+	for _, q := range queues {
+		if q.Name == "" {
+			return protocol.Errorf(protocol.CodeInvalidArgument, "a queue registration needs a name")
+		}
+		if q.Name == sysdb.InternalQueueName {
+			return protocol.Errorf(protocol.CodeInvalidArgument, "queue name %s is reserved", q.Name)
+		}
+		if (q.RateLimitMax == nil) != (q.RateLimitPeriodSec == nil) ||
+			(q.PartitionRateLimitMax == nil) != (q.PartitionRateLimitPeriodSec == nil) {
+			return protocol.Errorf(protocol.CodeInvalidArgument, "queue %s: a rate limit needs both a maximum and a period", q.Name)
+		}
+		_, _, err := a.db.QueueRegister(ctx, sysdb.QueueRegisterParams{Config: queueConfigOf(q, app), UpdateExisting: hasOptions(q)})
+		var owned *sysdb.NameOwnedError
+		if errors.As(err, &owned) {
+			return protocol.Errorf(protocol.CodeInvalidArgument, "%s", owned.Error())
+		}
+		if err != nil {
+			return protocol.Errorf(protocol.CodeDatabaseDown, "register queue %s: %s", q.Name, sysdb.Redact(err.Error()))
+		}
+	}
+	return nil
+}
+
+func handleRegisterQueues(s *Session, env protocol.Envelope) (any, *protocol.Error) {
+	a := s.agent
+	var m protocol.RegisterQueues
+	if perr := decode(env, &m); perr != nil {
+		return nil, perr
+	}
+	hello, group := s.handshaken()
+	if hello.Role != protocol.RoleWorker {
+		return nil, protocol.Errorf(protocol.CodeInvalidArgument, "%s: only a worker serves queues", env.Op)
+	}
+	if perr := a.registerQueues(s.ctx, group.app, m.Queues); perr != nil {
+		return nil, perr
+	}
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	g := a.groups[group]
+	if g == nil || g.workers[s] == nil {
+		return nil, protocol.Errorf(protocol.CodeShuttingDown, "%s: the session is closing", env.Op)
+	}
+	w := g.workers[s]
+	for _, q := range m.Queues {
+		w.queues[q.Name] = q
+	}
+	a.startPollersLocked(g, w)
+	return protocol.Empty{}, nil
+}
+
+func queueInfo(q sysdb.QueueSummary, cfg *sysdb.QueueConfig) protocol.QueueInfo {
+	info := protocol.QueueInfo{
+		Name: q.Name, Registered: q.Registered, Concurrency: q.Concurrency, WorkerConcurrency: q.WorkerConcurrency,
+		RateLimitMax: q.RateLimitMax, RateLimitPeriodSec: q.RateLimitPeriodSec, PriorityEnabled: q.PriorityEnabled,
+		PartitionQueue: q.PartitionQueue, Enqueued: q.Enqueued, Pending: q.Pending, Delayed: q.Delayed,
+	}
+	if cfg != nil {
+		info.PartitionConcurrency = cfg.PartitionConcurrency
+		info.PartitionWorkerConcurrency = cfg.PartitionWorkerConcurrency
+		info.PartitionRateLimitMax = cfg.PartitionRateLimitMax
+		info.PartitionRateLimitPeriodSec = cfg.PartitionRateLimitPeriodSec
+	}
+	return info
+}
+
+func handleListQueues(s *Session, env protocol.Envelope) (any, *protocol.Error) {
+	queues, err := s.agent.db.QueueList(s.ctx)
+	if err != nil {
+		return nil, protocolError(s, env.Op, err)
+	}
+	reply := &protocol.ListQueuesReply{Queues: make([]protocol.QueueInfo, len(queues))}
+	for i, q := range queues {
+		reply.Queues[i] = queueInfo(q, nil)
+	}
+	return reply, nil
+}
+
+func handleGetQueue(s *Session, env protocol.Envelope) (any, *protocol.Error) {
+	var m protocol.QueueRef
+	if perr := decode(env, &m); perr != nil {
+		return nil, perr
+	}
+	if perr := required(env.Op, "name", m.Name); perr != nil {
+		return nil, perr
+	}
+	queues, err := s.agent.db.QueueList(s.ctx)
+	if err != nil {
+		return nil, protocolError(s, env.Op, err)
+	}
+	for _, q := range queues {
+		if q.Name != m.Name {
+			continue
+		}
+		var cfg *sysdb.QueueConfig
+		if q.Registered {
+			c, err := s.agent.db.QueueGet(s.ctx, m.Name)
+			if err != nil {
+				return nil, protocolError(s, env.Op, err)
+			}
+			cfg = &c
+		}
+		return queueInfo(q, cfg), nil
+	}
+	return nil, protocol.Errorf(protocol.CodeInvalidArgument, "queue %s is not registered and has no active workflows", m.Name)
+}
+
+func handleSetWorkflowDelay(s *Session, env protocol.Envelope) (any, *protocol.Error) {
+	var m protocol.SetWorkflowDelay
+	if perr := decode(env, &m); perr != nil {
+		return nil, perr
+	}
+	if perr := required(env.Op, "workflow_id", m.WorkflowID); perr != nil {
+		return nil, perr
+	}
+	err := s.agent.db.WorkflowSetDelay(s.ctx, m.WorkflowID, m.DelayUntilEpochMS)
+	var notDelayed *sysdb.NotDelayedError
+	if errors.As(err, &notDelayed) {
+		return nil, protocol.Errorf(protocol.CodeInvalidArgument, "%s", notDelayed.Error())
+	}
+	if err != nil {
+		return nil, protocolError(s, env.Op, err)
+	}
+	return protocol.Empty{}, nil
+}
+
+// handleDebounceWorkflow starts a workflow once its key has been quiet for
+// the delay: a repeated call pushes the pending start back and replaces its
+// inputs, up to the timeout after the first call.
+func handleDebounceWorkflow(s *Session, env protocol.Envelope) (any, *protocol.Error) {
+	a := s.agent
+	var m protocol.DebounceWorkflow
+	if perr := decode(env, &m); perr != nil {
+		return nil, perr
+	}
+	for field, v := range map[string]string{"key": m.Key, "name": m.Name} {
+		if perr := required(env.Op, field, v); perr != nil {
+			return nil, perr
+		}
+	}
+	if m.DelayMS < 0 || m.TimeoutMS < 0 {
+		return nil, protocol.Errorf(protocol.CodeInvalidArgument, "%s: delay_ms and timeout_ms must not be negative", env.Op)
+	}
+	if a.draining.Load() {
+		return nil, protocol.Errorf(protocol.CodeShuttingDown, "the agent is shutting down")
+	}
+	_, group := s.handshaken()
+	queue := m.QueueName
+	if queue == "" {
+		queue = sysdb.InternalQueueName
+	}
+	version := m.AppVersion
+	if version == "" {
+		version = group.version
+	}
+	// The key is scoped to the workflow, as the DBOS SDKs scope it, so two
+	// workflows debouncing the same key do not collide.
+	dedupID := m.Name + "-" + m.Key
+	for attempt := 0; attempt < 3; attempt++ {
+		now := time.Now().UnixMilli()
+		res, err := a.db.WorkflowDebounce(s.ctx, sysdb.WorkflowDebounceParams{
+			Name: m.Name, QueueName: queue, DeduplicationID: dedupID, DelayUntilEpochMS: now + m.DelayMS,
+			Inputs: m.Inputs, Serialization: optional(m.Serialization), ApplicationName: optional(group.app),
+		})
+		if err != nil {
+			return nil, protocolError(s, env.Op, err)
+		}
+		if res.BouncedID != nil {
+			return &protocol.DebounceWorkflowReply{WorkflowID: *res.BouncedID, Bounced: true}, nil
+		}
+		if res.HolderID != nil {
+			return nil, protocol.Errorf(protocol.CodeDeduplicated,
+				"debounce key %q of %s is held by workflow %s, which is not a pending debounce", m.Key, m.Name, *res.HolderID)
+		}
+		id := m.WorkflowID
+		if id == "" {
+			id = newUUID()
+		}
+		delayUntil := now + m.DelayMS
+		p := sysdb.WorkflowInsertParams{
+			ID: id, Name: m.Name, Status: sysdb.StatusDelayed, CreatorXID: newToken(),
+			ClassName: optional(m.ClassName), QueueName: &queue, QueuePartitionKey: optional(m.PartitionKey),
+			DeduplicationID: &dedupID, Priority: m.Priority, ExecutorID: a.cfg.ExecutorID,
+			ApplicationVersion: optional(version), ApplicationName: optional(group.app),
+			DelayUntilEpochMS: &delayUntil, IsDebounced: true,
+			Serialization: optional(m.Serialization), Inputs: m.Inputs,
+		}
+		if m.TimeoutMS > 0 {
+			deadline := now + m.TimeoutMS
+			p.DebounceDeadline = &deadline
+		}
+		res2, err := a.db.WorkflowInsert(s.ctx, p)
+		var dedup *sysdb.DeduplicatedError
+		if errors.As(err, &dedup) {
+			continue // another caller created it meanwhile: bounce that one
+		}
+		if err != nil {
+			return nil, protocolError(s, env.Op, err)
+		}
+		return &protocol.DebounceWorkflowReply{WorkflowID: id, Bounced: !res2.Created}, nil
+	}
+	return nil, protocol.Errorf(protocol.CodeInternal, "%s: the key kept changing hands; try again", env.Op)
+}
+
+func handleListVersions(s *Session, env protocol.Envelope) (any, *protocol.Error) {
+	_, group := s.handshaken()
+	versions, err := s.agent.db.VersionList(s.ctx, optional(group.app))
+	if err != nil {
+		return nil, protocolError(s, env.Op, err)
+	}
+	reply := &protocol.ListVersionsReply{Versions: make([]protocol.VersionInfo, len(versions))}
+	for i, v := range versions {
+		reply.Versions[i] = protocol.VersionInfo{VersionID: v.ID, VersionName: v.Name, TimestampMS: v.Timestamp, CreatedAtMS: v.CreatedAt}
+	}
+	return reply, nil
+}
+
+func handlePromoteVersion(s *Session, env protocol.Envelope) (any, *protocol.Error) {
+	var m protocol.VersionRef
+	if perr := decode(env, &m); perr != nil {
+		return nil, perr
+	}
+	if perr := required(env.Op, "version_name", m.VersionName); perr != nil {
+		return nil, perr
+	}
+	_, group := s.handshaken()
+	err := s.agent.db.VersionPromote(s.ctx, m.VersionName, optional(group.app))
+	var missing *sysdb.VersionNotFoundError
+	if errors.As(err, &missing) {
+		return nil, protocol.Errorf(protocol.CodeInvalidArgument, "%s", missing.Error())
+	}
+	if err != nil {
+		return nil, protocolError(s, env.Op, err)
+	}
+	// Unversioned work now belongs to another version's workers.
+	s.agent.wakeAllPollers()
+	return protocol.Empty{}, nil
+}
+
+// sweeper releases delayed workflows whose time came and cancels those whose
+// deadline passed. Every agent sweeps; the statements are idempotent, and
+// the database clock decides what is due.
+func (a *Agent) sweeper(ctx context.Context, wg *sync.WaitGroup) {
+	defer wg.Done()
+	t := time.NewTicker(a.cfg.SweepInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		if a.draining.Load() {
+			continue
+		}
+		released, err := a.db.WorkflowReleaseDelayed(ctx, nil)
+		if err != nil {
+			if ctx.Err() == nil {
+				a.log.Warn("releasing delayed workflows failed", zap.Error(err))
+			}
+			continue
+		}
+		seen := map[string]bool{}
+		for _, r := range released {
+			if !seen[r.QueueName] {
+				seen[r.QueueName] = true
+				a.wakeQueue(r.QueueName)
+			}
+		}
+		for {
+			cancelled, err := a.db.WorkflowCancelTimedOut(ctx, 100, nil)
+			if err != nil {
+				if ctx.Err() == nil {
+					a.log.Warn("cancelling timed-out workflows failed", zap.Error(err))
+				}
+				break
+			}
+			for _, id := range cancelled {
+				a.cancelLocalRun(id)
+				a.waiters.wake(id)
+			}
+			if len(cancelled) < 100 {
+				break
+			}
+		}
+	}
+}
+
+// wakeAllPollers wakes every poller of every group.
+func (a *Agent) wakeAllPollers() {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	for _, g := range a.groups {
+		for _, p := range g.pollers {
+			p.refreshConfig()
+			p.wakeUp()
+		}
+	}
+}

@@ -1,0 +1,459 @@
+package agent
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/robfig/cron/v3"
+	"go.uber.org/zap"
+
+	"github.com/dbos-agent/dbos-agent/protocol"
+	"github.com/dbos-agent/dbos-agent/sysdb"
+)
+
+// cronParser reads 5-field crontabs and 6-field ones with seconds first, as
+// DBOS Python (croniter, second_at_beginning) and the Go SDK (robfig/cron,
+// whose parser this is) accept them.
+var cronParser = cron.NewParser(cron.SecondOptional | cron.Minute | cron.Hour | cron.Dom | cron.Month | cron.Dow | cron.Descriptor)
+
+// parseCron parses a schedule in its timezone.
+func parseCron(spec string, tz *string) (cron.Schedule, *time.Location, error) {
+	loc := time.UTC
+	if tz != nil && *tz != "" {
+		l, err := time.LoadLocation(*tz)
+		if err != nil {
+			return nil, nil, fmt.Errorf("unknown timezone %q", *tz)
+		}
+		loc = l
+	}
+	sched, err := cronParser.Parse(spec)
+	if err != nil {
+		return nil, nil, fmt.Errorf("invalid cron schedule %q: %v", spec, err)
+	}
+	return sched, loc, nil
+}
+
+// isoformat renders a tick as Python's datetime.isoformat() does for an
+// aware datetime, the form DBOS Python puts in a tick's workflow id: an
+// agent and a DBOS Python process firing the same schedule then produce the
+// same id, and the tick is enqueued once.
+func isoformat(t time.Time) string {
+	if t.Nanosecond()/1000 != 0 {
+		return t.Format("2006-01-02T15:04:05.000000-07:00")
+	}
+	return t.Format("2006-01-02T15:04:05-07:00")
+}
+
+// scheduler fires the ticks of the schedules whose workflows this agent's
+// workers run. Every agent may fire a tick; its deterministic workflow id
+// makes the enqueue happen once.
+type scheduler struct {
+	a    *Agent
+	kick chan struct{}
+
+	mu      sync.Mutex
+	running map[string]*scheduleRunner
+}
+
+type scheduleRunner struct {
+	signature string
+	stop      chan struct{}
+}
+
+func newScheduler(a *Agent) *scheduler {
+	return &scheduler{a: a, kick: make(chan struct{}, 1), running: map[string]*scheduleRunner{}}
+}
+
+// reconcileSoon makes the scheduler re-read the schedules now.
+func (sc *scheduler) reconcileSoon() {
+	select {
+	case sc.kick <- struct{}{}:
+	default:
+	}
+}
+
+func (sc *scheduler) loop(ctx context.Context, wg *sync.WaitGroup) {
+	defer wg.Done()
+	t := time.NewTicker(sc.a.cfg.ScheduleInterval)
+	defer t.Stop()
+	for {
+		if !sc.a.draining.Load() {
+			sc.reconcile(ctx)
+		}
+		select {
+		case <-ctx.Done():
+			sc.stopAll()
+			return
+		case <-t.C:
+		case <-sc.kick:
+		}
+	}
+}
+
+func (sc *scheduler) stopAll() {
+	sc.mu.Lock()
+	defer sc.mu.Unlock()
+	for name, r := range sc.running {
+		close(r.stop)
+		delete(sc.running, name)
+	}
+}
+
+// serves reports whether a connected worker of the schedule's application
+// (any, for an unclaimed schedule) runs its workflow.
+func (a *Agent) serves(s sysdb.Schedule) bool {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	for key, g := range a.groups {
+		if s.ApplicationName != nil && *s.ApplicationName != key.app {
+			continue
+		}
+		for _, w := range g.workers {
+			if _, ok := w.functions[s.WorkflowName]; ok {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+func scheduleSignature(s sysdb.Schedule) string {
+	return fmt.Sprintf("%s\x00%s\x00%s\x00%s\x00%s\x00%s", s.WorkflowName, deref(s.WorkflowClassName), s.Cron,
+		s.Context, deref(s.CronTimezone), deref(s.QueueName))
+}
+
+func (sc *scheduler) reconcile(ctx context.Context) {
+	a := sc.a
+	schedules, err := a.db.ScheduleList(ctx, sysdb.ScheduleListParams{Statuses: []string{sysdb.ScheduleActive}})
+	if err != nil {
+		if ctx.Err() == nil {
+			a.log.Warn("listing schedules failed", zap.Error(err))
+		}
+		return
+	}
+	wanted := map[string]sysdb.Schedule{}
+	for _, s := range schedules {
+		if a.serves(s) {
+			wanted[s.Name] = s
+		}
+	}
+	sc.mu.Lock()
+	defer sc.mu.Unlock()
+	for name, r := range sc.running {
+		if s, ok := wanted[name]; !ok || scheduleSignature(s) != r.signature {
+			close(r.stop)
+			delete(sc.running, name)
+		}
+	}
+	for name, s := range wanted {
+		if _, ok := sc.running[name]; ok {
+			continue
+		}
+		sched, loc, err := parseCron(s.Cron, s.CronTimezone)
+		if err != nil {
+			a.log.Warn("schedule cannot run", zap.String("schedule", name), zap.Error(err))
+			continue
+		}
+		r := &scheduleRunner{signature: scheduleSignature(s), stop: make(chan struct{})}
+		sc.running[name] = r
+		a.wg.Add(1)
+		go func() {
+			defer a.wg.Done()
+			if s.AutomaticBackfill && s.LastFiredAt != nil {
+				if _, err := a.backfill(ctx, s, s.LastFiredAt.Add(time.Second), time.Now()); err != nil && ctx.Err() == nil {
+					a.log.Warn("automatic backfill failed", zap.String("schedule", s.Name), zap.Error(err))
+				}
+			}
+			sc.run(ctx, s, sched, loc, r.stop)
+		}()
+	}
+}
+
+// run fires one schedule's ticks until stopped.
+func (sc *scheduler) run(ctx context.Context, s sysdb.Schedule, sched cron.Schedule, loc *time.Location, stop <-chan struct{}) {
+	a := sc.a
+	next := sched.Next(time.Now().In(loc))
+	for {
+		timer := time.NewTimer(time.Until(next))
+		select {
+		case <-ctx.Done():
+			timer.Stop()
+			return
+		case <-stop:
+			timer.Stop()
+			return
+		case <-timer.C:
+		}
+		if _, _, err := a.fireTick(ctx, s, next, "sched-"+s.Name+"-"+isoformat(next)); err != nil && ctx.Err() == nil {
+			a.log.Warn("firing a schedule failed", zap.String("schedule", s.Name), zap.Time("tick", next), zap.Error(err))
+		}
+		next = sched.Next(next)
+	}
+}
+
+// tickInputs is a tick's portable_json input: the scheduled time and the
+// schedule's context (its JSON value, or the stored text as a string when
+// it is not JSON, such as a context another SDK pickled).
+func tickInputs(s sysdb.Schedule, tick time.Time) (string, error) {
+	ctxValue := json.RawMessage(s.Context)
+	if s.Context == "" {
+		ctxValue = json.RawMessage("null")
+	} else if !json.Valid([]byte(s.Context)) {
+		quoted, err := json.Marshal(s.Context)
+		if err != nil {
+			return "", err
+		}
+		ctxValue = quoted
+	}
+	raw, err := json.Marshal(map[string]any{
+		"positionalArgs": []any{isoformat(tick), ctxValue},
+		"namedArgs":      map[string]any{},
+	})
+	return string(raw), err
+}
+
+// fireTick enqueues one tick's workflow (once, whoever fires it) and
+// records it as the schedule's latest.
+func (a *Agent) fireTick(ctx context.Context, s sysdb.Schedule, tick time.Time, workflowID string) (string, bool, error) {
+	inputs, err := tickInputs(s, tick)
+	if err != nil {
+		return "", false, err
+	}
+	queue := sysdb.InternalQueueName
+	if s.QueueName != nil && *s.QueueName != "" {
+		queue = *s.QueueName
+	}
+	// Ticks run on the owner's latest version, so a stale deploy does not
+	// pick them up; with no version registered they are unversioned.
+	var version *string
+	latest, found, err := a.db.VersionLatest(ctx, s.ApplicationName)
+	if err != nil {
+		return "", false, err
+	}
+	if found {
+		version = &latest.Name
+	}
+	name := s.Name
+	serialization := "portable_json"
+	res, err := a.db.WorkflowInsert(ctx, sysdb.WorkflowInsertParams{
+		ID: workflowID, Name: s.WorkflowName, Status: sysdb.StatusEnqueued, CreatorXID: newToken(),
+		ClassName: s.WorkflowClassName, QueueName: &queue, ExecutorID: a.cfg.ExecutorID,
+		ApplicationVersion: version, ApplicationName: s.ApplicationName, ScheduleName: &name,
+		Serialization: &serialization, Inputs: &inputs,
+	})
+	if err != nil {
+		var conflict *sysdb.ConflictingWorkflowError
+		if !errors.As(err, &conflict) {
+			return "", false, err
+		}
+	}
+	if err := a.db.ScheduleSetLastFired(ctx, s.Name, tick); err != nil {
+		return workflowID, res.Created, err
+	}
+	if res.Created {
+		a.wakeQueue(queue)
+	}
+	return workflowID, res.Created, nil
+}
+
+// backfill enqueues every tick in [start, end) that is not enqueued yet.
+func (a *Agent) backfill(ctx context.Context, s sysdb.Schedule, start, end time.Time) ([]string, error) {
+	sched, loc, err := parseCron(s.Cron, s.CronTimezone)
+	if err != nil {
+		return nil, err
+	}
+	var ids []string
+	for tick := sched.Next(start.In(loc).Add(-time.Nanosecond)); tick.Before(end); tick = sched.Next(tick) {
+		id, _, err := a.fireTick(ctx, s, tick, "sched-"+s.Name+"-"+isoformat(tick))
+		if err != nil {
+			return ids, err
+		}
+		ids = append(ids, id)
+		if len(ids) > 100000 {
+			return ids, errors.New("backfill stopped after 100000 ticks; use a shorter range")
+		}
+	}
+	return ids, nil
+}
+
+func scheduleMessage(s sysdb.Schedule) protocol.Schedule {
+	m := protocol.Schedule{
+		ScheduleName: s.Name, WorkflowName: s.WorkflowName, WorkflowClassName: deref(s.WorkflowClassName),
+		Cron: s.Cron, Context: s.Context, Status: s.Status, AutomaticBackfill: s.AutomaticBackfill,
+		CronTimezone: deref(s.CronTimezone), QueueName: deref(s.QueueName),
+	}
+	if s.LastFiredAtRaw != nil {
+		m.LastFiredAt = *s.LastFiredAtRaw
+	}
+	return m
+}
+
+func scheduleError(s *Session, op string, err error) *protocol.Error {
+	var (
+		missing *sysdb.ScheduleNotFoundError
+		exists  *sysdb.ScheduleExistsError
+		owned   *sysdb.NameOwnedError
+	)
+	switch {
+	case errors.As(err, &missing):
+		return protocol.Errorf(protocol.CodeInvalidArgument, "%s", missing.Error())
+	case errors.As(err, &exists):
+		return protocol.Errorf(protocol.CodeInvalidArgument, "%s", exists.Error())
+	case errors.As(err, &owned):
+		return protocol.Errorf(protocol.CodeInvalidArgument, "%s", owned.Error())
+	}
+	return protocolError(s, op, err)
+}
+
+func handleCreateSchedule(s *Session, env protocol.Envelope) (any, *protocol.Error) {
+	a := s.agent
+	var m protocol.Schedule
+	if perr := decode(env, &m); perr != nil {
+		return nil, perr
+	}
+	for field, v := range map[string]string{"schedule_name": m.ScheduleName, "workflow_name": m.WorkflowName, "schedule": m.Cron} {
+		if perr := required(env.Op, field, v); perr != nil {
+			return nil, perr
+		}
+	}
+	if _, _, err := parseCron(m.Cron, optional(m.CronTimezone)); err != nil {
+		return nil, protocol.Errorf(protocol.CodeInvalidArgument, "%s: %v", env.Op, err)
+	}
+	if m.Context != "" && !json.Valid([]byte(m.Context)) {
+		return nil, protocol.Errorf(protocol.CodeInvalidArgument, "%s: context must be JSON text", env.Op)
+	}
+	status := m.Status
+	if status == "" {
+		status = sysdb.ScheduleActive
+	}
+	if status != sysdb.ScheduleActive && status != sysdb.SchedulePaused {
+		return nil, protocol.Errorf(protocol.CodeInvalidArgument, "%s: status must be ACTIVE or PAUSED", env.Op)
+	}
+	_, group := s.handshaken()
+	ctxText := m.Context
+	if ctxText == "" {
+		ctxText = "null"
+	}
+	err := a.db.ScheduleCreate(s.ctx, sysdb.Schedule{
+		Name: m.ScheduleName, WorkflowName: m.WorkflowName, WorkflowClassName: optional(m.WorkflowClassName),
+		Cron: m.Cron, Status: status, Context: ctxText, AutomaticBackfill: m.AutomaticBackfill,
+		CronTimezone: optional(m.CronTimezone), QueueName: optional(m.QueueName), ApplicationName: optional(group.app),
+	})
+	if err != nil {
+		return nil, scheduleError(s, env.Op, err)
+	}
+	a.schedules.reconcileSoon()
+	return protocol.Empty{}, nil
+}
+
+func handleGetSchedule(s *Session, env protocol.Envelope) (any, *protocol.Error) {
+	var m protocol.ScheduleRef
+	if perr := decode(env, &m); perr != nil {
+		return nil, perr
+	}
+	if perr := required(env.Op, "schedule_name", m.ScheduleName); perr != nil {
+		return nil, perr
+	}
+	sched, err := s.agent.db.ScheduleGet(s.ctx, m.ScheduleName)
+	if err != nil {
+		return nil, scheduleError(s, env.Op, err)
+	}
+	return scheduleMessage(sched), nil
+}
+
+func handleListSchedules(s *Session, env protocol.Envelope) (any, *protocol.Error) {
+	var m protocol.ListSchedules
+	if perr := decode(env, &m); perr != nil {
+		return nil, perr
+	}
+	_, group := s.handshaken()
+	list, err := s.agent.db.ScheduleList(s.ctx, sysdb.ScheduleListParams{
+		Statuses: m.Statuses, WorkflowNames: m.WorkflowNames, NamePrefix: m.NamePrefix, ApplicationName: optional(group.app),
+	})
+	if err != nil {
+		return nil, scheduleError(s, env.Op, err)
+	}
+	reply := &protocol.ListSchedulesReply{Schedules: make([]protocol.Schedule, len(list))}
+	for i, sched := range list {
+		reply.Schedules[i] = scheduleMessage(sched)
+	}
+	return reply, nil
+}
+
+func setScheduleStatus(status string) handler {
+	return func(s *Session, env protocol.Envelope) (any, *protocol.Error) {
+		var m protocol.ScheduleRef
+		if perr := decode(env, &m); perr != nil {
+			return nil, perr
+		}
+		if perr := required(env.Op, "schedule_name", m.ScheduleName); perr != nil {
+			return nil, perr
+		}
+		if err := s.agent.db.ScheduleSetStatus(s.ctx, m.ScheduleName, status); err != nil {
+			return nil, scheduleError(s, env.Op, err)
+		}
+		s.agent.schedules.reconcileSoon()
+		return protocol.Empty{}, nil
+	}
+}
+
+func handleDeleteSchedule(s *Session, env protocol.Envelope) (any, *protocol.Error) {
+	var m protocol.ScheduleRef
+	if perr := decode(env, &m); perr != nil {
+		return nil, perr
+	}
+	if perr := required(env.Op, "schedule_name", m.ScheduleName); perr != nil {
+		return nil, perr
+	}
+	if err := s.agent.db.ScheduleDelete(s.ctx, m.ScheduleName); err != nil {
+		return nil, scheduleError(s, env.Op, err)
+	}
+	s.agent.schedules.reconcileSoon()
+	return protocol.Empty{}, nil
+}
+
+func handleBackfillSchedule(s *Session, env protocol.Envelope) (any, *protocol.Error) {
+	var m protocol.BackfillSchedule
+	if perr := decode(env, &m); perr != nil {
+		return nil, perr
+	}
+	if perr := required(env.Op, "schedule_name", m.ScheduleName); perr != nil {
+		return nil, perr
+	}
+	if m.EndEpochMS <= m.StartEpochMS {
+		return nil, protocol.Errorf(protocol.CodeInvalidArgument, "%s: end_epoch_ms must be after start_epoch_ms", env.Op)
+	}
+	sched, err := s.agent.db.ScheduleGet(s.ctx, m.ScheduleName)
+	if err != nil {
+		return nil, scheduleError(s, env.Op, err)
+	}
+	ids, err := s.agent.backfill(s.ctx, sched, time.UnixMilli(m.StartEpochMS), time.UnixMilli(m.EndEpochMS))
+	if err != nil {
+		return nil, protocolError(s, env.Op, err)
+	}
+	return &protocol.WorkflowIDs{WorkflowIDs: ids}, nil
+}
+
+func handleTriggerSchedule(s *Session, env protocol.Envelope) (any, *protocol.Error) {
+	var m protocol.ScheduleRef
+	if perr := decode(env, &m); perr != nil {
+		return nil, perr
+	}
+	if perr := required(env.Op, "schedule_name", m.ScheduleName); perr != nil {
+		return nil, perr
+	}
+	sched, err := s.agent.db.ScheduleGet(s.ctx, m.ScheduleName)
+	if err != nil {
+		return nil, scheduleError(s, env.Op, err)
+	}
+	now := time.Now().UTC()
+	id, _, err := s.agent.fireTick(s.ctx, sched, now, "sched-"+sched.Name+"-trigger-"+isoformat(now))
+	if err != nil {
+		return nil, protocolError(s, env.Op, err)
+	}
+	return &protocol.WorkflowRef{WorkflowID: id}, nil
+}
