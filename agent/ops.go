@@ -358,7 +358,7 @@ func handleGetResult(s *Session, env protocol.Envelope) (any, *protocol.Error) {
 		ctx, cancel = context.WithTimeout(ctx, time.Duration(m.TimeoutMS)*time.Millisecond)
 		defer cancel()
 	}
-	wf, err := s.agent.waiters.wait(ctx, m.WorkflowID, false)
+	wf, err := s.agent.waiters.wait(ctx, m.WorkflowID, m.WaitForCreation)
 	if err != nil {
 		return nil, protocolError(s, env.Op, err)
 	}

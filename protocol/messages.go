@@ -231,6 +231,10 @@ type GetResult struct {
 	WorkflowID string `msgpack:"workflow_id"`
 	// TimeoutMS bounds the wait (0 = until it ends). Past it: error timeout.
 	TimeoutMS int64 `msgpack:"timeout_ms,omitempty"`
+	// WaitForCreation waits for a workflow that does not exist yet instead
+	// of answering workflow_not_found (a handle taken before the enqueue
+	// commits).
+	WaitForCreation bool `msgpack:"wait_for_creation,omitempty"`
 }
 
 // WorkflowResult is a workflow's outcome.
