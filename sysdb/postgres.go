@@ -481,28 +481,29 @@ func (p *Postgres) WorkflowFinish(ctx context.Context, in WorkflowFinishParams) 
 		return WorkflowFinishResult{}, fmt.Errorf("finish workflow %s: status must be SUCCESS or ERROR, not %q", in.WorkflowID, in.Status)
 	}
 	var applied bool
+	var serialization *string
 	err := p.retry(ctx, "finish workflow "+in.WorkflowID, func(ctx context.Context) error {
-		return pgx.BeginFunc(ctx, p.pool, func(tx pgx.Tx) error {
-			tag, err := tx.Exec(ctx, p.sql("WorkflowFinish"), in.WorkflowID, in.OwnerXID, in.Status)
-			if err != nil {
-				return err
-			}
-			applied = tag.RowsAffected() == 1
-			if !applied {
-				return nil
-			}
-			_, err = tx.Exec(ctx, p.sql("WorkflowOutputUpsert"), in.WorkflowID, in.Output, in.Error)
-			return err
-		})
+		err := p.pool.QueryRow(ctx, p.sql("WorkflowFinish"), in.WorkflowID, in.OwnerXID, in.Status, in.Output, in.Error).Scan(&serialization)
+		applied = err == nil
+		if errors.Is(err, pgx.ErrNoRows) {
+			return nil
+		}
+		return err
 	})
 	if err != nil {
 		return WorkflowFinishResult{}, err
 	}
+	if applied {
+		// The outcome that stands is this one: no need to read it back.
+		return WorkflowFinishResult{Applied: true, Stored: Workflow{
+			ID: in.WorkflowID, Status: in.Status, Output: in.Output, Error: in.Error, Serialization: serialization,
+		}}, nil
+	}
 	stored, err := p.WorkflowGet(ctx, in.WorkflowID)
 	if err != nil {
-		return WorkflowFinishResult{Applied: applied}, err
+		return WorkflowFinishResult{}, err
 	}
-	return WorkflowFinishResult{Applied: applied, Stored: stored}, nil
+	return WorkflowFinishResult{Applied: false, Stored: stored}, nil
 }
 
 // WorkflowCancel implements SystemDatabase.

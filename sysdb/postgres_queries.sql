@@ -50,26 +50,29 @@ VALUES ($1, $2)
 ON CONFLICT (workflow_uuid) DO NOTHING
 
 -- name: WorkflowFinish
-UPDATE {{schema}}.workflow_status
-SET status = $3,
-    updated_at = (EXTRACT(epoch FROM now()) * 1000)::bigint,
-    completed_at = (EXTRACT(epoch FROM now()) * 1000)::bigint,
-    deduplication_id = NULL,
-    owner_xid = NULL
-WHERE workflow_uuid = $1 AND status = 'PENDING' AND owner_xid = $2
-
--- name: WorkflowOutputUpsert
--- Overwrites: an earlier run that was cancelled or dead-lettered may have left
--- an outcome behind, and the winning run's outcome is the one that counts.
--- The notification is delivered at commit: waiters on other agents wake
--- at once instead of at their fallback poll.
-WITH stored AS (
+-- One statement, so one round trip in autocommit: the outcome is written only
+-- while the run still owns the PENDING row, and the agent's channel is
+-- notified at commit. The output upsert overwrites: an earlier run that was
+-- cancelled or dead-lettered may have left an outcome behind, and the winning
+-- run's outcome is the one that counts.
+WITH done AS (
+    UPDATE {{schema}}.workflow_status
+    SET status = $3,
+        updated_at = (EXTRACT(epoch FROM now()) * 1000)::bigint,
+        completed_at = (EXTRACT(epoch FROM now()) * 1000)::bigint,
+        deduplication_id = NULL,
+        owner_xid = NULL
+    WHERE workflow_uuid = $1 AND status = 'PENDING' AND owner_xid = $2
+    RETURNING workflow_uuid, serialization
+), stored AS (
     INSERT INTO {{schema}}.workflow_output (workflow_uuid, output, error)
-    VALUES ($1, $2, $3)
+    SELECT workflow_uuid, $4, $5 FROM done
     ON CONFLICT (workflow_uuid) DO UPDATE SET output = EXCLUDED.output, error = EXCLUDED.error
     RETURNING workflow_uuid
+), notified AS (
+    SELECT pg_notify('dbos_agent_workflow_status', workflow_uuid) FROM stored
 )
-SELECT pg_notify('dbos_agent_workflow_status', workflow_uuid) FROM stored
+SELECT serialization FROM done WHERE (SELECT count(*) FROM notified) >= 0
 
 -- name: WorkflowCancel
 WITH existing AS (

@@ -544,9 +544,14 @@ func TestPostgresRedactsPasswordInErrors(t *testing.T) {
 func TestPostgresQueueNotifications(t *testing.T) {
 	t.Parallel()
 	ctx := t.Context()
-	db, _ := openFresh(t, sysdb.PostgresOptions{})
-	listener := pgtest.Connect(t, pgtest.URL(t))
-	_, err := listener.Exec(ctx, "LISTEN "+pgx.Identifier{sysdb.ChannelQueue}.Sanitize())
+	// NOTIFY channels are database-wide: a database of its own keeps other
+	// tests' enqueues out of this listener.
+	url := pgtest.Database(t)
+	db, err := sysdb.OpenPostgres(ctx, url, sysdb.PostgresOptions{})
+	require.NoError(t, err)
+	t.Cleanup(db.Close)
+	listener := pgtest.Connect(t, url)
+	_, err = listener.Exec(ctx, "LISTEN "+pgx.Identifier{sysdb.ChannelQueue}.Sanitize())
 	require.NoError(t, err)
 
 	next := func() string {

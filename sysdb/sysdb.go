@@ -282,8 +282,10 @@ type WorkflowFinishParams struct {
 // not, what the row holds instead.
 type WorkflowFinishResult struct {
 	Applied bool
-	// Stored is the row as it is after the call (with payloads); for a
-	// loser it carries the winner's outcome.
+	// Stored is the outcome that stands. For a winner only ID, Status,
+	// Output, Error and Serialization are set (it is the request's own
+	// outcome, not read back); for a loser it is the whole row, with
+	// payloads, carrying the winner's outcome.
 	Stored Workflow
 }
 

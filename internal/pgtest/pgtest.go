@@ -72,6 +72,39 @@ func Schema(t testing.TB) string {
 	return name
 }
 
+// Database creates an empty database of its own for a test (for what is
+// database-wide, such as NOTIFY channels) and drops it when the test ends.
+// It returns the database's URL.
+func Database(t testing.TB) string {
+	t.Helper()
+	base := URL(t)
+	name := UniqueName("db_")
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	admin, err := pgx.Connect(ctx, base)
+	if err != nil {
+		t.Fatalf("connect: %v", err)
+	}
+	defer admin.Close(ctx)
+	if _, err := admin.Exec(ctx, "CREATE DATABASE "+pgx.Identifier{name}.Sanitize()); err != nil {
+		t.Fatalf("create database %s: %v", name, err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		conn, err := pgx.Connect(ctx, base)
+		if err != nil {
+			t.Errorf("drop database %s: %v", name, err)
+			return
+		}
+		defer conn.Close(ctx)
+		if _, err := conn.Exec(ctx, "DROP DATABASE IF EXISTS "+pgx.Identifier{name}.Sanitize()+" WITH (FORCE)"); err != nil {
+			t.Errorf("drop database %s: %v", name, err)
+		}
+	})
+	return WithDatabase(t, base, name)
+}
+
 // DropSchema drops schema and everything in it.
 func DropSchema(t testing.TB, databaseURL, schema string) {
 	t.Helper()

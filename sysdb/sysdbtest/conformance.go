@@ -698,7 +698,6 @@ func testWorkflowFinish(t *testing.T, db sysdb.SystemDatabase) {
 	require.Equal(t, sysdb.StatusSuccess, res.Stored.Status)
 	require.Equal(t, Ptr(`{"total":3}`), res.Stored.Output)
 	require.Nil(t, res.Stored.Error)
-	require.True(t, res.Stored.PayloadsLoaded)
 
 	w := get(t, db, "ok")
 	require.Equal(t, sysdb.StatusSuccess, w.Status)
