@@ -173,7 +173,11 @@ func (a *Agent) removeWorkerLocked(s *Session) []*run {
 	runs := make([]*run, 0, len(w.running))
 	for id, r := range w.running {
 		runs = append(runs, r)
-		delete(a.runs, id)
+		// The workflow may already run again elsewhere (a new claim made
+		// before this close was processed): forget only this run.
+		if a.runs[id] == r {
+			delete(a.runs, id)
+		}
 	}
 	// Pollers of queues no remaining worker serves stop.
 	for q, p := range g.pollers {

@@ -15,39 +15,6 @@ import (
 	"github.com/dbos-agent/dbos-agent/sysdb"
 )
 
-// cronParser reads 5-field crontabs and 6-field ones with seconds first, as
-// DBOS Python (croniter, second_at_beginning) and the Go SDK (robfig/cron,
-// whose parser this is) accept them.
-var cronParser = cron.NewParser(cron.SecondOptional | cron.Minute | cron.Hour | cron.Dom | cron.Month | cron.Dow | cron.Descriptor)
-
-// parseCron parses a schedule in its timezone.
-func parseCron(spec string, tz *string) (cron.Schedule, *time.Location, error) {
-	loc := time.UTC
-	if tz != nil && *tz != "" {
-		l, err := time.LoadLocation(*tz)
-		if err != nil {
-			return nil, nil, fmt.Errorf("unknown timezone %q", *tz)
-		}
-		loc = l
-	}
-	sched, err := cronParser.Parse(spec)
-	if err != nil {
-		return nil, nil, fmt.Errorf("invalid cron schedule %q: %v", spec, err)
-	}
-	return sched, loc, nil
-}
-
-// isoformat renders a tick as Python's datetime.isoformat() does for an
-// aware datetime, the form DBOS Python puts in a tick's workflow id: an
-// agent and a DBOS Python process firing the same schedule then produce the
-// same id, and the tick is enqueued once.
-func isoformat(t time.Time) string {
-	if t.Nanosecond()/1000 != 0 {
-		return t.Format("2006-01-02T15:04:05.000000-07:00")
-	}
-	return t.Format("2006-01-02T15:04:05-07:00")
-}
-
 // scheduler fires the ticks of the schedules whose workflows this agent's
 // workers run. Every agent may fire a tick; its deterministic workflow id
 // makes the enqueue happen once.
@@ -188,45 +155,16 @@ func (sc *scheduler) run(ctx context.Context, s sysdb.Schedule, sched cron.Sched
 			return
 		case <-timer.C:
 		}
-		if _, _, err := a.fireTick(ctx, s, next, "sched-"+s.Name+"-"+isoformat(next)); err != nil && ctx.Err() == nil {
+		if _, _, err := a.fireTick(ctx, s, next, TickWorkflowID(s.Name, next)); err != nil && ctx.Err() == nil {
 			a.log.Warn("firing a schedule failed", zap.String("schedule", s.Name), zap.Time("tick", next), zap.Error(err))
 		}
 		next = sched.Next(next)
 	}
 }
 
-// tickInputs is a tick's portable_json input: the scheduled time and the
-// schedule's context (its JSON value, or the stored text as a string when
-// it is not JSON, such as a context another SDK pickled).
-func tickInputs(s sysdb.Schedule, tick time.Time) (string, error) {
-	ctxValue := json.RawMessage(s.Context)
-	if s.Context == "" {
-		ctxValue = json.RawMessage("null")
-	} else if !json.Valid([]byte(s.Context)) {
-		quoted, err := json.Marshal(s.Context)
-		if err != nil {
-			return "", err
-		}
-		ctxValue = quoted
-	}
-	raw, err := json.Marshal(map[string]any{
-		"positionalArgs": []any{isoformat(tick), ctxValue},
-		"namedArgs":      map[string]any{},
-	})
-	return string(raw), err
-}
-
 // fireTick enqueues one tick's workflow (once, whoever fires it) and
 // records it as the schedule's latest.
 func (a *Agent) fireTick(ctx context.Context, s sysdb.Schedule, tick time.Time, workflowID string) (string, bool, error) {
-	inputs, err := tickInputs(s, tick)
-	if err != nil {
-		return "", false, err
-	}
-	queue := sysdb.InternalQueueName
-	if s.QueueName != nil && *s.QueueName != "" {
-		queue = *s.QueueName
-	}
 	// Ticks run on the owner's latest version, so a stale deploy does not
 	// pick them up; with no version registered they are unversioned.
 	var version *string
@@ -237,45 +175,36 @@ func (a *Agent) fireTick(ctx context.Context, s sysdb.Schedule, tick time.Time, 
 	if found {
 		version = &latest.Name
 	}
-	name := s.Name
-	serialization := "portable_json"
-	res, err := a.db.WorkflowInsert(ctx, sysdb.WorkflowInsertParams{
-		ID: workflowID, Name: s.WorkflowName, Status: sysdb.StatusEnqueued, CreatorXID: newToken(),
-		ClassName: s.WorkflowClassName, QueueName: &queue, ExecutorID: a.cfg.ExecutorID,
-		ApplicationVersion: version, ApplicationName: s.ApplicationName, ScheduleName: &name,
-		Serialization: &serialization, Inputs: &inputs,
-	})
+	p, err := TickInsertParams(s, tick, workflowID, a.cfg.ExecutorID, newToken(), version)
 	if err != nil {
-		var conflict *sysdb.ConflictingWorkflowError
-		if !errors.As(err, &conflict) {
-			return "", false, err
-		}
+		return "", false, err
+	}
+	res, err := a.db.WorkflowInsert(ctx, p)
+	if err != nil && !IsTickIDTaken(err) {
+		return "", false, err
 	}
 	if err := a.db.ScheduleSetLastFired(ctx, s.Name, tick); err != nil {
 		return workflowID, res.Created, err
 	}
 	if res.Created {
-		a.wakeQueue(queue)
+		a.wakeQueue(*p.QueueName)
 	}
 	return workflowID, res.Created, nil
 }
 
 // backfill enqueues every tick in [start, end) that is not enqueued yet.
 func (a *Agent) backfill(ctx context.Context, s sysdb.Schedule, start, end time.Time) ([]string, error) {
-	sched, loc, err := parseCron(s.Cron, s.CronTimezone)
+	ticks, err := BackfillTicks(s, start, end)
 	if err != nil {
 		return nil, err
 	}
 	var ids []string
-	for tick := sched.Next(start.In(loc).Add(-time.Nanosecond)); tick.Before(end); tick = sched.Next(tick) {
-		id, _, err := a.fireTick(ctx, s, tick, "sched-"+s.Name+"-"+isoformat(tick))
+	for _, tick := range ticks {
+		id, _, err := a.fireTick(ctx, s, tick, TickWorkflowID(s.Name, tick))
 		if err != nil {
 			return ids, err
 		}
 		ids = append(ids, id)
-		if len(ids) > 100000 {
-			return ids, errors.New("backfill stopped after 100000 ticks; use a shorter range")
-		}
 	}
 	return ids, nil
 }
@@ -320,7 +249,7 @@ func handleCreateSchedule(s *Session, env protocol.Envelope) (any, *protocol.Err
 			return nil, perr
 		}
 	}
-	if _, _, err := parseCron(m.Cron, optional(m.CronTimezone)); err != nil {
+	if _, _, err := ParseCron(m.Cron, m.CronTimezone); err != nil {
 		return nil, protocol.Errorf(protocol.CodeInvalidArgument, "%s: %v", env.Op, err)
 	}
 	if m.Context != "" && !json.Valid([]byte(m.Context)) {
@@ -451,7 +380,7 @@ func handleTriggerSchedule(s *Session, env protocol.Envelope) (any, *protocol.Er
 		return nil, scheduleError(s, env.Op, err)
 	}
 	now := time.Now().UTC()
-	id, _, err := s.agent.fireTick(s.ctx, sched, now, "sched-"+sched.Name+"-trigger-"+isoformat(now))
+	id, _, err := s.agent.fireTick(s.ctx, sched, now, TriggerWorkflowID(sched.Name, now))
 	if err != nil {
 		return nil, protocolError(s, env.Op, err)
 	}

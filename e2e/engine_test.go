@@ -86,7 +86,12 @@ func TestWorkflowIsDeadLetteredPastMaxRecoveryAttempts(t *testing.T) {
 		wc, err := client.Dial(ctx, agent.socket, protocol.Hello{Role: protocol.RoleWorker, AppName: "e2e",
 			Workflows: []protocol.WorkflowRegistration{{Name: "crashy", MaxRecoveryAttempts: 1}}})
 		require.NoError(t, err)
-		push := <-wc.Pushes()
+		var push client.Push
+		select {
+		case push = <-wc.Pushes():
+		case <-time.After(30 * time.Second):
+			t.Fatalf("attempt %d: no run pushed within 30s", attempt)
+		}
 		require.Equal(t, protocol.PushRun, push.Op)
 		var run protocol.Run
 		require.NoError(t, protocol.DecodeBody(push.Body, &run))

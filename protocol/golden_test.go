@@ -15,7 +15,7 @@ import (
 
 // update rewrites the generated files in testdata/ from the code:
 //
-//	go test ./protocol -run 'TestGoldenVectors|TestErrorCatalogFile' -update
+//	go test ./protocol -run 'TestGoldenVectors|TestErrorCatalogFile|TestProtocolDoc' -update
 var update = flag.Bool("update", false, "rewrite testdata/*.json from the code")
 
 const vectorsFile = "testdata/vectors.json"
@@ -82,6 +82,22 @@ var messageTypes = map[string]func() any{
 	"ResumeWorkflow":     func() any { return new(ResumeWorkflow) },
 	"Run":                func() any { return new(Run) },
 	"CancelPush":         func() any { return new(CancelPush) },
+
+	"RegisterQueues":        func() any { return new(RegisterQueues) },
+	"DebounceWorkflow":      func() any { return new(DebounceWorkflow) },
+	"DebounceWorkflowReply": func() any { return new(DebounceWorkflowReply) },
+	"SetWorkflowDelay":      func() any { return new(SetWorkflowDelay) },
+	"QueueRef":              func() any { return new(QueueRef) },
+	"QueueInfo":             func() any { return new(QueueInfo) },
+	"ListQueuesReply":       func() any { return new(ListQueuesReply) },
+	"Schedule":              func() any { return new(Schedule) },
+	"ScheduleRef":           func() any { return new(ScheduleRef) },
+	"ListSchedules":         func() any { return new(ListSchedules) },
+	"ListSchedulesReply":    func() any { return new(ListSchedulesReply) },
+	"BackfillSchedule":      func() any { return new(BackfillSchedule) },
+	"WorkflowIDs":           func() any { return new(WorkflowIDs) },
+	"ListVersionsReply":     func() any { return new(ListVersionsReply) },
+	"VersionRef":            func() any { return new(VersionRef) },
 }
 
 func strp(s string) *string     { return &s }
@@ -317,6 +333,135 @@ func vectorDefs() []vectorDef {
 					{"function_id", wideInt{0xd3, 4}}, {"name", "notify"}, {"output", nil}, {"error", nil},
 				}},
 			}},
+
+		// Queues: registration after hello, delays, deduplication policies,
+		// debounce, inspection.
+		{name: "register_queues", description: "A worker declares a partitioned queue after its hello: at most 20 running in the whole queue, 2 per partition (1 in this process), 10 starts per partition per minute, polled every 0.5 s.",
+			kind: KindRequest, id: 27, op: OpRegisterQueues, message: "RegisterQueues", body: &RegisterQueues{Queues: []QueueRegistration{{
+				Name: "emails", Concurrency: intp(20), PartitionQueue: true, PartitionConcurrency: intp(2), PartitionWorkerConcurrency: intp(1),
+				PartitionRateLimitMax: intp(10), PartitionRateLimitPeriodSec: floatp(60), PollingIntervalSec: 0.5,
+			}}}},
+		{name: "register_queues_reply", description: "Registered (the stored row updated) and served by this worker: an empty map.",
+			kind: KindResponse, id: 27, replyTo: OpRegisterQueues, message: "Empty", body: Empty{}},
+		{name: "start_workflow_delayed", description: "Enqueue on partition \"alice@example.com\" of \"emails\", DELAYED for 30 s; a duplicate deduplication id returns the workflow that holds it.",
+			kind: KindRequest, id: 28, op: OpStartWorkflow, message: "StartWorkflow", body: &StartWorkflow{
+				WorkflowID: "email-51", Name: "send_digest", Inputs: strp(`{"positionalArgs":["alice@example.com"],"namedArgs":{}}`),
+				Serialization: "portable_json", QueueName: "emails", DeduplicationID: "digest-alice", PartitionKey: "alice@example.com",
+				DelayMS: 30000, DeduplicationPolicy: DedupReturnExisting,
+			}},
+		{name: "start_workflow_delayed_reply", description: "Created and DELAYED until its time comes; then it is ENQUEUED.",
+			kind: KindResponse, id: 28, replyTo: OpStartWorkflow, message: "StartWorkflowReply", body: &StartWorkflowReply{
+				WorkflowID: "email-51", Status: "DELAYED", Created: true,
+			}},
+		{name: "start_workflow_return_existing_reply", description: "With deduplication_policy return_existing, a taken deduplication id names the workflow holding it (created false) instead of the error deduplicated.",
+			kind: KindResponse, id: 29, replyTo: OpStartWorkflow, message: "StartWorkflowReply", body: &StartWorkflowReply{
+				WorkflowID: "email-50", Status: "ENQUEUED", Created: false,
+			}},
+		{name: "debounce_workflow", description: "Start \"reindex\" once key \"doc-7\" has been quiet for 5 s, but no later than 60 s after the first call; each call replaces the inputs.",
+			kind: KindRequest, id: 30, op: OpDebounceWorkflow, message: "DebounceWorkflow", body: &DebounceWorkflow{
+				Key: "doc-7", Name: "reindex", QueueName: "indexing", DelayMS: 5000, TimeoutMS: 60000,
+				Inputs: strp(`{"positionalArgs":["doc-7",3],"namedArgs":{}}`), Serialization: "portable_json", WorkflowID: "reindex-doc-7-a",
+			}},
+		{name: "debounce_workflow_reply", description: "An earlier call's workflow was pushed back (bounced); its id is the one to await.",
+			kind: KindResponse, id: 30, replyTo: OpDebounceWorkflow, message: "DebounceWorkflowReply", body: &DebounceWorkflowReply{
+				WorkflowID: "reindex-doc-7-0", Bounced: true,
+			}},
+		{name: "set_workflow_delay", description: "Release a DELAYED workflow at another time (here at once: a time in the past).",
+			kind: KindRequest, id: 31, op: OpSetWorkflowDelay, message: "SetWorkflowDelay", body: &SetWorkflowDelay{
+				WorkflowID: "email-51", DelayUntilEpochMS: exampleT0,
+			}},
+		{name: "set_workflow_delay_reply", description: "The release time moved: an empty map.",
+			kind: KindResponse, id: 31, replyTo: OpSetWorkflowDelay, message: "Empty", body: Empty{}},
+		{name: "get_queue", description: "Ask for one queue's configuration and load.",
+			kind: KindRequest, id: 32, op: OpGetQueue, message: "QueueRef", body: &QueueRef{Name: "emails"}},
+		{name: "get_queue_reply", description: "A registered partitioned queue with its queue-wide and partition limits and how many workflows wait, run and are delayed.",
+			kind: KindResponse, id: 32, replyTo: OpGetQueue, message: "QueueInfo", body: &QueueInfo{
+				Name: "emails", Registered: true, Concurrency: intp(20), PartitionQueue: true,
+				PartitionConcurrency: intp(2), PartitionWorkerConcurrency: intp(1), PartitionRateLimitMax: intp(10),
+				PartitionRateLimitPeriodSec: floatp(60), Enqueued: 12, Pending: 4, Delayed: 1,
+			}},
+		{name: "list_queues", description: "List every queue: registered ones and those with active workflows.",
+			kind: KindRequest, id: 33, op: OpListQueues, message: "Empty", body: Empty{}},
+		{name: "list_queues_reply", description: "Two queues: one registered with limits (partition limits are only in get_queue), one an SDK enqueued on without registering it.",
+			kind: KindResponse, id: 33, replyTo: OpListQueues, message: "ListQueuesReply", body: &ListQueuesReply{Queues: []QueueInfo{
+				{Name: "orders", Registered: true, Concurrency: intp(10), WorkerConcurrency: &wc, RateLimitMax: intp(100),
+					RateLimitPeriodSec: floatp(1.5), PriorityEnabled: true, Enqueued: 3, Pending: 4},
+				{Name: "sdk-queue", Enqueued: 1},
+			}}},
+
+		// Schedules.
+		{name: "create_schedule", description: "Run \"nightly_report\" at 03:00 New York time on the queue \"reports\", with a context, backfilling missed ticks.",
+			kind: KindRequest, id: 34, op: OpCreateSchedule, message: "Schedule", body: &Schedule{
+				ScheduleName: "nightly", WorkflowName: "nightly_report", Cron: "0 3 * * *", Context: `{"region":"eu"}`,
+				AutomaticBackfill: true, CronTimezone: "America/New_York", QueueName: "reports",
+			}},
+		{name: "create_schedule_reply", description: "Created (ACTIVE): an empty map.",
+			kind: KindResponse, id: 34, replyTo: OpCreateSchedule, message: "Empty", body: Empty{}},
+		{name: "get_schedule", description: "Ask for one schedule.",
+			kind: KindRequest, id: 35, op: OpGetSchedule, message: "ScheduleRef", body: &ScheduleRef{ScheduleName: "nightly"}},
+		{name: "get_schedule_reply", description: "The schedule with its status and the last tick fired (ISO 8601, as the SDKs store it).",
+			kind: KindResponse, id: 35, replyTo: OpGetSchedule, message: "Schedule", body: &Schedule{
+				ScheduleName: "nightly", WorkflowName: "nightly_report", Cron: "0 3 * * *", Context: `{"region":"eu"}`,
+				Status: "ACTIVE", AutomaticBackfill: true, CronTimezone: "America/New_York", QueueName: "reports",
+				LastFiredAt: "2026-01-01T08:00:00+00:00",
+			}},
+		{name: "list_schedules", description: "The paused schedules of \"nightly_report\" whose names start with \"night\".",
+			kind: KindRequest, id: 36, op: OpListSchedules, message: "ListSchedules", body: &ListSchedules{
+				Statuses: []string{"PAUSED"}, WorkflowNames: []string{"nightly_report"}, NamePrefix: "night",
+			}},
+		{name: "list_schedules_reply", description: "One schedule, by name (a six-field cron: seconds first).",
+			kind: KindResponse, id: 36, replyTo: OpListSchedules, message: "ListSchedulesReply", body: &ListSchedulesReply{Schedules: []Schedule{
+				{ScheduleName: "nightly-eu", WorkflowName: "nightly_report", WorkflowClassName: "Reports", Cron: "30 0 2 * * *",
+					Context: "null", Status: "PAUSED"},
+			}}},
+		{name: "pause_schedule", description: "Stop a schedule firing.",
+			kind: KindRequest, id: 37, op: OpPauseSchedule, message: "ScheduleRef", body: &ScheduleRef{ScheduleName: "nightly"}},
+		{name: "pause_schedule_reply", description: "Paused: an empty map.",
+			kind: KindResponse, id: 37, replyTo: OpPauseSchedule, message: "Empty", body: Empty{}},
+		{name: "resume_schedule", description: "Make a paused schedule fire again.",
+			kind: KindRequest, id: 38, op: OpResumeSchedule, message: "ScheduleRef", body: &ScheduleRef{ScheduleName: "nightly"}},
+		{name: "resume_schedule_reply", description: "Active again: an empty map.",
+			kind: KindResponse, id: 38, replyTo: OpResumeSchedule, message: "Empty", body: Empty{}},
+		{name: "delete_schedule", description: "Delete a schedule (the workflows it enqueued stay).",
+			kind: KindRequest, id: 39, op: OpDeleteSchedule, message: "ScheduleRef", body: &ScheduleRef{ScheduleName: "nightly"}},
+		{name: "delete_schedule_reply", description: "Deleted: an empty map.",
+			kind: KindResponse, id: 39, replyTo: OpDeleteSchedule, message: "Empty", body: Empty{}},
+		{name: "backfill_schedule", description: "Enqueue the ticks of 2026-01-01 and 2026-01-02 (UTC) that were not enqueued.",
+			kind: KindRequest, id: 40, op: OpBackfillSchedule, message: "BackfillSchedule", body: &BackfillSchedule{
+				ScheduleName: "nightly", StartEpochMS: exampleT0, EndEpochMS: exampleT0 + 2*86400000,
+			}},
+		{name: "backfill_schedule_reply", description: "The ids of every tick in the range, in order, whether this call or an earlier firer enqueued it (the time is the tick in the schedule's time zone).",
+			kind: KindResponse, id: 40, replyTo: OpBackfillSchedule, message: "WorkflowIDs", body: &WorkflowIDs{WorkflowIDs: []string{
+				"sched-nightly-2026-01-01T03:00:00-05:00", "sched-nightly-2026-01-02T03:00:00-05:00",
+			}}},
+		{name: "trigger_schedule", description: "Enqueue one run of the schedule's workflow now.",
+			kind: KindRequest, id: 41, op: OpTriggerSchedule, message: "ScheduleRef", body: &ScheduleRef{ScheduleName: "nightly"}},
+		{name: "trigger_schedule_reply", description: "The triggered run's id: sched-<name>-trigger-<now, UTC, Python isoformat>.",
+			kind: KindResponse, id: 41, replyTo: OpTriggerSchedule, message: "WorkflowRef", body: &WorkflowRef{
+				WorkflowID: "sched-nightly-trigger-2026-01-01T12:00:00.250000+00:00",
+			}},
+		{name: "push_run_scheduled_tick", description: "A tick of the schedule handed to a worker: portable_json inputs [the scheduled time (ISO 8601 with offset), the schedule's context].",
+			kind: KindPush, op: PushRun, message: "Run", body: &Run{
+				WorkflowID: "sched-nightly-2026-01-01T03:00:00-05:00", Name: "nightly_report",
+				Inputs:        strp(`{"namedArgs":{},"positionalArgs":["2026-01-01T03:00:00-05:00",{"region":"eu"}]}`),
+				Serialization: "portable_json", OwnerXID: "0a1b2c3d4e5f60718293a4b5c6d7e8f9", QueueName: "reports",
+				RecoveryAttempts: 1, History: []Step{},
+			}},
+
+		// Application versions.
+		{name: "list_versions", description: "List the application's versions.",
+			kind: KindRequest, id: 42, op: OpListVersions, message: "Empty", body: Empty{}},
+		{name: "list_versions_reply", description: "Two versions, the latest first (epoch ms timestamps); the latest takes unversioned work.",
+			kind: KindResponse, id: 42, replyTo: OpListVersions, message: "ListVersionsReply", body: &ListVersionsReply{Versions: []VersionInfo{
+				{VersionID: "6f1d3c2a-8b4e-4f5a-9c7d-0e1f2a3b4c5d", VersionName: "v2", TimestampMS: exampleT0 + 7200000, CreatedAtMS: exampleT0 + 7200000},
+				{VersionID: "0c9b8a7d-6e5f-4a3b-8c2d-1e0f9a8b7c6d", VersionName: "v1", TimestampMS: exampleT0, CreatedAtMS: exampleT0},
+			}}},
+		{name: "promote_version", description: "Roll back: make v1 the latest again.",
+			kind: KindRequest, id: 43, op: OpPromoteVersion, message: "VersionRef", body: &VersionRef{VersionName: "v1"}},
+		{name: "promote_version_reply", description: "v1 is the latest: an empty map.",
+			kind: KindResponse, id: 43, replyTo: OpPromoteVersion, message: "Empty", body: Empty{}},
+		{name: "error_schedule_not_found", description: "A schedule op naming no schedule: invalid_argument.",
+			kind: KindResponse, id: 44, replyTo: OpGetSchedule, err: &Error{Code: CodeInvalidArgument, Message: "schedule nightly does not exist"}},
 	}
 }
 
@@ -543,7 +688,10 @@ func TestGoldenVectorsCoverEveryOpAndPush(t *testing.T) {
 		}
 	}
 	for _, op := range []string{OpHello, OpPing, OpStartWorkflow, OpRecordStep, OpFinish, OpGetResult,
-		OpGetWorkflow, OpListWorkflows, OpListSteps, OpCancel, OpResume} {
+		OpGetWorkflow, OpListWorkflows, OpListSteps, OpCancel, OpResume,
+		OpRegisterQueues, OpDebounceWorkflow, OpSetWorkflowDelay, OpGetQueue, OpListQueues,
+		OpCreateSchedule, OpGetSchedule, OpListSchedules, OpPauseSchedule, OpResumeSchedule, OpDeleteSchedule,
+		OpBackfillSchedule, OpTriggerSchedule, OpListVersions, OpPromoteVersion} {
 		require.True(t, requests[op], "no request vector for %s", op)
 		require.True(t, replies[op], "no reply vector for %s", op)
 	}

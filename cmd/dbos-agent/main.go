@@ -36,17 +36,20 @@ func newRootCommand() *cobra.Command {
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
-	root.AddCommand(newServeCommand(), newMigrateCommand(), newWorkflowCommand(), newQueueCommand(), newVersionCommand())
+	root.AddCommand(newServeCommand(), newMigrateCommand(), newWorkflowCommand(), newQueueCommand(),
+		newScheduleCommand(), newVersionCommand())
 	return root
 }
 
 func newVersionCommand() *cobra.Command {
-	return &cobra.Command{
+	cmd := &cobra.Command{
 		Use:   "version",
-		Short: "Print the agent's version and the system schema version it targets",
+		Short: "Print the agent's version; list and promote application versions",
 		Args:  cobra.NoArgs,
 		Run: func(cmd *cobra.Command, _ []string) {
 			fmt.Fprintf(cmd.OutOrStdout(), "dbos-agent %s (system schema %d)\n", version, sysdb.LatestSchemaVersion)
 		},
 	}
+	cmd.AddCommand(newVersionListCommand(), newVersionPromoteCommand())
+	return cmd
 }
