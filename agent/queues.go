@@ -273,8 +273,12 @@ func handlePromoteVersion(s *Session, env protocol.Envelope) (any, *protocol.Err
 	_, group := s.handshaken()
 	err := s.agent.db.VersionPromote(s.ctx, m.VersionName, optional(group.app))
 	var missing *sysdb.VersionNotFoundError
-	if errors.As(err, &missing) {
+	var owned *sysdb.NameOwnedError
+	switch {
+	case errors.As(err, &missing):
 		return nil, protocol.Errorf(protocol.CodeInvalidArgument, "%s", missing.Error())
+	case errors.As(err, &owned):
+		return nil, protocol.Errorf(protocol.CodeInvalidArgument, "%s", owned.Error())
 	}
 	if err != nil {
 		return nil, protocolError(s, env.Op, err)

@@ -360,6 +360,11 @@ func handleBackfillSchedule(s *Session, env protocol.Envelope) (any, *protocol.E
 	if err != nil {
 		return nil, scheduleError(s, env.Op, err)
 	}
+	// The range and the stored cron are checked before anything is
+	// enqueued: a bad one is the caller's to fix, not a retryable failure.
+	if _, err := BackfillTicks(sched, time.UnixMilli(m.StartEpochMS), time.UnixMilli(m.EndEpochMS)); err != nil {
+		return nil, protocol.Errorf(protocol.CodeInvalidArgument, "%s: %v", env.Op, err)
+	}
 	ids, err := s.agent.backfill(s.ctx, sched, time.UnixMilli(m.StartEpochMS), time.UnixMilli(m.EndEpochMS))
 	if err != nil {
 		return nil, protocolError(s, env.Op, err)
