@@ -323,6 +323,13 @@ func (p *poller) loop(ctx context.Context) {
 		case <-p.wake:
 		case <-timer.C:
 		}
+		// A wake and a stop may be ready at once; a stopped poller must
+		// not claim for workers that are gone.
+		select {
+		case <-p.done:
+			return
+		default:
+		}
 		claimed, full, err := p.pollOnce(ctx)
 		next := interval
 		switch {
@@ -508,7 +515,7 @@ func (a *Agent) dispatch(ctx context.Context, g *workerGroup, queue string, cfg 
 	a.mu.Unlock()
 
 	if chosen == nil {
-		if _, err := a.db.WorkflowRequeue(ctx, []sysdb.WorkflowClaim{{WorkflowID: wf.ID, OwnerXID: owner}}); err != nil {
+		if _, err := a.db.WorkflowUnclaim(ctx, []sysdb.WorkflowClaim{{WorkflowID: wf.ID, OwnerXID: owner}}); err != nil {
 			a.log.Error("could not hand an undispatchable workflow back to its queue", zap.String("workflow_id", wf.ID), zap.Error(err))
 		}
 		return
@@ -528,7 +535,7 @@ func (a *Agent) dispatch(ctx context.Context, g *workerGroup, queue string, cfg 
 	if err != nil {
 		a.log.Error("could not read a workflow's history; handing it back", zap.String("workflow_id", wf.ID), zap.Error(err))
 		a.endRun(wf.ID, owner)
-		_, _ = a.db.WorkflowRequeue(ctx, []sysdb.WorkflowClaim{{WorkflowID: wf.ID, OwnerXID: owner}})
+		_, _ = a.db.WorkflowUnclaim(ctx, []sysdb.WorkflowClaim{{WorkflowID: wf.ID, OwnerXID: owner}})
 		return
 	}
 	msg := runMessage(wf, owner, queue, history)

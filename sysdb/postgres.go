@@ -574,6 +574,15 @@ func (p *Postgres) WorkflowRecover(ctx context.Context, in WorkflowRecoverParams
 
 // WorkflowRequeue implements SystemDatabase.
 func (p *Postgres) WorkflowRequeue(ctx context.Context, claims []WorkflowClaim) ([]string, error) {
+	return p.requeue(ctx, "requeue workflows", claims, false)
+}
+
+// WorkflowUnclaim implements SystemDatabase.
+func (p *Postgres) WorkflowUnclaim(ctx context.Context, claims []WorkflowClaim) ([]string, error) {
+	return p.requeue(ctx, "unclaim workflows", claims, true)
+}
+
+func (p *Postgres) requeue(ctx context.Context, what string, claims []WorkflowClaim, refund bool) ([]string, error) {
 	if len(claims) == 0 {
 		return nil, nil
 	}
@@ -582,7 +591,7 @@ func (p *Postgres) WorkflowRequeue(ctx context.Context, claims []WorkflowClaim) 
 	for i, c := range claims {
 		ids[i], owners[i] = c.WorkflowID, c.OwnerXID
 	}
-	return p.collectIDs(ctx, "requeue workflows", p.sql("WorkflowRequeue"), ids, owners, InternalQueueName)
+	return p.collectIDs(ctx, what, p.sql("WorkflowRequeue"), ids, owners, InternalQueueName, refund)
 }
 
 // WorkflowDeadLetter implements SystemDatabase.
@@ -820,13 +829,16 @@ func (p *Postgres) StepList(ctx context.Context, workflowID string) ([]Step, err
 // The isolation follows what the claim shares with other executors, as the
 // SDKs' dequeue budgets do. A limit shared by every executor (a queue-wide
 // or partition concurrency or rate limit) is counted and claimed at
-// REPEATABLE READ with NOWAIT row locks, so two executors cannot both fill
-// the same free slots: the loser gets a lock or serialization error and
-// tries again at its next poll. A queue-wide limit claimed one partition at
-// a time needs SERIALIZABLE: executors on different partitions lock
-// disjoint rows, and only predicate locks see that each counted the other's
-// claims as absent (write skew). Without shared limits, READ COMMITTED with
-// SKIP LOCKED lets executors claim disjoint rows concurrently.
+// SERIALIZABLE with NOWAIT row locks, so two executors cannot both fill the
+// same free slots: the loser gets a lock or serialization error and tries
+// again at its next poll. REPEATABLE READ, which the SDKs use, is not
+// enough: it relies on every executor trying the same first rows, but
+// executors whose candidates differ (other workflow names, application
+// versions or partitions) lock disjoint rows, and only predicate locks see
+// that each counted the other's claims as absent (write skew: two agents
+// serving different workflows of one queue ran two at once under a global
+// concurrency of 1). Without shared limits, READ COMMITTED with SKIP LOCKED
+// lets executors claim disjoint rows concurrently.
 //
 // Rows are taken in (priority, created_at) order whether or not the queue
 // has priority enabled, as the SDKs do: a queue without it only holds
@@ -858,12 +870,12 @@ func (p *Postgres) QueueDequeue(ctx context.Context, in QueueDequeueParams) ([]W
 	if claimLimit == 0 {
 		return nil, nil
 	}
+	// SERIALIZABLE, not the SDKs' REPEATABLE READ, whenever a limit is
+	// shared: candidates filtered by workflow name, version or partition
+	// may be disjoint from another executor's (see above).
 	isolation := pgx.ReadCommitted
-	switch {
-	case queueWide && in.PartitionKey != "":
+	if shared {
 		isolation = pgx.Serializable
-	case shared:
-		isolation = pgx.RepeatableRead
 	}
 	var claimed []Workflow
 	err := p.retryDequeue(ctx, func(ctx context.Context) error {

@@ -156,7 +156,11 @@ WITH requeued AS (
     UPDATE {{schema}}.workflow_status AS w
     SET status = 'ENQUEUED', owner_xid = NULL, started_at_epoch_ms = NULL,
         queue_name = COALESCE(NULLIF(w.queue_name, ''), $3),
-        updated_at = (EXTRACT(epoch FROM now()) * 1000)::bigint
+        updated_at = (EXTRACT(epoch FROM now()) * 1000)::bigint,
+        -- $4: the claim never reached a worker, so it does not count as an
+        -- attempt nor as a start against a rate limit.
+        recovery_attempts = CASE WHEN $4 THEN GREATEST(w.recovery_attempts - 1, 0) ELSE w.recovery_attempts END,
+        rate_limited = CASE WHEN $4 THEN false ELSE w.rate_limited END
     FROM unnest($1::text[], $2::text[]) AS c(workflow_uuid, owner_xid)
     WHERE w.workflow_uuid = c.workflow_uuid AND w.owner_xid = c.owner_xid AND w.status = 'PENDING'
     RETURNING w.workflow_uuid, w.queue_name

@@ -82,6 +82,11 @@ type SystemDatabase interface {
 	// Only rows still PENDING and owned by the given token move.
 	WorkflowRequeue(ctx context.Context, claims []WorkflowClaim) ([]string, error)
 
+	// WorkflowUnclaim hands back claimed workflows that never reached a
+	// worker (none could take them): like WorkflowRequeue, but the claim
+	// does not count as a recovery attempt nor against a rate limit.
+	WorkflowUnclaim(ctx context.Context, claims []WorkflowClaim) ([]string, error)
+
 	// WorkflowDeadLetter moves claimed workflows whose recovery attempts
 	// reached minAttempts to MAX_RECOVERY_ATTEMPTS_EXCEEDED and returns the
 	// ids it moved.

@@ -55,6 +55,7 @@ func Run(t *testing.T, open func(t *testing.T) sysdb.SystemDatabase) {
 		{"WorkflowChildren", testWorkflowChildren},
 		{"WorkflowRecover", testWorkflowRecover},
 		{"WorkflowRequeue", testWorkflowRequeue},
+		{"WorkflowUnclaim", testWorkflowUnclaim},
 		{"WorkflowDeadLetter", testWorkflowDeadLetter},
 		{"QueueDequeueOrder", testQueueDequeueOrder},
 		{"QueueDequeueClaim", testQueueDequeueClaim},
@@ -1825,4 +1826,35 @@ func concurrentGlobalLimit(t *testing.T, db sysdb.SystemDatabase, partitioned bo
 	require.LessOrEqual(t, maxRunning.Load(), int64(limit), "claims in flight exceeded the global concurrency")
 	require.LessOrEqual(t, peakInDB.Load(), int64(limit), "the database held more PENDING rows than the global concurrency")
 	require.Greater(t, maxRunning.Load(), int64(0))
+}
+
+// testWorkflowUnclaim: a claim handed back unused costs no attempt and no
+// rate-limit start; a claim of another token is left alone.
+func testWorkflowUnclaim(t *testing.T, db sysdb.SystemDatabase) {
+	ctx := t.Context()
+	_, err := db.WorkflowInsert(ctx, sysdb.WorkflowInsertParams{ID: "u", Name: "wf", Status: sysdb.StatusEnqueued,
+		CreatorXID: Token(), QueueName: Ptr("uq"), ExecutorID: "local"})
+	require.NoError(t, err)
+	max := 5
+	claimed, err := db.QueueDequeue(ctx, sysdb.QueueDequeueParams{QueueName: "uq", ExecutorID: "local", ApplicationVersion: "v1",
+		Limits: sysdb.QueueLimits{RateLimitMax: &max, RateLimitPeriod: time.Minute}})
+	require.NoError(t, err)
+	require.Len(t, claimed, 1)
+	require.Equal(t, int64(1), claimed[0].RecoveryAttempts)
+	require.True(t, claimed[0].RateLimited)
+
+	got, err := db.WorkflowUnclaim(ctx, []sysdb.WorkflowClaim{{WorkflowID: "u", OwnerXID: Token()}})
+	require.NoError(t, err)
+	require.Empty(t, got, "another token's claim must not be handed back")
+
+	got, err = db.WorkflowUnclaim(ctx, []sysdb.WorkflowClaim{{WorkflowID: "u", OwnerXID: *claimed[0].OwnerXID}})
+	require.NoError(t, err)
+	require.Equal(t, []string{"u"}, got)
+	wf, err := db.WorkflowGet(ctx, "u")
+	require.NoError(t, err)
+	require.Equal(t, sysdb.StatusEnqueued, wf.Status)
+	require.Equal(t, int64(0), wf.RecoveryAttempts)
+	require.False(t, wf.RateLimited)
+	require.Nil(t, wf.OwnerXID)
+	require.Equal(t, "uq", *wf.QueueName)
 }
