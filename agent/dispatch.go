@@ -437,7 +437,9 @@ func (p *poller) pollPartition(ctx context.Context, cfg sysdb.QueueConfig, parti
 	}
 	key := p.group.key
 	a.mu.Unlock()
-	if !unbounded && capacity == 0 {
+	// Nothing to claim for: no capacity, or no function to run what it
+	// would claim (an empty name filter would claim anything).
+	if (!unbounded && capacity == 0) || len(names) == 0 {
 		return 0, false, nil
 	}
 	bound := a.cfg.MaxClaim

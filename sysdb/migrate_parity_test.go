@@ -750,7 +750,9 @@ func TestMigrateConcurrentRunners(t *testing.T) {
 			}
 		}
 		require.Equal(t, 1, worked, "exactly one runner migrates: %+v", results)
-		requireSameCatalog(t, want, readCatalog(t, ctx, conn, schema))
+		// A connection of its own: the subtests run in parallel, and a
+		// pgx.Conn shared by them fails with "conn busy".
+		requireSameCatalog(t, want, readCatalog(t, ctx, pgtest.Connect(t, url), schema))
 	}
 
 	t.Run("fresh", func(t *testing.T) {
