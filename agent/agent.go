@@ -191,8 +191,29 @@ func (a *Agent) onNotification(channel, payload string) {
 	switch channel {
 	case sysdb.ChannelWorkflowStatus:
 		a.waiters.wake(payload)
+		// A workflow one of our workers runs may have been cancelled (or
+		// timed out) through another agent: tell the run now rather than at
+		// its next record_step.
+		a.mu.Lock()
+		_, local := a.runs[payload]
+		a.mu.Unlock()
+		if local {
+			go a.checkLocalRun(payload)
+		}
 	case sysdb.ChannelQueue:
 		a.wakeQueue(payload)
+	}
+}
+
+// checkLocalRun pushes cancel to a local run whose workflow was cancelled
+// elsewhere.
+func (a *Agent) checkLocalRun(workflowID string) {
+	wf, err := a.db.WorkflowGet(a.ctx, workflowID)
+	if err != nil {
+		return // the run learns at its next record_step
+	}
+	if wf.Status == sysdb.StatusCancelled || wf.Status == sysdb.StatusMaxRecoveryAttemptsExceeded {
+		a.cancelLocalRun(workflowID)
 	}
 }
 

@@ -224,6 +224,10 @@ func handleDebounceWorkflow(s *Session, env protocol.Envelope) (any, *protocol.E
 			id = newUUID()
 		}
 		delayUntil := now + m.DelayMS
+		if m.TimeoutMS > 0 {
+			// The debounce deadline caps the first delay too.
+			delayUntil = min(delayUntil, now+m.TimeoutMS)
+		}
 		p := sysdb.WorkflowInsertParams{
 			ID: id, Name: m.Name, Status: sysdb.StatusDelayed, CreatorXID: newToken(),
 			ClassName: optional(m.ClassName), QueueName: &queue, QueuePartitionKey: optional(m.PartitionKey),

@@ -70,7 +70,7 @@ func TriggerWorkflowID(scheduleName string, at time.Time) string {
 	return "sched-" + scheduleName + "-trigger-" + isoformat(at)
 }
 
-// BackfillTicks lists the schedule's ticks in [start, end), in the
+// BackfillTicks lists the schedule's ticks in (start, end), in the
 // schedule's timezone; more than MaxBackfillTicks is an error.
 func BackfillTicks(s sysdb.Schedule, start, end time.Time) ([]time.Time, error) {
 	sched, loc, err := parseCron(s.Cron, s.CronTimezone)
@@ -78,7 +78,8 @@ func BackfillTicks(s sysdb.Schedule, start, end time.Time) ([]time.Time, error) 
 		return nil, err
 	}
 	var ticks []time.Time
-	for tick := sched.Next(start.In(loc).Add(-time.Nanosecond)); tick.Before(end); tick = sched.Next(tick) {
+	// Both DBOS SDKs take the ticks strictly after start.
+	for tick := sched.Next(start.In(loc)); tick.Before(end); tick = sched.Next(tick) {
 		if len(ticks) == MaxBackfillTicks {
 			return nil, fmt.Errorf("backfill has more than %d ticks; use a shorter range", MaxBackfillTicks)
 		}

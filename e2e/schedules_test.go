@@ -277,9 +277,10 @@ func TestScheduleBackfillTriggerListGet(t *testing.T) {
 	require.Equal(t, []protocol.Schedule{daily}, listSchedules(protocol.ListSchedules{NamePrefix: "dai"}))
 	require.Empty(t, listSchedules(protocol.ListSchedules{WorkflowNames: []string{"other"}}))
 
-	// Five days: the start is a tick and included, the end excluded.
+	// Five days: ticks strictly after the start and before the end, as the
+	// DBOS SDKs backfill.
 	window := &protocol.BackfillSchedule{ScheduleName: "daily",
-		StartEpochMS: time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC).UnixMilli(),
+		StartEpochMS: time.Date(2024, 12, 31, 23, 59, 59, 0, time.UTC).UnixMilli(),
 		EndEpochMS:   time.Date(2025, 1, 6, 0, 0, 0, 0, time.UTC).UnixMilli()}
 	var want []string
 	for day := 1; day <= 5; day++ {

@@ -435,7 +435,8 @@ type ListSchedulesReply struct {
 	Schedules []Schedule `msgpack:"schedules"`
 }
 
-// BackfillSchedule enqueues the ticks in [StartEpochMS, EndEpochMS).
+// BackfillSchedule enqueues the ticks strictly after StartEpochMS and before
+// EndEpochMS, as the DBOS SDKs backfill.
 type BackfillSchedule struct {
 	ScheduleName string `msgpack:"schedule_name"`
 	StartEpochMS int64  `msgpack:"start_epoch_ms"`

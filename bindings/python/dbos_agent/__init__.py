@@ -10,15 +10,19 @@ the agent sends with each run.
 from . import _error as error
 from ._client import DBOSClient, EnqueueOptions
 from ._core import (
+    DuplicationPolicy,
     SetEnqueueOptions,
     SetWorkflowID,
     SetWorkflowTimeout,
     StepInfo,
     WorkflowHandle,
     WorkflowHandleAsync,
+    WorkflowIDReusePolicy,
     WorkflowStatus,
 )
-from ._dbos import DBOS, Queue, __version__
+from ._dbos import DBOS, Queue, QueueRateLimit, __version__
+from ._debouncer import Debouncer, DebouncerClient
+from ._scheduling import ClientScheduleInput, ScheduleInput, VersionInfo, WorkflowSchedule
 from ._error import (
     DBOSAgentError,
     DBOSAgentUnavailableError,
@@ -54,8 +58,17 @@ __all__ = [
     "DBOS",
     "DBOSClient",
     "DBOSConfig",
+    "Debouncer",
+    "DebouncerClient",
+    "DuplicationPolicy",
     "EnqueueOptions",
     "Queue",
+    "QueueRateLimit",
+    "ScheduleInput",
+    "ClientScheduleInput",
+    "VersionInfo",
+    "WorkflowSchedule",
+    "WorkflowIDReusePolicy",
     "SetEnqueueOptions",
     "SetWorkflowID",
     "SetWorkflowTimeout",

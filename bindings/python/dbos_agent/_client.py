@@ -3,9 +3,12 @@ wait for them and manage them (a web frontend, a script)."""
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import os
-from typing import Any, Dict, List, Optional, TypedDict, TypeVar
+import time
+from datetime import datetime
+from typing import TYPE_CHECKING, Any, Dict, List, Optional, TypedDict, TypeVar, Union
 
 from . import _protocol as proto
 from ._core import (
@@ -15,10 +18,17 @@ from ._core import (
     WorkflowHandleAsync,
     WorkflowStatus,
     _EnqueueOptions,
+    validate_duplication_policy,
+    validate_priority,
 )
+from . import _scheduling as sched
+from ._scheduling import ClientScheduleInput, VersionInfo, WorkflowSchedule
 from ._error import DBOSException, DBOSNonExistentWorkflowError, DBOSNotSupportedError
 from ._serialization import DefaultSerializer, Serializer, WorkflowSerializationFormat, tag_for
 from ._transport import AgentLink, Connection, resolve_socket_path
+
+if TYPE_CHECKING:
+    from ._dbos import Queue
 
 R = TypeVar("R")
 logger = logging.getLogger("dbos_agent")
@@ -30,36 +40,91 @@ class _EnqueueOptionsRequired(TypedDict):
 
 
 class EnqueueOptions(_EnqueueOptionsRequired, total=False):
-    """What ``DBOSClient.enqueue`` takes, as in DBOS Python."""
+    """What ``DBOSClient.enqueue`` (and ``DBOS.enqueue_workflow_with_options``)
+    takes, as in DBOS Python."""
 
     workflow_id: str
+    workflow_id_reuse_policy: str
     app_version: str
+    workflow_timeout: float
+    delay_seconds: float
     deduplication_id: str
+    duplication_policy: str
     priority: int
+    queue_partition_key: str
+    authenticated_user: str
     serialization_type: WorkflowSerializationFormat
     class_name: str
     instance_name: str
-    authenticated_user: str
     # Accepted by DBOS Python; refused here until the agent serves them.
-    workflow_timeout: float
-    delay_seconds: float
-    queue_partition_key: str
     authenticated_roles: List[str]
     attributes: Dict[str, Any]
     application_name: Optional[str]
-    duplication_policy: str
-    workflow_id_reuse_policy: str
+    otel_context: Any
+    shard_key: str
 
 
 _UNSUPPORTED_OPTIONS = {
-    "workflow_timeout": "workflow timeouts",
-    "delay_seconds": "delayed workflows",
-    "queue_partition_key": "partitioned queues",
     "authenticated_roles": None,
     "attributes": "workflow attributes",
     "otel_context": None,
-    "shard_key": None,
+    "shard_key": "sharded system databases",
 }
+
+
+def enqueue_request(
+    engine: Engine,
+    serializer: Serializer,
+    options: EnqueueOptions,
+    args: Any,
+    kwargs: Dict[str, Any],
+    call: str,
+    own_app: str,
+) -> Dict[str, Any]:
+    """The start_workflow request for ``EnqueueOptions``, as DBOS Python
+    builds the row: a timeout starts counting when the workflow is dequeued,
+    ``delay_seconds`` keeps it DELAYED that long first."""
+    opts: Dict[str, Any] = dict(options)
+    for key, what in _UNSUPPORTED_OPTIONS.items():
+        if opts.get(key) is not None:
+            raise DBOSNotSupportedError(f"{call}(options[{key!r}])", what)
+    if opts.get("workflow_id_reuse_policy") not in (None, "return-existing"):
+        if opts["workflow_id_reuse_policy"] == "reject":
+            raise DBOSNotSupportedError(f"{call}(options['workflow_id_reuse_policy'])", "only 'return-existing'")
+        raise DBOSException(
+            f"Invalid workflow_id_reuse_policy {opts['workflow_id_reuse_policy']}. Must be either 'return-existing' or 'reject'."
+        )
+    app = opts.get("application_name")
+    if app is not None and app != own_app:
+        raise DBOSNotSupportedError(
+            f"{call}(options['application_name'])",
+            "the agent enqueues for the caller's own application (DBOSClient(application_name=...))",
+        )
+    if "workflow_name" not in opts or "queue_name" not in opts:
+        raise DBOSException(f"{call} needs options workflow_name and queue_name")
+    validate_priority(opts.get("priority"))
+    validate_duplication_policy(opts.get("duplication_policy"), opts["queue_name"], opts.get("deduplication_id"))
+    delay = opts.get("delay_seconds")
+    timeout = opts.get("workflow_timeout")
+    return engine.start_request(
+        opts["workflow_name"], tuple(args), kwargs,
+        tag=tag_for(opts.get("serialization_type"), serializer),
+        workflow_id=opts.get("workflow_id"),
+        queue_name=opts["queue_name"],
+        run_here=False,
+        class_name=opts.get("class_name"),
+        config_name=opts.get("instance_name"),
+        enqueue=_EnqueueOptions(
+            deduplication_id=opts.get("deduplication_id"),
+            priority=opts.get("priority"),
+            app_version=opts.get("app_version"),
+            queue_partition_key=opts.get("queue_partition_key"),
+            delay_until_epoch_ms=int((time.time() + delay) * 1000) if delay is not None else None,
+            duplication_policy=opts.get("duplication_policy"),
+        ),
+        authenticated_user=opts.get("authenticated_user"),
+        timeout_ms=int(timeout * 1000) if timeout else None,
+    )
 
 
 class DBOSClient:
@@ -123,49 +188,19 @@ class DBOSClient:
 
     # ------------------------------------------------------------------
 
-    def _enqueue_body(self, options: EnqueueOptions, args: Any, kwargs: Dict[str, Any]) -> Dict[str, Any]:
-        opts: Dict[str, Any] = dict(options)
-        for key, what in _UNSUPPORTED_OPTIONS.items():
-            if opts.get(key) is not None:
-                raise DBOSNotSupportedError(f"DBOSClient.enqueue(options[{key!r}])", what)
-        if opts.get("duplication_policy") not in (None, "reject"):
-            raise DBOSNotSupportedError("DBOSClient.enqueue(options['duplication_policy'])", "only 'reject'")
-        if opts.get("workflow_id_reuse_policy") not in (None, "return-existing"):
-            raise DBOSNotSupportedError("DBOSClient.enqueue(options['workflow_id_reuse_policy'])", "only 'return-existing'")
-        app = opts.get("application_name")
-        if app is not None and app != self._app_name:
-            raise DBOSNotSupportedError(
-                "DBOSClient.enqueue(options['application_name'])",
-                "a client enqueues for the application it was created with (DBOSClient(application_name=...))",
-            )
-        if "workflow_name" not in opts or "queue_name" not in opts:
-            raise DBOSException("DBOSClient.enqueue needs options workflow_name and queue_name")
-        priority = opts.get("priority")
-        if priority is not None and not (1 <= priority <= 2**31 - 1):
-            raise DBOSException(f"Invalid priority {priority}. Priority must be between 1~{2**31 - 1}.")
-        return self._engine.start_request(
-            opts["workflow_name"], tuple(args), kwargs,
-            tag=tag_for(opts.get("serialization_type"), self._serializer),
-            workflow_id=opts.get("workflow_id"),
-            queue_name=opts["queue_name"],
-            run_here=False,
-            class_name=opts.get("class_name"),
-            config_name=opts.get("instance_name"),
-            enqueue=_EnqueueOptions(opts.get("deduplication_id"), priority, opts.get("app_version"), None),
-            authenticated_user=opts.get("authenticated_user"),
-        )
-
     def enqueue(self, options: EnqueueOptions, *args: Any, **kwargs: Any) -> "WorkflowHandle[Any]":
         """Enqueue a workflow by name on a queue; a worker serving that queue
         runs it."""
-        body = self._enqueue_body(options, args, kwargs)
-        self._engine.start(body)
-        return WorkflowHandle(self._engine, body["workflow_id"])
+        body = enqueue_request(self._engine, self._serializer, options, args, kwargs, "DBOSClient.enqueue", self._app_name)
+        reply, _ = self._engine.start(body)
+        return WorkflowHandle(self._engine, reply.get("workflow_id") or body["workflow_id"])
 
     async def enqueue_async(self, options: EnqueueOptions, *args: Any, **kwargs: Any) -> "WorkflowHandleAsync[Any]":
-        body = self._enqueue_body(options, args, kwargs)
-        await self._engine.start_async(body)
-        return WorkflowHandleAsync(self._engine, body["workflow_id"])
+        body = enqueue_request(
+            self._engine, self._serializer, options, args, kwargs, "DBOSClient.enqueue_async", self._app_name
+        )
+        reply, _ = await self._engine.start_async(body)
+        return WorkflowHandleAsync(self._engine, reply.get("workflow_id") or body["workflow_id"])
 
     def retrieve_workflow(self, workflow_id: str, existing_workflow: bool = True) -> "WorkflowHandle[Any]":
         if existing_workflow and self._engine.get_status(workflow_id) is None:
@@ -214,6 +249,221 @@ class DBOSClient:
         self, workflow_id: str, *, load_output: bool = True, limit: Optional[int] = None, offset: Optional[int] = None
     ) -> List[StepInfo]:
         return await self._engine.list_steps_async(workflow_id, load_output, limit, offset)
+
+    # -- queues and delays
+
+    def retrieve_queue(self, name: str) -> "Optional[Queue]":
+        """A queue's stored configuration, or None."""
+        from ._dbos import Queue
+
+        info = sched.get_queue(self._engine, name)
+        if info is None or not info.get("registered"):
+            return None
+        return Queue._from_info(info)
+
+    async def retrieve_queue_async(self, name: str) -> "Optional[Queue]":
+        return await asyncio.to_thread(self.retrieve_queue, name)
+
+    def list_queues(self, *, application_name: Optional[Union[str, List[str]]] = None) -> "List[Queue]":
+        """The queues registered in the system database."""
+        from ._dbos import Queue
+
+        sched.refuse_other_application("DBOSClient.list_queues", application_name, self._app_name)
+        return [Queue._from_info(i) for i in sched.list_queues(self._engine) if i.get("registered")]
+
+    async def list_queues_async(self, *, application_name: Optional[Union[str, List[str]]] = None) -> "List[Queue]":
+        return await asyncio.to_thread(lambda: self.list_queues(application_name=application_name))
+
+    def set_workflow_delay(
+        self,
+        workflow_id: str,
+        *,
+        delay_seconds: Optional[float] = None,
+        delay_until_epoch_ms: Optional[int] = None,
+        shard_key: Optional[str] = None,
+    ) -> None:
+        sched.refuse_shard_key("DBOSClient.set_workflow_delay", shard_key)
+        sched.set_workflow_delay(self._engine, workflow_id, delay_seconds, delay_until_epoch_ms)
+
+    async def set_workflow_delay_async(
+        self,
+        workflow_id: str,
+        *,
+        delay_seconds: Optional[float] = None,
+        delay_until_epoch_ms: Optional[int] = None,
+        shard_key: Optional[str] = None,
+    ) -> None:
+        await asyncio.to_thread(
+            lambda: self.set_workflow_delay(
+                workflow_id, delay_seconds=delay_seconds, delay_until_epoch_ms=delay_until_epoch_ms, shard_key=shard_key
+            )
+        )
+
+    # -- schedules
+
+    def create_schedule(
+        self,
+        *,
+        schedule_name: str,
+        workflow_name: str,
+        schedule: str,
+        context: Any = None,
+        workflow_class_name: Optional[str] = None,
+        automatic_backfill: bool = False,
+        cron_timezone: Optional[str] = None,
+        queue_name: Optional[str] = None,
+        application_name: Optional[str] = None,
+        shard_key: Optional[str] = None,
+    ) -> None:
+        """Create a cron schedule of a workflow by name; it belongs to the
+        client's application (``DBOSClient(application_name=...)``; a client
+        without one creates an unclaimed schedule)."""
+        sched.refuse_shard_key("DBOSClient.create_schedule", shard_key)
+        sched.refuse_other_application("DBOSClient.create_schedule", application_name, self._app_name)
+        sched.create_schedule(
+            self._engine,
+            sched.schedule_message(
+                schedule_name=schedule_name, workflow_name=workflow_name, schedule=schedule, context=context,
+                workflow_class_name=workflow_class_name, automatic_backfill=automatic_backfill,
+                cron_timezone=cron_timezone, queue_name=queue_name,
+            ),
+        )
+
+    async def create_schedule_async(
+        self,
+        *,
+        schedule_name: str,
+        workflow_name: str,
+        schedule: str,
+        context: Any = None,
+        workflow_class_name: Optional[str] = None,
+        automatic_backfill: bool = False,
+        cron_timezone: Optional[str] = None,
+        queue_name: Optional[str] = None,
+        application_name: Optional[str] = None,
+        shard_key: Optional[str] = None,
+    ) -> None:
+        await asyncio.to_thread(
+            lambda: self.create_schedule(
+                schedule_name=schedule_name, workflow_name=workflow_name, schedule=schedule, context=context,
+                workflow_class_name=workflow_class_name, automatic_backfill=automatic_backfill,
+                cron_timezone=cron_timezone, queue_name=queue_name, application_name=application_name,
+                shard_key=shard_key,
+            )
+        )
+
+    def list_schedules(
+        self,
+        *,
+        status: Optional[Union[str, List[str]]] = None,
+        workflow_name: Optional[Union[str, List[str]]] = None,
+        schedule_name_prefix: Optional[Union[str, List[str]]] = None,
+        application_name: Optional[Union[str, List[str]]] = None,
+    ) -> List[WorkflowSchedule]:
+        sched.refuse_other_application("DBOSClient.list_schedules", application_name, self._app_name)
+        return sched.list_schedules(self._engine, "DBOSClient.list_schedules", status, workflow_name, schedule_name_prefix)
+
+    async def list_schedules_async(
+        self,
+        *,
+        status: Optional[Union[str, List[str]]] = None,
+        workflow_name: Optional[Union[str, List[str]]] = None,
+        schedule_name_prefix: Optional[Union[str, List[str]]] = None,
+        application_name: Optional[Union[str, List[str]]] = None,
+    ) -> List[WorkflowSchedule]:
+        return await asyncio.to_thread(
+            lambda: self.list_schedules(
+                status=status, workflow_name=workflow_name, schedule_name_prefix=schedule_name_prefix,
+                application_name=application_name,
+            )
+        )
+
+    def get_schedule(self, name: str) -> Optional[WorkflowSchedule]:
+        return sched.get_schedule(self._engine, name)
+
+    async def get_schedule_async(self, name: str) -> Optional[WorkflowSchedule]:
+        return await asyncio.to_thread(self.get_schedule, name)
+
+    def delete_schedule(self, name: str) -> None:
+        sched.delete_schedule(self._engine, name)
+
+    async def delete_schedule_async(self, name: str) -> None:
+        await asyncio.to_thread(self.delete_schedule, name)
+
+    def pause_schedule(self, name: str) -> None:
+        sched.pause_schedule(self._engine, name)
+
+    def resume_schedule(self, name: str) -> None:
+        sched.resume_schedule(self._engine, name)
+
+    def apply_schedules(self, schedules: List[ClientScheduleInput]) -> None:
+        """Create or replace these schedules (made ACTIVE), one at a time."""
+        messages = []
+        for i, entry in enumerate(schedules):
+            for required in ("schedule_name", "workflow_name", "schedule"):
+                if required not in entry:
+                    raise DBOSException(f"Schedule entry {i} is missing required field '{required}'")
+            sched.refuse_shard_key("DBOSClient.apply_schedules", entry.get("shard_key"))
+            sched.refuse_other_application("DBOSClient.apply_schedules", entry.get("application_name"), self._app_name)
+            messages.append(
+                sched.schedule_message(
+                    schedule_name=entry["schedule_name"], workflow_name=entry["workflow_name"],
+                    schedule=entry["schedule"], context=entry.get("context"),
+                    workflow_class_name=entry.get("workflow_class_name"),
+                    automatic_backfill=entry.get("automatic_backfill", False),
+                    cron_timezone=entry.get("cron_timezone"), queue_name=entry.get("queue_name"),
+                )
+            )
+        for m in messages:
+            sched.upsert_schedule(self._engine, m, keep_status=False)
+
+    async def apply_schedules_async(self, schedules: List[ClientScheduleInput]) -> None:
+        await asyncio.to_thread(self.apply_schedules, schedules)
+
+    def backfill_schedule(self, schedule_name: str, start: datetime, end: datetime) -> "List[WorkflowHandle[None]]":
+        return [
+            WorkflowHandle(self._engine, wid)
+            for wid in sched.backfill_schedule(self._engine, schedule_name, start, end)
+        ]
+
+    def trigger_schedule(self, schedule_name: str) -> "WorkflowHandle[None]":
+        return WorkflowHandle(self._engine, sched.trigger_schedule(self._engine, schedule_name))
+
+    # -- application versions
+
+    def list_application_versions(self) -> List[VersionInfo]:
+        return sched.list_versions(self._engine)
+
+    def get_latest_application_version(self) -> VersionInfo:
+        return sched.latest_version(self._engine)
+
+    def set_latest_application_version(self, version_name: str, *, application_name: Optional[str] = None) -> None:
+        sched.refuse_other_application("DBOSClient.set_latest_application_version", application_name, self._app_name)
+        sched.promote_version(self._engine, version_name)
+
+    async def list_application_versions_async(self) -> List[VersionInfo]:
+        return await asyncio.to_thread(self.list_application_versions)
+
+    async def get_latest_application_version_async(self) -> VersionInfo:
+        return await asyncio.to_thread(self.get_latest_application_version)
+
+    async def set_latest_application_version_async(
+        self, version_name: str, *, application_name: Optional[str] = None
+    ) -> None:
+        await asyncio.to_thread(
+            lambda: self.set_latest_application_version(version_name, application_name=application_name)
+        )
+
+    def register_queue(self, name: str, **options: Any) -> "Queue":
+        """Not served: a queue's configuration is registered by a worker
+        (``DBOS.register_queue`` or ``Queue``), which the agent requires."""
+        raise DBOSNotSupportedError("DBOSClient.register_queue", "declare the queue in a worker process (DBOS.register_queue)")
+
+    async def register_queue_async(self, name: str, **options: Any) -> "Queue":
+        return self.register_queue(name, **options)
+
+    def delete_queue(self, name: str) -> None:
+        raise DBOSNotSupportedError("DBOSClient.delete_queue", "the agent has no call to delete a queue's configuration")
 
     def _later(self, call: str, what: str) -> Any:
         raise DBOSNotSupportedError(f"DBOSClient.{call}", what)

@@ -21,6 +21,7 @@ import threading
 import time
 import uuid
 from concurrent.futures import Future
+from datetime import datetime, timezone
 from typing import (
     Any,
     Awaitable,
@@ -28,6 +29,7 @@ from typing import (
     Dict,
     Generic,
     List,
+    Literal,
     Optional,
     Tuple,
     TypeVar,
@@ -99,6 +101,9 @@ class WorkflowRegistration:
         self.max_recovery_attempts = max_recovery_attempts
         self.serialization_type = serialization_type
         self.is_async = inspect.iscoroutinefunction(func)
+        # Set by @DBOS.scheduled: the workflow then takes (scheduled_time,
+        # actual_time), as DBOS Python's scheduled workflows do.
+        self.scheduled_cron: Optional[str] = None
 
 
 class StepOptions:
@@ -137,6 +142,7 @@ class WorkflowRun:
         self.recovery_attempts: int = int(grant.get("recovery_attempts") or 0)
         self.queue_name: Optional[str] = grant.get("queue_name") or None
         self.authenticated_user: Optional[str] = grant.get("authenticated_user") or None
+        self.deadline_epoch_ms: Optional[int] = grant.get("deadline_epoch_ms") or None
         self.history: Dict[int, Dict[str, Any]] = {
             int(s["function_id"]): s for s in (grant.get("history") or [])
         }
@@ -170,6 +176,17 @@ class WorkflowRun:
 
     def raise_if_stopped(self) -> None:
         if self._stop_reason is not None:
+            raise self.stop_error()
+
+    def check_live(self) -> None:
+        """Before a new step: raise if the run was stopped, or if its
+        deadline passed (then the workflow is being cancelled by whichever
+        agent sweeps first, perhaps not this process's, whose cancel may
+        reach this run only when it records; so the step must not start)."""
+        self.raise_if_stopped()
+        if self.deadline_epoch_ms is not None and _now_ms() >= self.deadline_epoch_ms:
+            logger.info("workflow %s passed its deadline; it stops before its next step", self.workflow_id)
+            self.stop("cancelled")
             raise self.stop_error()
 
 
@@ -230,13 +247,45 @@ class SetWorkflowID:
         _assigned_id.reset(self._token)
 
 
+_workflow_timeout: "contextvars.ContextVar[Optional[int]]" = contextvars.ContextVar(
+    "dbos_agent_workflow_timeout", default=None
+)
+
+
 class SetWorkflowTimeout:
-    """DBOS Python's workflow timeout block. The agent does not enforce
-    workflow deadlines yet, so this raises rather than silently not timing
-    out."""
+    """Set the timeout (in seconds) of the workflows started, called or
+    enqueued in the block, as in DBOS Python::
+
+        with SetWorkflowTimeout(10):
+            handle = queue.enqueue(process_order, 42)
+
+    A started or called workflow's deadline is now plus the timeout; an
+    enqueued one's is set when it is dequeued. Past its deadline a workflow is
+    cancelled (by whichever agent sweeps first, on the database clock): it
+    stops at its next step, and waiting for it raises
+    ``DBOSAwaitedWorkflowCancelledError``. ``None`` clears an enclosing
+    timeout."""
 
     def __init__(self, workflow_timeout_sec: Optional[float]) -> None:
-        raise DBOSNotSupportedError("SetWorkflowTimeout", "workflow timeouts come with a later release")
+        if workflow_timeout_sec and not workflow_timeout_sec > 0:
+            raise Exception(f"Invalid workflow timeout {workflow_timeout_sec}. Timeouts must be positive.")
+        self.workflow_timeout_ms: Optional[int] = (
+            int(workflow_timeout_sec * 1000) if workflow_timeout_sec is not None else None
+        )
+        self._token: Optional[contextvars.Token[Optional[int]]] = None
+
+    def __enter__(self) -> "SetWorkflowTimeout":
+        self._token = _workflow_timeout.set(self.workflow_timeout_ms)
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        assert self._token is not None
+        _workflow_timeout.reset(self._token)
+
+
+def current_timeout_ms() -> Optional[int]:
+    """The timeout SetWorkflowTimeout set for the next workflow, if any."""
+    return _workflow_timeout.get() or None
 
 
 def take_assigned_id() -> Optional[str]:
@@ -247,20 +296,71 @@ def take_assigned_id() -> Optional[str]:
     return a.workflow_id
 
 
+# DBOS Python's duplication and id reuse policies.
+DuplicationPolicy = Literal["reject", "return-existing"]
+WorkflowIDReusePolicy = Literal["return-existing", "reject"]
+MIN_PRIORITY = 1
+MAX_PRIORITY = 2**31 - 1
+
+
 class _EnqueueOptions:
-    __slots__ = ("deduplication_id", "priority", "app_version", "queue_partition_key")
+    __slots__ = (
+        "deduplication_id",
+        "priority",
+        "app_version",
+        "queue_partition_key",
+        "delay_until_epoch_ms",
+        "duplication_policy",
+    )
 
     def __init__(
         self,
-        deduplication_id: Optional[str],
-        priority: Optional[int],
-        app_version: Optional[str],
-        queue_partition_key: Optional[str],
+        deduplication_id: Optional[str] = None,
+        priority: Optional[int] = None,
+        app_version: Optional[str] = None,
+        queue_partition_key: Optional[str] = None,
+        delay_until_epoch_ms: Optional[int] = None,
+        duplication_policy: Optional[str] = None,
     ):
         self.deduplication_id = deduplication_id
         self.priority = priority
         self.app_version = app_version
         self.queue_partition_key = queue_partition_key
+        self.delay_until_epoch_ms = delay_until_epoch_ms
+        self.duplication_policy = duplication_policy
+
+    def enqueue_only_options(self) -> List[str]:
+        """The options set that only an enqueue may carry."""
+        return [
+            name
+            for name, value in (
+                ("deduplication_id", self.deduplication_id),
+                ("priority", self.priority),
+                ("queue_partition_key", self.queue_partition_key),
+                ("delay_seconds", self.delay_until_epoch_ms),
+            )
+            if value is not None
+        ]
+
+
+def validate_priority(priority: Optional[int]) -> None:
+    if priority is not None and not (MIN_PRIORITY <= priority <= MAX_PRIORITY):
+        raise DBOSException(f"Invalid priority {priority}. Priority must be between {MIN_PRIORITY}~{MAX_PRIORITY}.")
+
+
+def validate_duplication_policy(policy: Optional[str], queue_name: Optional[str], deduplication_id: Optional[str]) -> None:
+    """As DBOS Python: 'return-existing' needs a queue and a deduplication id."""
+    if policy is None or policy == "reject":
+        return
+    if policy != "return-existing":
+        raise DBOSException(f"Invalid duplication_policy {policy}. Must be either 'reject' or 'return-existing'.")
+    if queue_name is None:
+        raise DBOSException(
+            "duplication_policy 'return-existing' requires a queue. It is only "
+            "supported when enqueueing a workflow onto a queue."
+        )
+    if deduplication_id is None:
+        raise DBOSException("duplication_policy 'return-existing' requires a deduplication_id.")
 
 
 _enqueue_options: "contextvars.ContextVar[Optional[_EnqueueOptions]]" = contextvars.ContextVar(
@@ -270,8 +370,11 @@ _enqueue_options: "contextvars.ContextVar[Optional[_EnqueueOptions]]" = contextv
 
 class SetEnqueueOptions:
     """Options for the workflows enqueued in the block, as in DBOS Python:
-    ``deduplication_id``, ``priority`` (needs a queue declared with
-    ``priority_enabled=True``) and ``app_version``."""
+    ``deduplication_id`` (with ``duplication_policy`` "reject", the default,
+    or "return-existing"), ``priority`` (1 is the highest; workflows without
+    one come first), ``app_version``, ``queue_partition_key`` (for a
+    partitioned queue) and ``delay_seconds`` (the workflow waits DELAYED that
+    long, counted from here, before it can be dequeued)."""
 
     def __init__(
         self,
@@ -280,17 +383,20 @@ class SetEnqueueOptions:
         priority: Optional[int] = None,
         app_version: Optional[str] = None,
         queue_partition_key: Optional[str] = None,
+        delay_seconds: Optional[float] = None,
+        duplication_policy: Optional[DuplicationPolicy] = None,
         **unsupported: Any,
     ) -> None:
         if unsupported:
             raise DBOSNotSupportedError(
                 "SetEnqueueOptions(" + ", ".join(sorted(unsupported)) + "=...)"
             )
-        if queue_partition_key is not None:
-            raise DBOSNotSupportedError("SetEnqueueOptions(queue_partition_key=...)", "partitioned queues")
-        if priority is not None and not (1 <= priority <= 2**31 - 1):
-            raise DBOSException(f"Invalid priority {priority}. Priority must be between 1~{2**31 - 1}.")
-        self._opts = _EnqueueOptions(deduplication_id, priority, app_version, queue_partition_key)
+        if priority is not None and not (MIN_PRIORITY <= priority <= MAX_PRIORITY):
+            raise Exception(f"Invalid priority {priority}. Priority must be between {MIN_PRIORITY}~{MAX_PRIORITY}.")
+        delay_until = int((time.time() + delay_seconds) * 1000) if delay_seconds is not None else None
+        self._opts = _EnqueueOptions(
+            deduplication_id, priority, app_version, queue_partition_key, delay_until, duplication_policy
+        )
         self._token: Optional[contextvars.Token[Optional[_EnqueueOptions]]] = None
 
     def __enter__(self) -> "SetEnqueueOptions":
@@ -516,6 +622,42 @@ def list_workflows_request(call: str, filters: Dict[str, Any]) -> Dict[str, Any]
 
 
 # ---------------------------------------------------------------------------
+# Schedule ticks
+
+
+def decode_schedule_context(value: Any, serializer: Serializer) -> Any:
+    """A schedule's context as the agent hands it over: the JSON value this
+    package stored, or, for a context another SDK serialized (DBOS Python
+    pickles it), that text, which the serializer reads back when it can."""
+    if isinstance(value, str):
+        try:
+            return serializer.deserialize(value)
+        except Exception:
+            return value
+    return value
+
+
+def schedule_tick_inputs(workflow_id: str, inputs: WorkflowInputs, serializer: Serializer) -> WorkflowInputs:
+    """The agent fires a schedule's tick with portable inputs [ISO 8601
+    scheduled time, context]; DBOS Python passes (datetime, context)."""
+    args = inputs["args"]
+    if not workflow_id.startswith("sched-") or inputs["kwargs"] or len(args) != 2 or not isinstance(args[0], str):
+        return inputs
+    try:
+        when = datetime.fromisoformat(args[0].replace("Z", "+00:00"))
+    except ValueError:
+        return inputs
+    if when.tzinfo is None:
+        when = when.replace(tzinfo=timezone.utc)
+    return {"args": (when, decode_schedule_context(args[1], serializer)), "kwargs": {}}
+
+
+def _needs_actual_time(inputs: WorkflowInputs) -> bool:
+    args = inputs["args"]
+    return len(args) == 2 and isinstance(args[0], datetime) and not isinstance(args[1], datetime) and not inputs["kwargs"]
+
+
+# ---------------------------------------------------------------------------
 # The engine: requests to the agent, shared by DBOS and DBOSClient
 
 
@@ -720,8 +862,23 @@ class Engine:
         config_name: Optional[str] = None,
         enqueue: Optional[_EnqueueOptions] = None,
         authenticated_user: Optional[str] = None,
+        timeout_ms: Optional[int] = None,
     ) -> Dict[str, Any]:
+        """The start_workflow request. A started workflow's deadline is now
+        plus its timeout; an enqueued one gets its deadline when dequeued."""
+        if enqueue is not None:
+            if queue_name is None:
+                given = enqueue.enqueue_only_options()
+                if given:
+                    raise DBOSException(
+                        f"Enqueue option(s) {', '.join(given)} set on a workflow that is not being enqueued. "
+                        "These options are only supported when enqueueing a workflow onto a queue."
+                    )
+            validate_duplication_policy(enqueue.duplication_policy, queue_name, enqueue.deduplication_id)
+            if enqueue.queue_partition_key and enqueue.deduplication_id:
+                raise DBOSException("Deduplication is not supported for partitioned queues")
         inputs, serialization = serialize_args(args, kwargs, tag, self.serializer)
+        now = _now_ms()
         body: Dict[str, Any] = {
             "workflow_id": workflow_id or str(uuid.uuid4()),
             "name": name,
@@ -733,20 +890,68 @@ class Engine:
             "run_here": run_here and queue_name is None,
             "authenticated_user": authenticated_user,
         }
-        if enqueue is not None:
+        if timeout_ms:
+            body["timeout_ms"] = timeout_ms
+            if queue_name is None:
+                body["deadline_epoch_ms"] = now + timeout_ms
+        if enqueue is not None and queue_name is not None:
             body["deduplication_id"] = enqueue.deduplication_id
             body["priority"] = enqueue.priority
             body["app_version"] = enqueue.app_version
             body["partition_key"] = enqueue.queue_partition_key
+            if enqueue.delay_until_epoch_ms is not None:
+                body["delay_ms"] = max(enqueue.delay_until_epoch_ms - now, 0)
+            if enqueue.duplication_policy == "return-existing":
+                body["deduplication_policy"] = proto.DEDUP_RETURN_EXISTING
         return body
+
+    # -- queues, delays, debounce, schedules and versions
+
+    def call_raw(self, op: str, body: Dict[str, Any]) -> Dict[str, Any]:
+        """A request whose error reply is raised as AgentErrorReply, for calls
+        that turn some errors into results (a missing schedule is None)."""
+        return self._link().call(op, body)
 
     # -- executing runs
 
     def _inputs(self, run: WorkflowRun, reg: WorkflowRegistration) -> WorkflowInputs:
         inputs = deserialize_args(run.inputs, run.serialization, self.serializer) or {"args": (), "kwargs": {}}
         if run.serialization == PORTABLE_JSON:
+            # A schedule's tick (its id says so) carries its time as text.
+            inputs = schedule_tick_inputs(run.workflow_id, inputs, self.serializer)
             inputs = coerce_portable_args(reg.func, inputs)
         return inputs
+
+    def _actual_time(self, info: Optional[Dict[str, Any]]) -> datetime:
+        created = (info or {}).get("created_at_epoch_ms")
+        if created:
+            return datetime.fromtimestamp(created / 1000.0, tz=timezone.utc)
+        return datetime.now(timezone.utc)
+
+    def _decorated_tick_inputs(self, run: WorkflowRun, reg: WorkflowRegistration, inputs: WorkflowInputs) -> WorkflowInputs:
+        """A @DBOS.scheduled workflow takes (scheduled_time, actual_time). The
+        tick carries the first; the second is when the tick was enqueued (the
+        workflow's creation), the same on every replay."""
+        if reg.scheduled_cron is None or not _needs_actual_time(inputs):
+            return inputs
+        try:
+            info: Optional[Dict[str, Any]] = self.call(proto.OP_GET_WORKFLOW, {"workflow_id": run.workflow_id})
+        except Exception as e:
+            logger.warning("workflow %s: its creation time could not be read: %s", run.workflow_id, e)
+            info = None
+        return {"args": (inputs["args"][0], self._actual_time(info)), "kwargs": {}}
+
+    async def _decorated_tick_inputs_async(
+        self, run: WorkflowRun, reg: WorkflowRegistration, inputs: WorkflowInputs
+    ) -> WorkflowInputs:
+        if reg.scheduled_cron is None or not _needs_actual_time(inputs):
+            return inputs
+        try:
+            info: Optional[Dict[str, Any]] = await self.call_async(proto.OP_GET_WORKFLOW, {"workflow_id": run.workflow_id})
+        except Exception as e:
+            logger.warning("workflow %s: its creation time could not be read: %s", run.workflow_id, e)
+            info = None
+        return {"args": (inputs["args"][0], self._actual_time(info)), "kwargs": {}}
 
     def _finish_body(self, run: WorkflowRun, output: Any, error: Optional[BaseException]) -> Dict[str, Any]:
         body: Dict[str, Any] = {"workflow_id": run.workflow_id, "owner_xid": run.owner_xid}
@@ -853,6 +1058,7 @@ class Engine:
         self.register_run(run)
         fut: "Future[Any]" = Future()
         bad_inputs: Optional[Exception] = None
+        pushed = inputs is None
         if inputs is None:
             try:
                 inputs = self._inputs(run, reg)
@@ -867,10 +1073,10 @@ class Engine:
                 if inputs is None:
                     assert bad_inputs is not None
                     return await self._fail_inputs_async(run, bad_inputs)
-                return await self.execute_async(run, reg, inputs["args"], inputs["kwargs"])
+                args = await self._decorated_tick_inputs_async(run, reg, inputs) if pushed else inputs
+                return await self.execute_async(run, reg, args["args"], args["kwargs"])
 
-            cf = asyncio.run_coroutine_threadsafe(main(), loop)
-            return cast("Future[Any]", cf)
+            return asyncio.run_coroutine_threadsafe(main(), loop)
 
         def target() -> None:
             ctx = contextvars.Context()  # a run starts from an empty context
@@ -879,7 +1085,8 @@ class Engine:
                     assert bad_inputs is not None
                     fut.set_result(ctx.run(self._fail_inputs, run, bad_inputs))
                 else:
-                    fut.set_result(ctx.run(self.execute_sync, run, reg, inputs["args"], inputs["kwargs"]))
+                    args = self._decorated_tick_inputs(run, reg, inputs) if pushed else inputs
+                    fut.set_result(ctx.run(self.execute_sync, run, reg, args["args"], args["kwargs"]))
             except BaseException as e:
                 fut.set_exception(e)
 
@@ -1005,7 +1212,7 @@ def run_step_sync(opts: StepOptions, func: Callable[..., R], args: Tuple[Any, ..
     if rec is not None:
         logger.debug("replaying step %d (%s) of workflow %s", fid, opts.name, run.workflow_id)
         return cast(R, _replay(run, fid, rec, opts.name, engine.serializer))
-    run.raise_if_stopped()
+    run.check_live()
     started = _now_ms()
     attempts = opts.max_attempts if opts.retries_allowed else 1
     errors: List[Exception] = []
@@ -1052,7 +1259,7 @@ async def run_step_async(opts: StepOptions, func: Callable[..., Awaitable[R]], a
     rec = run.history.get(fid)
     if rec is not None:
         return cast(R, _replay(run, fid, rec, opts.name, engine.serializer))
-    run.raise_if_stopped()
+    run.check_live()
     started = _now_ms()
     attempts = opts.max_attempts if opts.retries_allowed else 1
     errors: List[Exception] = []
@@ -1106,7 +1313,7 @@ def call_as_step(name: str, fn: Callable[[], T]) -> T:
     rec = run.history.get(fid)
     if rec is not None:
         return cast(T, _replay(run, fid, rec, name, engine.serializer))
-    run.raise_if_stopped()
+    run.check_live()
     started = _now_ms()
     try:
         out = fn()
@@ -1126,7 +1333,7 @@ async def call_as_step_async(name: str, fn: Callable[[], Awaitable[T]]) -> T:
     rec = run.history.get(fid)
     if rec is not None:
         return cast(T, _replay(run, fid, rec, name, engine.serializer))
-    run.raise_if_stopped()
+    run.check_live()
     started = _now_ms()
     try:
         out = await fn()

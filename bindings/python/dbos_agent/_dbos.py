@@ -11,7 +11,9 @@ import os
 import threading
 import time
 from concurrent.futures import Future
+from datetime import datetime
 from typing import (
+    TYPE_CHECKING,
     Any,
     Awaitable,
     Callable,
@@ -19,7 +21,9 @@ from typing import (
     Dict,
     List,
     Optional,
+    Sequence,
     Tuple,
+    TypedDict,
     TypeVar,
     Union,
     cast,
@@ -42,6 +46,7 @@ from ._core import (
     call_as_step,
     call_as_step_async,
     current_ctx,
+    current_timeout_ms,
     run_step_async,
     run_step_sync,
     take_assigned_id,
@@ -62,6 +67,11 @@ from ._serialization import (
     tag_for,
 )
 from ._transport import AgentLink, Connection, resolve_socket_path
+from . import _scheduling as sched
+from ._scheduling import ScheduleInput, VersionInfo, WorkflowSchedule
+
+if TYPE_CHECKING:
+    from ._client import EnqueueOptions
 
 F = TypeVar("F", bound=Callable[..., Any])
 R = TypeVar("R")
@@ -69,6 +79,14 @@ R = TypeVar("R")
 logger = logging.getLogger("dbos_agent")
 
 __version__ = "0.1.0"
+
+
+class QueueRateLimit(TypedDict):
+    """At most ``limit`` workflows of a queue start per ``period`` seconds."""
+
+    limit: int
+    period: float
+
 
 # Config keys DBOS Python reads that have no meaning here, because the agent
 # owns the system database and its background work. They are accepted so
@@ -98,6 +116,10 @@ _KNOWN_KEYS = {"name", "application_version", "executor_id", "agent_socket", "se
 # DBOS exists, as in DBOS Python) and announced to the agent at launch.
 _workflows: Dict[str, WorkflowRegistration] = {}
 _queues: Dict[str, "Queue"] = {}
+# @DBOS.scheduled workflows, by name: their schedules are written at launch.
+_scheduled: Dict[str, WorkflowRegistration] = {}
+# DBOS.listen_queues: queues configured elsewhere that this process serves.
+_listened: List[str] = []
 _instance: Optional["DBOS"] = None
 _instance_lock = threading.RLock()
 
@@ -182,7 +204,7 @@ class DBOS:
             logger.info("dbos-agent: config keys %s are the agent's business and are ignored here", ", ".join(ignored))
         self._config = config
         self._app_name: str = name
-        self._app_version: str = config.get("application_version") or os.environ.get("DBOS__APPVERSION", "")
+        self._app_version: str = str(config.get("application_version") or os.environ.get("DBOS__APPVERSION") or "")
         self._executor_id_wanted: Optional[str] = config.get("executor_id") or os.environ.get("DBOS__VMID") or None
         self._executor_id: str = self._executor_id_wanted or "local"
         self._socket = resolve_socket_path(config.get("agent_socket"))
@@ -221,7 +243,7 @@ class DBOS:
                 {"name": r.name, "max_recovery_attempts": r.max_recovery_attempts}
                 for r in _workflows.values()
             ],
-            "queues": [q._registration() for q in _queues.values()],
+            "queues": _hello_queues(),
         }
 
     def _launch(self) -> None:
@@ -258,6 +280,24 @@ class DBOS:
             )
         self._executor_id = agent_executor
         self._app_version = reply.get("app_version") or self._app_version
+        try:
+            # Queues whose stored configuration this process overwrites only
+            # when it runs the latest version (DBOS Python's default) are
+            # decided now that the agent has registered this version.
+            for q in list(_queues.values()):
+                if q._registered is None:
+                    form = q._hello_form()
+                    if form is not None:
+                        q._registered = form  # the handshake carried it
+                    else:
+                        self._register_queue(q, None)
+            for reg in list(_scheduled.values()):
+                self._write_decorated_schedule(reg)
+        except BaseException:
+            link.close()
+            loop.call_soon_threadsafe(loop.stop)
+            self._engine.link = None
+            raise
         self._launched = True
         logger.info(
             "DBOS launched on dbos-agent %s (%s): application %s, version %r, executor %s",
@@ -267,15 +307,24 @@ class DBOS:
     def _on_connected(self, conn: Connection, reply: Dict[str, Any]) -> None:
         pass
 
-    def _reregister(self, what: str) -> None:
-        link = self._engine.link
-        assert link is not None
-        running = len(self._engine.runs)
-        logger.info(
-            "dbos-agent: registering %s with the agent (a new handshake%s)", what,
-            f"; {running} running workflows resume from their last step" if running else "",
+    def _register_queue(self, q: "Queue", previous: "Optional[Queue]") -> None:
+        """Tell the agent about a queue declared here (register_queues), in
+        the form its on_conflict rule picks; the handshake of any later
+        reconnection carries the same form."""
+        reg = q._decide_registration(self._engine, self._app_version)
+        if previous is not None and previous._registered == reg:
+            q._registered = reg
+            return
+        self._engine.call(proto.OP_REGISTER_QUEUES, {"queues": [reg]})
+        q._registered = reg
+        logger.debug("registered queue %s with the agent: %s", q.name, reg)
+
+    def _write_decorated_schedule(self, reg: WorkflowRegistration) -> None:
+        assert reg.scheduled_cron is not None
+        message = sched.schedule_message(
+            schedule_name=reg.name, workflow_name=reg.name, schedule=reg.scheduled_cron, context=None
         )
-        link.rehandshake()
+        sched.upsert_schedule(self._engine, message, keep_status=True)
 
     def _on_lost(self, conn: Connection, reason: BaseException) -> None:
         # The agent hands this connection's runs to another worker: stop them
@@ -309,6 +358,10 @@ class DBOS:
             if destroy_registry:
                 _workflows.clear()
                 _queues.clear()
+                _scheduled.clear()
+                _listened.clear()
+            for q in _queues.values():
+                q._registered = None  # a new launch decides again
         if inst is None:
             return
         if workflow_completion_timeout_sec > 0:
@@ -425,7 +478,8 @@ class DBOS:
             workflow_id=take_assigned_id(),
             queue_name=queue_name,
             run_here=queue_name is None,
-            enqueue=_enqueue_options.get() if queue_name is not None else None,
+            enqueue=_enqueue_options.get(),
+            timeout_ms=current_timeout_ms(),
         )
 
     def _call_workflow(self, reg: WorkflowRegistration, args: Tuple[Any, ...], kwargs: Dict[str, Any]) -> Any:
@@ -467,7 +521,9 @@ class DBOS:
         fut: "Optional[Future[Any]]" = None
         if grant:
             fut = self._engine.run_in_background(WorkflowRun(grant, generation), reg, {"args": args, "kwargs": kwargs})
-        return WorkflowHandle(self._engine, body["workflow_id"], fut)
+        # With duplication_policy "return-existing" the reply names the
+        # workflow that holds the deduplication id.
+        return WorkflowHandle(self._engine, reply.get("workflow_id") or body["workflow_id"], fut)
 
     async def _start_async(self, reg: WorkflowRegistration, args: Tuple[Any, ...], kwargs: Dict[str, Any], queue_name: Optional[str]) -> "WorkflowHandleAsync[Any]":
         body = self._start_body(reg, args, kwargs, queue_name)
@@ -482,7 +538,7 @@ class DBOS:
                 self._engine.keep_task(task)
             else:
                 task = asyncio.wrap_future(self._engine.run_in_background(run, reg, {"args": args, "kwargs": kwargs}))
-        return WorkflowHandleAsync(self._engine, body["workflow_id"], task)
+        return WorkflowHandleAsync(self._engine, reply.get("workflow_id") or body["workflow_id"], task)
 
     @classmethod
     def start_workflow(cls, func: Callable[..., R], *args: Any, **kwargs: Any) -> "WorkflowHandle[R]":
@@ -660,6 +716,9 @@ class DBOS:
             "DBOS.listWorkflowSteps", lambda: engine.list_steps_async(workflow_id, load_output, limit, offset)
         )
 
+    # ------------------------------------------------------------------
+    # Queues
+
     @classmethod
     def register_queue(
         cls,
@@ -667,22 +726,414 @@ class DBOS:
         *,
         worker_concurrency: Optional[int] = None,
         global_concurrency: Optional[int] = None,
-        limiter: Optional[Dict[str, Any]] = None,
-        concurrency: Optional[int] = None,
+        partition_concurrency: Optional[int] = None,
+        partition_worker_concurrency: Optional[int] = None,
+        partition_limiter: "Optional[QueueRateLimit]" = None,
+        limiter: "Optional[QueueRateLimit]" = None,
         polling_interval_sec: float = 1.0,
-        **unsupported: Any,
+        on_conflict: str = "update_if_latest_version",
+        concurrency: Optional[int] = None,
     ) -> "Queue":
-        """Declare a queue (before launch): the agent polls it for this
-        process with these limits."""
-        return Queue(
+        """Declare a queue and store its configuration, as DBOS Python 3 does
+        (before or after launch). This process serves it: the agent dequeues
+        its workflows for this process within the stored limits, shared by
+        every agent and SDK on the database.
+
+        ``on_conflict`` decides what happens to a configuration already
+        stored: "update_if_latest_version" (default) overwrites it only when
+        this process runs the latest application version, "always_update"
+        always, "never_update" never. A queue owned by another application
+        is refused."""
+        if on_conflict not in _CONFLICT_POLICIES:
+            raise ValueError(f"on_conflict must be one of {', '.join(_CONFLICT_POLICIES)}")
+        q = Queue.__new__(Queue)
+        q._configure(
             name, concurrency, limiter,
             worker_concurrency=worker_concurrency, global_concurrency=global_concurrency,
-            polling_interval_sec=polling_interval_sec, **unsupported,
+            priority_enabled=True, partition_queue=False,
+            partition_concurrency=partition_concurrency, partition_worker_concurrency=partition_worker_concurrency,
+            partition_limiter=partition_limiter, polling_interval_sec=polling_interval_sec,
+        )
+        _declare_queue(q, on_conflict)
+        return q
+
+    @classmethod
+    async def register_queue_async(
+        cls,
+        name: str,
+        *,
+        worker_concurrency: Optional[int] = None,
+        global_concurrency: Optional[int] = None,
+        partition_concurrency: Optional[int] = None,
+        partition_worker_concurrency: Optional[int] = None,
+        partition_limiter: "Optional[QueueRateLimit]" = None,
+        limiter: "Optional[QueueRateLimit]" = None,
+        polling_interval_sec: float = 1.0,
+        on_conflict: str = "update_if_latest_version",
+        concurrency: Optional[int] = None,
+    ) -> "Queue":
+        return await asyncio.to_thread(
+            lambda: cls.register_queue(
+                name, worker_concurrency=worker_concurrency, global_concurrency=global_concurrency,
+                partition_concurrency=partition_concurrency, partition_worker_concurrency=partition_worker_concurrency,
+                partition_limiter=partition_limiter, limiter=limiter, polling_interval_sec=polling_interval_sec,
+                on_conflict=on_conflict, concurrency=concurrency,
+            )
         )
 
     @classmethod
     def retrieve_queue(cls, name: str) -> Optional["Queue"]:
-        return _queues.get(name)
+        """The queue of that name: the one declared in this process, else
+        the configuration stored in the database (None when there is none).
+        A queue retrieved from the database is not served by this process
+        unless it is declared here or named in ``DBOS.listen_queues``."""
+        declared = _queues.get(name)
+        if declared is not None:
+            return declared
+        info = sched.get_queue(_dbos()._engine, name)
+        if info is None or not info.get("registered"):
+            return None
+        return Queue._from_info(info)
+
+    @classmethod
+    async def retrieve_queue_async(cls, name: str) -> Optional["Queue"]:
+        return await asyncio.to_thread(cls.retrieve_queue, name)
+
+    @classmethod
+    def list_queues(cls, *, application_name: Optional[Union[str, List[str]]] = None) -> List["Queue"]:
+        """The queues registered in the system database. (The agent does not
+        report a queue's owner, so every application's queues are listed.)"""
+        sched.refuse_other_application("DBOS.list_queues", application_name, _dbos()._app_name)
+        return [Queue._from_info(i) for i in sched.list_queues(_dbos()._engine) if i.get("registered")]
+
+    @classmethod
+    async def list_queues_async(cls, *, application_name: Optional[Union[str, List[str]]] = None) -> List["Queue"]:
+        return await asyncio.to_thread(lambda: cls.list_queues(application_name=application_name))
+
+    @classmethod
+    def listen_queues(cls, queues: Sequence[str]) -> None:
+        """Serve these queues, configured elsewhere (by another process or
+        SDK), by name. Call it before launch. (Queues declared in this
+        process are served whether listed or not.)"""
+        with _instance_lock:
+            inst = _instance
+            if inst is not None and inst._launched:
+                raise DBOSException("listen_queues called after DBOS is launched")
+            if _listened:
+                raise DBOSException("listen_queues called more than once")
+            _listened.extend(queues)
+
+    @classmethod
+    def enqueue_workflow(cls, queue_name: str, func: Callable[..., R], *args: Any, **kwargs: Any) -> "WorkflowHandle[R]":
+        """Enqueue a workflow on a queue by the queue's name."""
+        reg = _registration_of(func)
+        _refuse_child(f"enqueueing workflow {reg.name}")
+        return cast("WorkflowHandle[R]", _dbos()._start(reg, args, kwargs, queue_name))
+
+    @classmethod
+    async def enqueue_workflow_async(
+        cls, queue_name: str, func: Callable[..., Coroutine[Any, Any, R]], *args: Any, **kwargs: Any
+    ) -> "WorkflowHandleAsync[R]":
+        reg = _registration_of(func)
+        _refuse_child(f"enqueueing workflow {reg.name}")
+        return cast("WorkflowHandleAsync[R]", await _dbos()._start_async(reg, args, kwargs, queue_name))
+
+    @classmethod
+    def enqueue_workflow_with_options(cls, options: "EnqueueOptions", *args: Any, **kwargs: Any) -> "WorkflowHandle[Any]":
+        """Enqueue a workflow by name with ``DBOSClient.enqueue``'s options;
+        another process may implement it."""
+        from ._client import enqueue_request
+
+        _refuse_child("DBOS.enqueue_workflow_with_options")
+        inst = _dbos()
+        body = enqueue_request(
+            inst._engine, inst._serializer, options, args, kwargs, "DBOS.enqueue_workflow_with_options", inst._app_name
+        )
+        reply, _ = inst._engine.start(body)
+        return WorkflowHandle(inst._engine, reply.get("workflow_id") or body["workflow_id"])
+
+    @classmethod
+    async def enqueue_workflow_with_options_async(
+        cls, options: "EnqueueOptions", *args: Any, **kwargs: Any
+    ) -> "WorkflowHandleAsync[Any]":
+        from ._client import enqueue_request
+
+        _refuse_child("DBOS.enqueue_workflow_with_options_async")
+        inst = _dbos()
+        body = enqueue_request(
+            inst._engine, inst._serializer, options, args, kwargs, "DBOS.enqueue_workflow_with_options_async", inst._app_name
+        )
+        reply, _ = await inst._engine.start_async(body)
+        return WorkflowHandleAsync(inst._engine, reply.get("workflow_id") or body["workflow_id"])
+
+    @classmethod
+    def set_workflow_delay(
+        cls,
+        workflow_id: str,
+        *,
+        delay_seconds: Optional[float] = None,
+        delay_until_epoch_ms: Optional[int] = None,
+        shard_key: Optional[str] = None,
+    ) -> None:
+        """Move a DELAYED workflow's release time (``delay_seconds`` from now,
+        or ``delay_until_epoch_ms``); other workflows are left as they are."""
+        sched.refuse_shard_key("DBOS.set_workflow_delay", shard_key)
+        engine = _dbos()._engine
+        call_as_step(
+            "DBOS.setWorkflowDelay",
+            lambda: sched.set_workflow_delay(engine, workflow_id, delay_seconds, delay_until_epoch_ms),
+        )
+
+    @classmethod
+    async def set_workflow_delay_async(
+        cls,
+        workflow_id: str,
+        *,
+        delay_seconds: Optional[float] = None,
+        delay_until_epoch_ms: Optional[int] = None,
+        shard_key: Optional[str] = None,
+    ) -> None:
+        await asyncio.to_thread(
+            lambda: cls.set_workflow_delay(
+                workflow_id, delay_seconds=delay_seconds, delay_until_epoch_ms=delay_until_epoch_ms, shard_key=shard_key
+            )
+        )
+
+    # ------------------------------------------------------------------
+    # Schedules
+
+    @classmethod
+    def scheduled(cls, cron: str) -> Callable[[F], F]:
+        """Run a workflow on a cron schedule (5 fields, or 6 with seconds
+        first), as DBOS Python's decorator did: put it above
+        ``@DBOS.workflow()``; the workflow takes ``(scheduled_time: datetime,
+        actual_time: datetime)``. At launch the binding writes a schedule
+        named after the workflow, which the agent fires once per tick across
+        every agent (workflow id ``sched-<name>-<tick in ISO 8601>``)."""
+
+        def decorate(func: F) -> F:
+            reg = getattr(func, "__dbos_workflow__", None)
+            if not isinstance(reg, WorkflowRegistration):
+                name = getattr(func, "__qualname__", repr(func))
+                raise DBOSException(
+                    f"@DBOS.scheduled applies to a workflow: put it above @DBOS.workflow() on {name}"
+                )
+            with _instance_lock:
+                if _instance is not None and _instance._launched:
+                    raise DBOSException(
+                        f"scheduled workflow {reg.name} was declared after DBOS.launch(): declare it before launch"
+                    )
+                reg.scheduled_cron = cron
+                _scheduled[reg.name] = reg
+            return func
+
+        return decorate
+
+    @classmethod
+    def create_schedule(
+        cls,
+        *,
+        schedule_name: str,
+        workflow_fn: Callable[..., Any],
+        schedule: str,
+        context: Any = None,
+        automatic_backfill: bool = False,
+        cron_timezone: Optional[str] = None,
+        queue_name: Optional[str] = None,
+        shard_key: Optional[str] = None,
+    ) -> None:
+        """Create a cron schedule (5 fields, or 6 with seconds first) that
+        enqueues ``workflow_fn(scheduled_time, context)`` on every tick, on
+        ``queue_name`` (default: the internal queue). ``context`` must be
+        JSON-serializable. Inside a workflow it is recorded as a step."""
+        sched.refuse_shard_key("DBOS.create_schedule", shard_key)
+        reg = _registration_of(workflow_fn)
+        engine = _dbos()._engine
+        message = sched.schedule_message(
+            schedule_name=schedule_name, workflow_name=reg.name, schedule=schedule, context=context,
+            automatic_backfill=automatic_backfill, cron_timezone=cron_timezone, queue_name=queue_name,
+        )
+
+        def create() -> None:
+            if queue_name is None or queue_name not in _queues:
+                sched.check_queue_declared(engine, queue_name)
+            sched.create_schedule(engine, message)
+
+        call_as_step("DBOS.createSchedule", create)
+
+    @classmethod
+    async def create_schedule_async(
+        cls,
+        *,
+        schedule_name: str,
+        workflow_fn: Callable[..., Any],
+        schedule: str,
+        context: Any = None,
+        automatic_backfill: bool = False,
+        cron_timezone: Optional[str] = None,
+        queue_name: Optional[str] = None,
+        shard_key: Optional[str] = None,
+    ) -> None:
+        await asyncio.to_thread(
+            lambda: cls.create_schedule(
+                schedule_name=schedule_name, workflow_fn=workflow_fn, schedule=schedule, context=context,
+                automatic_backfill=automatic_backfill, cron_timezone=cron_timezone, queue_name=queue_name,
+                shard_key=shard_key,
+            )
+        )
+
+    @classmethod
+    def list_schedules(
+        cls,
+        *,
+        status: Optional[Union[str, List[str]]] = None,
+        workflow_name: Optional[Union[str, List[str]]] = None,
+        schedule_name_prefix: Optional[Union[str, List[str]]] = None,
+        application_name: Optional[Union[str, List[str]]] = None,
+    ) -> List[WorkflowSchedule]:
+        """This application's schedules, optionally filtered."""
+        inst = _dbos()
+        sched.refuse_other_application("DBOS.list_schedules", application_name, inst._app_name)
+        return call_as_step(
+            "DBOS.listSchedules",
+            lambda: sched.list_schedules(inst._engine, "DBOS.list_schedules", status, workflow_name, schedule_name_prefix),
+        )
+
+    @classmethod
+    async def list_schedules_async(
+        cls,
+        *,
+        status: Optional[Union[str, List[str]]] = None,
+        workflow_name: Optional[Union[str, List[str]]] = None,
+        schedule_name_prefix: Optional[Union[str, List[str]]] = None,
+        application_name: Optional[Union[str, List[str]]] = None,
+    ) -> List[WorkflowSchedule]:
+        return await asyncio.to_thread(
+            lambda: cls.list_schedules(
+                status=status, workflow_name=workflow_name, schedule_name_prefix=schedule_name_prefix,
+                application_name=application_name,
+            )
+        )
+
+    @classmethod
+    def get_schedule(cls, name: str) -> Optional[WorkflowSchedule]:
+        """The schedule of that name, or None."""
+        engine = _dbos()._engine
+        return call_as_step("DBOS.getSchedule", lambda: sched.get_schedule(engine, name))
+
+    @classmethod
+    async def get_schedule_async(cls, name: str) -> Optional[WorkflowSchedule]:
+        return await asyncio.to_thread(cls.get_schedule, name)
+
+    @classmethod
+    def delete_schedule(cls, name: str) -> None:
+        """Delete a schedule (nothing happens if there is none)."""
+        engine = _dbos()._engine
+        call_as_step("DBOS.deleteSchedule", lambda: sched.delete_schedule(engine, name))
+
+    @classmethod
+    async def delete_schedule_async(cls, name: str) -> None:
+        await asyncio.to_thread(cls.delete_schedule, name)
+
+    @classmethod
+    def pause_schedule(cls, name: str) -> None:
+        """Pause a schedule: it does not fire until resumed."""
+        engine = _dbos()._engine
+        call_as_step("DBOS.pauseSchedule", lambda: sched.pause_schedule(engine, name))
+
+    @classmethod
+    def resume_schedule(cls, name: str) -> None:
+        """Resume a paused schedule."""
+        engine = _dbos()._engine
+        call_as_step("DBOS.resumeSchedule", lambda: sched.resume_schedule(engine, name))
+
+    @classmethod
+    def apply_schedules(cls, schedules: List[ScheduleInput]) -> None:
+        """Create or replace these schedules (made ACTIVE). The agent has no
+        transaction over several schedules: each is applied in turn, and a
+        changed one is deleted and created again."""
+        if current_ctx() is not None:
+            raise DBOSException("DBOS.apply_schedules cannot be called from within a workflow")
+        inst = _dbos()
+        messages = []
+        for i, entry in enumerate(schedules):
+            for required in ("schedule_name", "workflow_fn", "schedule"):
+                if required not in entry:
+                    raise DBOSException(f"Schedule entry {i} is missing required field '{required}'")
+            sched.refuse_shard_key("DBOS.apply_schedules", entry.get("shard_key"))
+            reg = _registration_of(entry["workflow_fn"])
+            queue_name = entry.get("queue_name")
+            if queue_name is not None and queue_name not in _queues:
+                sched.check_queue_declared(inst._engine, queue_name)
+            messages.append(
+                sched.schedule_message(
+                    schedule_name=entry["schedule_name"], workflow_name=reg.name, schedule=entry["schedule"],
+                    context=entry.get("context"), automatic_backfill=entry.get("automatic_backfill", False),
+                    cron_timezone=entry.get("cron_timezone"), queue_name=queue_name,
+                )
+            )
+        for m in messages:
+            sched.upsert_schedule(inst._engine, m, keep_status=False)
+
+    @classmethod
+    async def apply_schedules_async(cls, schedules: List[ScheduleInput]) -> None:
+        await asyncio.to_thread(cls.apply_schedules, schedules)
+
+    @classmethod
+    def backfill_schedule(cls, schedule_name: str, start: datetime, end: datetime) -> List["WorkflowHandle[None]"]:
+        """Enqueue every tick of a schedule strictly between ``start`` and
+        ``end``, with the ids the live scheduler uses: ticks already enqueued
+        are not enqueued again."""
+        if current_ctx() is not None:
+            raise DBOSException("DBOS.backfill_schedule cannot be called from within a workflow")
+        engine = _dbos()._engine
+        return [WorkflowHandle(engine, wid) for wid in sched.backfill_schedule(engine, schedule_name, start, end)]
+
+    @classmethod
+    def trigger_schedule(cls, schedule_name: str) -> "WorkflowHandle[None]":
+        """Enqueue a schedule's workflow now (id ``sched-<name>-trigger-<now>``)."""
+        if current_ctx() is not None:
+            raise DBOSException("DBOS.trigger_schedule cannot be called from within a workflow")
+        engine = _dbos()._engine
+        return WorkflowHandle(engine, sched.trigger_schedule(engine, schedule_name))
+
+    # ------------------------------------------------------------------
+    # Application versions
+
+    @classmethod
+    def list_application_versions(cls) -> List[VersionInfo]:
+        """This application's versions, the latest first."""
+        return sched.list_versions(_dbos()._engine)
+
+    @classmethod
+    def get_latest_application_version(cls) -> VersionInfo:
+        """The latest version: the one unversioned work (and schedule ticks)
+        goes to."""
+        return sched.latest_version(_dbos()._engine)
+
+    @classmethod
+    def set_latest_application_version(cls, version_name: str, *, application_name: Optional[str] = None) -> None:
+        """Make a registered version the latest (roll forward or back): from
+        now on, workers of that version take the unversioned work."""
+        inst = _dbos()
+        sched.refuse_other_application("DBOS.set_latest_application_version", application_name, inst._app_name)
+        sched.promote_version(inst._engine, version_name)
+
+    @classmethod
+    async def list_application_versions_async(cls) -> List[VersionInfo]:
+        return await asyncio.to_thread(cls.list_application_versions)
+
+    @classmethod
+    async def get_latest_application_version_async(cls) -> VersionInfo:
+        return await asyncio.to_thread(cls.get_latest_application_version)
+
+    @classmethod
+    async def set_latest_application_version_async(
+        cls, version_name: str, *, application_name: Optional[str] = None
+    ) -> None:
+        await asyncio.to_thread(
+            lambda: cls.set_latest_application_version(version_name, application_name=application_name)
+        )
 
     # ------------------------------------------------------------------
     # Context
@@ -739,15 +1190,16 @@ class DBOS:
     read_stream_async = staticmethod(_unsupported("DBOS.read_stream_async", "streams come with a later release"))
     fork_workflow = staticmethod(_unsupported("DBOS.fork_workflow", "fork comes with a later release"))
     fork_workflow_async = staticmethod(_unsupported("DBOS.fork_workflow_async", "fork comes with a later release"))
-    enqueue_workflow = staticmethod(_unsupported("DBOS.enqueue_workflow", "use Queue.enqueue"))
     wait_first = staticmethod(_unsupported("DBOS.wait_first"))
-    scheduled = staticmethod(_unsupported("DBOS.scheduled", "the scheduler comes with a later release"))
-    create_schedule = staticmethod(_unsupported("DBOS.create_schedule", "the scheduler comes with a later release"))
     dbos_class = staticmethod(_unsupported("DBOS.dbos_class", "workflows on classes"))
     run_step = staticmethod(_unsupported("DBOS.run_step"))
     patch = staticmethod(_unsupported("DBOS.patch"))
     delete_workflow = staticmethod(_unsupported("DBOS.delete_workflow"))
     transaction = staticmethod(_unsupported("DBOS.transaction", "transactions on an application database"))
+    delete_queue = staticmethod(_unsupported("DBOS.delete_queue", "the agent has no call to delete a queue's configuration"))
+    delete_queue_async = staticmethod(
+        _unsupported("DBOS.delete_queue_async", "the agent has no call to delete a queue's configuration")
+    )
 
 
 def _log_run_outcome(workflow_id: str, fut: "Future[Any]") -> None:
@@ -759,67 +1211,275 @@ def _log_run_outcome(workflow_id: str, fut: "Future[Any]") -> None:
         logger.debug("workflow %s ended with an error: %r", workflow_id, e)
 
 
+_CONFLICT_POLICIES = ("update_if_latest_version", "always_update", "never_update")
+
+
+def _hello_queues() -> List[Dict[str, Any]]:
+    """The queues a handshake registers: every declared queue in the form
+    decided for it (queues still to be decided after the handshake are left
+    out), and the queues named in DBOS.listen_queues, by name."""
+    regs: List[Dict[str, Any]] = []
+    for q in list(_queues.values()):
+        form = q._hello_form()
+        if form is not None:
+            regs.append(form)
+    for name in _listened:
+        if name not in _queues:
+            regs.append({"name": name})
+    return regs
+
+
+def _declare_queue(q: "Queue", on_conflict: str) -> None:
+    """Record a declared queue; once launched, register it with the agent at
+    once (register_queues), as DBOS Python registers queues after launch."""
+    q._on_conflict = on_conflict
+    with _instance_lock:
+        previous = _queues.get(q.name)
+        _queues[q.name] = q
+        inst = _instance
+        launched = inst is not None and inst._launched
+    if not launched:
+        return
+    assert inst is not None
+    try:
+        inst._register_queue(q, previous)
+    except BaseException:
+        with _instance_lock:
+            if _queues.get(q.name) is q:
+                if previous is not None:
+                    _queues[q.name] = previous
+                else:
+                    del _queues[q.name]
+        raise
+
+
+def _limiter_of(max_: Any, period: Any) -> "Optional[QueueRateLimit]":
+    if max_ is None:
+        return None
+    return {"limit": int(max_), "period": float(period)}
+
+
 class Queue:
-    """A queue of workflows this process serves. Declare queues before
-    ``DBOS.launch()``; the agent polls them for this process, taking at most
-    ``worker_concurrency`` at once here and ``concurrency`` across all
-    workers, and at most ``limiter["limit"]`` per ``limiter["period"]``
-    seconds."""
+    """A queue of workflows, with DBOS Python's limits::
+
+        queue = Queue("orders", worker_concurrency=2, limiter={"limit": 50, "period": 30})
+        handle = queue.enqueue(process_order, order_id)
+
+    - ``concurrency`` (or ``global_concurrency``): at most that many of the
+      queue's workflows run at once across all workers and agents;
+    - ``worker_concurrency``: at most that many at once in each worker process;
+    - ``limiter``: at most ``limit`` workflows start per ``period`` seconds;
+    - ``priority_enabled``: kept for DBOS Python 2 code; workflows are always
+      taken by ``priority`` (``SetEnqueueOptions``), lowest first;
+    - ``partition_concurrency``, ``partition_worker_concurrency``,
+      ``partition_limiter``: the same limits within each partition key
+      (``SetEnqueueOptions(queue_partition_key=...)``), which makes the queue
+      partitioned; ``partition_queue=True`` alone makes the queue-wide limits
+      apply to each partition, as in DBOS Python 2.
+
+    A queue declared with any of these options stores them in the database
+    (``DBOS.register_queue`` semantics, overwriting a stored configuration
+    only when this process runs the latest application version); declared
+    with its name alone, it serves a queue configured elsewhere with the
+    stored limits. Queues may be declared before or after ``DBOS.launch()``;
+    this process serves every queue it declares."""
 
     def __init__(
         self,
         name: str,
         concurrency: Optional[int] = None,
-        limiter: Optional[Dict[str, Any]] = None,
+        limiter: "Optional[QueueRateLimit]" = None,
         *,
         worker_concurrency: Optional[int] = None,
         global_concurrency: Optional[int] = None,
         priority_enabled: bool = False,
-        polling_interval_sec: float = 1.0,
+        partition_queue: bool = False,
+        partition_concurrency: Optional[int] = None,
+        partition_worker_concurrency: Optional[int] = None,
+        partition_limiter: "Optional[QueueRateLimit]" = None,
+        polling_interval_sec: Optional[float] = None,
         **unsupported: Any,
     ) -> None:
         given = sorted(k for k, v in unsupported.items() if v not in (None, False))
         if given:
             raise DBOSNotSupportedError("Queue(" + ", ".join(given) + "=...)")
-        if name.startswith("_dbos"):
-            raise ValueError(f"Queue name {name} is reserved for DBOS's internal queues")
-        if concurrency is not None and global_concurrency is not None:
-            raise ValueError("concurrency is deprecated in favor of global_concurrency; set only one of them")
-        self.name = name
-        self.concurrency = concurrency if global_concurrency is None else global_concurrency
-        self.worker_concurrency = worker_concurrency
-        self.limiter = limiter
-        self.priority_enabled = priority_enabled
-        self.polling_interval_sec = polling_interval_sec
-        if worker_concurrency is not None and self.concurrency is not None and worker_concurrency > self.concurrency:
-            raise ValueError("concurrency must be greater than or equal to worker_concurrency")
-        if limiter is not None and (limiter.get("limit") is None or limiter.get("period") is None):
-            raise ValueError("limiter must specify both 'limit' and 'period'")
-        with _instance_lock:
-            existing = _queues.get(name)
-            _queues[name] = self
-            inst = _instance
-            if inst is not None and inst._launched and (existing is None or existing._registration() != self._registration()):
-                # DBOS Python declares queues after launch too. The agent
-                # learns a worker's queues in its handshake, so shake hands
-                # again with the new list.
-                inst._reregister(f"queue {name}")
+        self._configure(
+            name, concurrency, limiter,
+            worker_concurrency=worker_concurrency, global_concurrency=global_concurrency,
+            priority_enabled=priority_enabled, partition_queue=partition_queue,
+            partition_concurrency=partition_concurrency, partition_worker_concurrency=partition_worker_concurrency,
+            partition_limiter=partition_limiter, polling_interval_sec=polling_interval_sec,
+        )
+        _declare_queue(self, "update_if_latest_version")
 
-    def _registration(self) -> Dict[str, Any]:
+    def _configure(
+        self,
+        name: str,
+        concurrency: Optional[int],
+        limiter: "Optional[QueueRateLimit]",
+        *,
+        worker_concurrency: Optional[int],
+        global_concurrency: Optional[int],
+        priority_enabled: bool,
+        partition_queue: bool,
+        partition_concurrency: Optional[int],
+        partition_worker_concurrency: Optional[int],
+        partition_limiter: "Optional[QueueRateLimit]",
+        polling_interval_sec: Optional[float],
+    ) -> None:
+        _validate_queue(
+            name=name, concurrency=concurrency, global_concurrency=global_concurrency,
+            worker_concurrency=worker_concurrency, limiter=limiter, partition_concurrency=partition_concurrency,
+            partition_worker_concurrency=partition_worker_concurrency, partition_limiter=partition_limiter,
+            polling_interval_sec=polling_interval_sec,
+        )
+        self.name = name
+        self._concurrency = concurrency if global_concurrency is None else global_concurrency
+        self._worker_concurrency = worker_concurrency
+        self._limiter = limiter
+        self._priority_enabled = priority_enabled
+        self._partition_concurrency = partition_concurrency
+        self._partition_worker_concurrency = partition_worker_concurrency
+        self._partition_limiter = partition_limiter
+        self._partition_queue = partition_queue or any(
+            v is not None for v in (partition_concurrency, partition_worker_concurrency, partition_limiter)
+        )
+        self._polling_interval_sec = polling_interval_sec if polling_interval_sec is not None else 1.0
+        # Whether this declaration configures the queue, or only names it.
+        self._explicit = (
+            any(
+                v is not None
+                for v in (concurrency, global_concurrency, worker_concurrency, limiter, partition_concurrency,
+                          partition_worker_concurrency, partition_limiter, polling_interval_sec)
+            )
+            or priority_enabled
+            or partition_queue
+        )
+        self._on_conflict = "update_if_latest_version"
+        # The registration sent to the agent (and repeated by every later
+        # handshake), once decided.
+        self._registered: Optional[Dict[str, Any]] = None
+
+    @classmethod
+    def _from_info(cls, info: Dict[str, Any]) -> "Queue":
+        """A queue as the agent reports it (not declared in this process)."""
+        q = cls.__new__(cls)
+        q.name = info["name"]
+        q._concurrency = info.get("concurrency")
+        q._worker_concurrency = info.get("worker_concurrency")
+        q._limiter = _limiter_of(info.get("rate_limit_max"), info.get("rate_limit_period_sec"))
+        q._priority_enabled = bool(info.get("priority_enabled"))
+        q._partition_concurrency = info.get("partition_concurrency")
+        q._partition_worker_concurrency = info.get("partition_worker_concurrency")
+        q._partition_limiter = _limiter_of(info.get("partition_rate_limit_max"), info.get("partition_rate_limit_period_sec"))
+        q._partition_queue = bool(info.get("partition_queue"))
+        q._polling_interval_sec = 1.0
+        q._explicit = False
+        q._on_conflict = "never_update"
+        q._registered = None
+        return q
+
+    # DBOS Python's read-only view of the configuration.
+
+    @property
+    def concurrency(self) -> Optional[int]:
+        return self._concurrency
+
+    @property
+    def global_concurrency(self) -> Optional[int]:
+        return self._concurrency
+
+    @property
+    def worker_concurrency(self) -> Optional[int]:
+        return self._worker_concurrency
+
+    @property
+    def limiter(self) -> "Optional[QueueRateLimit]":
+        return self._limiter
+
+    @property
+    def priority_enabled(self) -> bool:
+        return self._priority_enabled
+
+    @property
+    def partition_queue(self) -> bool:
+        return self._partition_queue
+
+    @property
+    def partition_concurrency(self) -> Optional[int]:
+        return self._partition_concurrency
+
+    @property
+    def partition_worker_concurrency(self) -> Optional[int]:
+        return self._partition_worker_concurrency
+
+    @property
+    def partition_limiter(self) -> "Optional[QueueRateLimit]":
+        return self._partition_limiter
+
+    @property
+    def polling_interval_sec(self) -> float:
+        return self._polling_interval_sec
+
+    def __repr__(self) -> str:
+        return f"Queue({self.name!r})"
+
+    # Registration with the agent.
+
+    def _full_registration(self) -> Dict[str, Any]:
         reg: Dict[str, Any] = {
             "name": self.name,
-            "worker_concurrency": self.worker_concurrency,
-            "concurrency": self.concurrency,
-            "priority_enabled": self.priority_enabled or None,
+            "concurrency": self._concurrency,
+            "worker_concurrency": self._worker_concurrency,
+            "priority_enabled": self._priority_enabled or None,
+            "partition_queue": self._partition_queue or None,
+            "partition_concurrency": self._partition_concurrency,
+            "partition_worker_concurrency": self._partition_worker_concurrency,
+            "polling_interval_sec": float(self._polling_interval_sec),
         }
-        if self.limiter is not None:
-            reg["rate_limit_max"] = int(self.limiter["limit"])
-            reg["rate_limit_period_sec"] = float(self.limiter["period"])
-        return reg
+        if self._limiter is not None:
+            reg["rate_limit_max"] = int(self._limiter["limit"])
+            reg["rate_limit_period_sec"] = float(self._limiter["period"])
+        if self._partition_limiter is not None:
+            reg["partition_rate_limit_max"] = int(self._partition_limiter["limit"])
+            reg["partition_rate_limit_period_sec"] = float(self._partition_limiter["period"])
+        return {k: v for k, v in reg.items() if v is not None}
+
+    def _hello_form(self) -> Optional[Dict[str, Any]]:
+        """The registration a handshake carries, when it needs no decision."""
+        if self._registered is not None:
+            return self._registered
+        if not self._explicit:
+            return {"name": self.name}
+        if self._on_conflict == "always_update":
+            return self._full_registration()
+        return None
+
+    def _decide_registration(self, engine: Engine, app_version: str) -> Dict[str, Any]:
+        """Full (store these limits) or bare (serve the stored ones), by the
+        on_conflict rule, as DBOS Python's register_queue decides."""
+        form = self._hello_form()
+        if form is not None:
+            return form
+        full = self._full_registration()
+        if self._on_conflict == "always_update":
+            return full
+        info = sched.get_queue(engine, self.name)
+        if info is None or not info.get("registered"):
+            return full
+        if self._on_conflict == "never_update":
+            return {"name": self.name}
+        versions = sched.list_versions(engine)
+        if not app_version or not versions or versions[0]["version_name"] == app_version:
+            return full
+        return {"name": self.name}
+
+    # Enqueueing.
 
     def enqueue(self, func: Callable[..., R], *args: Any, **kwargs: Any) -> "WorkflowHandle[R]":
         """Enqueue a workflow; a worker serving this queue runs it when the
-        queue's limits allow."""
+        queue's limits allow. ``SetEnqueueOptions`` and ``SetWorkflowTimeout``
+        around the call apply to it."""
         reg = _registration_of(func)
         _refuse_child(f"enqueueing workflow {reg.name}")
         return cast("WorkflowHandle[R]", _dbos()._start(reg, args, kwargs, self.name))
@@ -828,3 +1488,56 @@ class Queue:
         reg = _registration_of(func)
         _refuse_child(f"enqueueing workflow {reg.name}")
         return await _dbos()._start_async(reg, args, kwargs, self.name)
+
+
+def _validate_queue(
+    *,
+    name: str,
+    concurrency: Optional[int],
+    global_concurrency: Optional[int],
+    worker_concurrency: Optional[int],
+    limiter: "Optional[QueueRateLimit]",
+    partition_concurrency: Optional[int],
+    partition_worker_concurrency: Optional[int],
+    partition_limiter: "Optional[QueueRateLimit]",
+    polling_interval_sec: Optional[float],
+) -> None:
+    """DBOS Python's checks of a queue's configuration (ValueError)."""
+    if name.startswith("_dbos"):
+        raise ValueError(
+            f"Queue name {name} is reserved: names starting with '_dbos_' belong to DBOS's internal queues."
+        )
+    if concurrency is not None and global_concurrency is not None:
+        raise ValueError("concurrency is deprecated in favor of global_concurrency; set only one of them")
+    if partition_concurrency is not None and partition_concurrency < 1:
+        raise ValueError("partition_concurrency must be at least 1")
+    if partition_worker_concurrency is not None and partition_worker_concurrency < 1:
+        raise ValueError("partition_worker_concurrency must be at least 1")
+    for which, lim in (("limiter", limiter), ("partition_limiter", partition_limiter)):
+        if lim is not None and (lim.get("limit") is None or lim.get("period") is None):
+            raise ValueError(f"{which} must specify both 'limit' and 'period'")
+    if (
+        partition_worker_concurrency is not None
+        and partition_concurrency is not None
+        and partition_worker_concurrency > partition_concurrency
+    ):
+        raise ValueError("partition_concurrency must be greater than or equal to partition_worker_concurrency")
+    if (
+        partition_worker_concurrency is not None
+        and worker_concurrency is not None
+        and partition_worker_concurrency > worker_concurrency
+    ):
+        raise ValueError("worker_concurrency must be greater than or equal to partition_worker_concurrency")
+    queue_concurrency = concurrency if global_concurrency is None else global_concurrency
+    if worker_concurrency is not None and queue_concurrency is not None and worker_concurrency > queue_concurrency:
+        raise ValueError("concurrency must be greater than or equal to worker_concurrency")
+    if partition_concurrency is not None and queue_concurrency is not None and partition_concurrency > queue_concurrency:
+        raise ValueError("global_concurrency must be greater than or equal to partition_concurrency")
+    if (
+        partition_worker_concurrency is not None
+        and queue_concurrency is not None
+        and partition_worker_concurrency > queue_concurrency
+    ):
+        raise ValueError("concurrency must be greater than or equal to partition_worker_concurrency")
+    if polling_interval_sec is not None and polling_interval_sec <= 0.0:
+        raise ValueError("polling_interval_sec must be positive")

@@ -29,6 +29,31 @@ OP_LIST_STEPS = "list_steps"
 OP_CANCEL = "cancel_workflow"
 OP_RESUME = "resume_workflow"
 
+# Queues, delays and debounce.
+OP_REGISTER_QUEUES = "register_queues"
+OP_DEBOUNCE_WORKFLOW = "debounce_workflow"
+OP_SET_WORKFLOW_DELAY = "set_workflow_delay"
+OP_GET_QUEUE = "get_queue"
+OP_LIST_QUEUES = "list_queues"
+
+# Schedules.
+OP_CREATE_SCHEDULE = "create_schedule"
+OP_GET_SCHEDULE = "get_schedule"
+OP_LIST_SCHEDULES = "list_schedules"
+OP_PAUSE_SCHEDULE = "pause_schedule"
+OP_RESUME_SCHEDULE = "resume_schedule"
+OP_DELETE_SCHEDULE = "delete_schedule"
+OP_BACKFILL_SCHEDULE = "backfill_schedule"
+OP_TRIGGER_SCHEDULE = "trigger_schedule"
+
+# Application versions.
+OP_LIST_VERSIONS = "list_versions"
+OP_PROMOTE_VERSION = "promote_version"
+
+# Deduplication policies as the agent names them.
+DEDUP_REJECT = "reject"
+DEDUP_RETURN_EXISTING = "return_existing"
+
 PUSH_RUN = "run"
 PUSH_CANCEL = "cancel"
 

@@ -240,7 +240,6 @@ class AgentLink:
         self._conn: Optional[Connection] = None
         self._closed = False
         self._reconnecting = False
-        self._rehandshaking = False
 
     def start(self) -> Dict[str, Any]:
         conn = Connection(self.path, self._on_push, self._lost)
@@ -311,8 +310,7 @@ class AgentLink:
                 self._reconnecting = True
         self._on_lost_cb(conn, reason)
         if start:
-            if not self._rehandshaking:
-                logger.warning("dbos-agent: connection to %s lost (%s); reconnecting", self.path, reason)
+            logger.warning("dbos-agent: connection to %s lost (%s); reconnecting", self.path, reason)
             threading.Thread(target=self._reconnect_loop, name="dbos-agent-reconnect", daemon=True).start()
 
     def _reconnect_loop(self) -> None:
@@ -343,29 +341,6 @@ class AgentLink:
                 continue
             logger.info("dbos-agent: reconnected to %s", self.path)
             self._on_connected(conn, reply)
-
-    def rehandshake(self) -> Connection:
-        """Open a new connection with a fresh hello (what the process
-        registers changed) and return it. The runs of the old connection
-        are handed back by the agent, and come back with their history."""
-        with self._cond:
-            old = self._conn
-            self._rehandshaking = True
-        if old is not None:
-            old.close()  # the reconnect loop opens the next one
-        deadline = time.monotonic() + self._reconnect_wait
-        with self._cond:
-            while True:
-                conn = self._conn
-                if conn is not None and conn is not old and not conn.closed:
-                    self._rehandshaking = False
-                    return conn
-                if self._closed:
-                    raise DBOSAgentUnavailableError("the connection to the dbos-agent was closed")
-                left = deadline - time.monotonic()
-                if left <= 0:
-                    raise DBOSAgentUnavailableError(f"the dbos-agent at {self.path} did not take the new registration")
-                self._cond.wait(left)
 
     def close(self) -> None:
         with self._cond:

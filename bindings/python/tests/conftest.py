@@ -15,7 +15,7 @@ import tempfile
 import threading
 import time
 from pathlib import Path
-from typing import IO, Dict, Iterator, List, Optional
+from typing import IO, Callable, Dict, Iterator, List, Optional
 
 import pytest
 
@@ -38,18 +38,25 @@ class LineWaiter:
     """Reads a process's output stream line by line and lets a test wait for
     a line (no sleeps: a condition variable is signalled on every line)."""
 
-    def __init__(self, stream: IO[str], echo_prefix: str = ""):
+    def __init__(self, stream: Optional[IO[str]] = None, echo_prefix: str = "", also: "Optional[LineWaiter]" = None):
         self.lines: List[str] = []
         self.eof = False
         self._cond = threading.Condition()
         self._echo_prefix = echo_prefix
-        threading.Thread(target=self._read, args=(stream,), daemon=True).start()
+        self._also = also
+        if stream is not None:
+            threading.Thread(target=self._read, args=(stream,), daemon=True).start()
+
+    def add(self, line: str) -> None:
+        with self._cond:
+            self.lines.append(line)
+            self._cond.notify_all()
 
     def _read(self, stream: IO[str]) -> None:
         for line in stream:
-            with self._cond:
-                self.lines.append(line.rstrip("\n"))
-                self._cond.notify_all()
+            self.add(line.rstrip("\n"))
+            if self._also is not None:
+                self._also.add(line.rstrip("\n"))
         with self._cond:
             self.eof = True
             self._cond.notify_all()
@@ -78,6 +85,39 @@ class LineWaiter:
     def text(self) -> str:
         return "\n".join(self.lines)
 
+    def matching(self, predicate: Callable[[str], bool]) -> List[str]:
+        with self._cond:
+            return [line for line in self.lines if predicate(line)]
+
+    def wait_count(self, predicate: Callable[[str], bool], n: int, timeout: float = 60.0) -> List[str]:
+        """Wait until n lines match; returns them."""
+        deadline = time.monotonic() + timeout
+        with self._cond:
+            while True:
+                found = [line for line in self.lines if predicate(line)]
+                if len(found) >= n:
+                    return found
+                if self.eof:
+                    raise AssertionError(f"output ended with {len(found)} of {n} matching lines:\n" + self.text())
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    raise AssertionError(f"{len(found)} of {n} matching lines within {timeout}s:\n" + self.text())
+                self._cond.wait(left)
+
+    def stays_below(self, predicate: Callable[[str], bool], n: int, window: float) -> bool:
+        """Watch the output for ``window`` seconds (woken by every line):
+        True if fewer than n lines match all along. This bounds a negative
+        observation ("no third workflow starts") rather than sleeping."""
+        deadline = time.monotonic() + window
+        with self._cond:
+            while True:
+                if sum(1 for line in self.lines if predicate(line)) >= n:
+                    return False
+                left = deadline - time.monotonic()
+                if left <= 0 or self.eof:
+                    return True
+                self._cond.wait(left)
+
 
 class AgentProcess:
     """A running `dbos-agent serve`."""
@@ -94,6 +134,8 @@ class AgentProcess:
             "--executor-id", executor_id,
             "--poll-interval", "200ms",
             "--result-poll-interval", "200ms",
+            "--sweep-interval", "200ms",
+            "--schedule-interval", "1s",
             "--grace-period", "2s",
             "--log-level", "debug",
         ] + (extra or [])
@@ -129,6 +171,13 @@ class AgentEnv:
         a = AgentProcess(self.binary, self.schema, self.socket, executor_id)
         self.agents.append(a)
         self.agent = a
+        return a
+
+    def start_other_agent(self, executor_id: str) -> AgentProcess:
+        """Another agent on the same schema (its own socket and executor id),
+        as a second host would run one."""
+        a = AgentProcess(self.binary, self.schema, os.path.join(self.dir, f"{executor_id}.sock"), executor_id)
+        self.agents.append(a)
         return a
 
     def close(self) -> None:
@@ -189,7 +238,8 @@ def dbos(agent_env: AgentEnv) -> Iterator[type]:
 class Worker:
     """A worker process (tests/apps/<script>) whose output a test waits on."""
 
-    def __init__(self, script: str, env: Dict[str, str]):
+    def __init__(self, script: str, env: Dict[str, str], sink: Optional[LineWaiter] = None):
+        self.env = env
         full_env = dict(os.environ)
         full_env.update(env)
         full_env["PYTHONUNBUFFERED"] = "1"
@@ -198,12 +248,17 @@ class Worker:
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=full_env,
         )
         assert self.proc.stdout is not None
-        self.out = LineWaiter(self.proc.stdout)
+        self.out = LineWaiter(self.proc.stdout, also=sink)
 
     def kill(self) -> None:
         if self.proc.poll() is None:
             self.proc.send_signal(signal.SIGKILL)
         self.proc.wait(30)
+
+    def send(self, line: str) -> None:
+        assert self.proc.stdin is not None
+        self.proc.stdin.write(line + "\n")
+        self.proc.stdin.flush()
 
     def stop(self) -> None:
         if self.proc.poll() is None:

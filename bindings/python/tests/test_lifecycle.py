@@ -105,8 +105,8 @@ def test_relaunch_after_destroy_and_declarations_after_launch(agent_env: AgentEn
         def too_late() -> None:
             pass
 
-    # Queues may come after launch, as in DBOS Python 3 (the binding shakes
-    # hands again with the new list); their workflows run here.
+    # Queues may come after launch, as in DBOS Python 3 (registered with
+    # register_queues on the live connection); their workflows run here.
     late = DBOS.register_queue("pytest_late", worker_concurrency=1)
     assert DBOS.retrieve_queue("pytest_late") is late
     assert late.enqueue(echo_workflow, "late").get_result() == "late"
@@ -133,10 +133,21 @@ def test_enqueue_options_deduplicate_and_prioritize(agent_env: AgentEnv) -> None
         assert info.value.deduplication_id == dedup and info.value.queue_name == "pytest_dedup"
     release.set()
     assert first.get_result() == 1
-    with pytest.raises(DBOSNotSupportedError, match="SetWorkflowTimeout"):
-        SetWorkflowTimeout(5)
-    with pytest.raises(DBOSNotSupportedError, match="queue_partition_key"):
-        SetEnqueueOptions(queue_partition_key="p")
+    # As in DBOS Python: bad values and enqueue-only options on a direct start
+    # are refused.
+    with pytest.raises(Exception, match="Invalid workflow timeout"):
+        SetWorkflowTimeout(-1)
+    with pytest.raises(Exception, match="Invalid priority"):
+        SetEnqueueOptions(priority=0)
+    with SetEnqueueOptions(priority=3):
+        with pytest.raises(DBOSException, match="not being enqueued"):
+            echo_workflow(1)
+    with SetEnqueueOptions(queue_partition_key="p", deduplication_id="d"):
+        with pytest.raises(DBOSException, match="Deduplication is not supported for partitioned queues"):
+            dedup_queue.enqueue(echo_workflow, 1)
+    with SetEnqueueOptions(duplication_policy="return-existing"):
+        with pytest.raises(DBOSException, match="requires a deduplication_id"):
+            dedup_queue.enqueue(echo_workflow, 1)
 
 
 def test_a_message_over_the_agents_frame_limit_is_refused_clearly(agent_env: AgentEnv) -> None:
@@ -170,3 +181,54 @@ def test_public_names_match_dbos_python() -> None:
                    "list_workflow_steps_async", "cancel_workflow", "cancel_workflow_async", "resume_workflow",
                    "resume_workflow_async", "register_queue"]:
         assert hasattr(dbos.DBOS, method) and hasattr(DBOS, method), method
+
+
+def test_queue_schedule_and_version_calls_take_dbos_pythons_arguments() -> None:
+    import inspect
+
+    import dbos
+
+    def params(fn: Any) -> list:  # type: ignore[type-arg]
+        return [
+            (p.name, p.kind) for p in inspect.signature(fn).parameters.values()
+            if p.kind not in (inspect.Parameter.VAR_KEYWORD,)
+        ]
+
+    dbos_methods = [
+        "register_queue", "register_queue_async", "retrieve_queue", "retrieve_queue_async", "list_queues",
+        "list_queues_async", "listen_queues", "enqueue_workflow", "enqueue_workflow_async",
+        "enqueue_workflow_with_options", "enqueue_workflow_with_options_async", "set_workflow_delay",
+        "set_workflow_delay_async", "create_schedule", "create_schedule_async", "list_schedules",
+        "list_schedules_async", "get_schedule", "get_schedule_async", "delete_schedule", "delete_schedule_async",
+        "pause_schedule", "resume_schedule", "apply_schedules", "apply_schedules_async", "backfill_schedule",
+        "trigger_schedule", "list_application_versions", "list_application_versions_async",
+        "get_latest_application_version", "get_latest_application_version_async", "set_latest_application_version",
+        "set_latest_application_version_async",
+    ]
+    for m in dbos_methods:
+        assert params(getattr(dbos_agent.DBOS, m)) == params(getattr(dbos.DBOS, m)), m
+    client_methods = [
+        "enqueue", "enqueue_async", "set_workflow_delay", "set_workflow_delay_async", "retrieve_queue",
+        "retrieve_queue_async", "list_queues", "list_queues_async", "create_schedule", "create_schedule_async",
+        "list_schedules", "list_schedules_async", "get_schedule", "get_schedule_async", "delete_schedule",
+        "delete_schedule_async", "pause_schedule", "resume_schedule", "apply_schedules", "apply_schedules_async",
+        "backfill_schedule", "trigger_schedule", "list_application_versions", "list_application_versions_async",
+        "get_latest_application_version", "get_latest_application_version_async", "set_latest_application_version",
+        "set_latest_application_version_async",
+    ]
+    for m in client_methods:
+        assert params(getattr(dbos_agent.DBOSClient, m)) == params(getattr(dbos.DBOSClient, m)), m
+    for ours, theirs, m in [
+        (dbos_agent.Debouncer, dbos.Debouncer, "__init__"), (dbos_agent.Debouncer, dbos.Debouncer, "create"),
+        (dbos_agent.Debouncer, dbos.Debouncer, "create_async"), (dbos_agent.Debouncer, dbos.Debouncer, "debounce"),
+        (dbos_agent.Debouncer, dbos.Debouncer, "debounce_async"),
+        (dbos_agent.DebouncerClient, dbos.DebouncerClient, "__init__"),
+        (dbos_agent.DebouncerClient, dbos.DebouncerClient, "debounce"),
+        (dbos_agent.SetEnqueueOptions, dbos.SetEnqueueOptions, "__init__"),
+        (dbos_agent.SetWorkflowTimeout, dbos.SetWorkflowTimeout, "__init__"),
+    ]:
+        assert params(getattr(ours, m)) == params(getattr(theirs, m)), f"{ours.__name__}.{m}"
+    for name in ["Debouncer", "DebouncerClient", "ScheduleInput", "WorkflowSchedule", "ClientScheduleInput",
+                 "VersionInfo", "DuplicationPolicy", "WorkflowIDReusePolicy", "EnqueueOptions"]:
+        assert hasattr(dbos, name) and hasattr(dbos_agent, name), name
+    assert set(dbos_agent.EnqueueOptions.__annotations__) >= set(dbos.EnqueueOptions.__annotations__)

@@ -497,7 +497,7 @@ def test_unsupported_calls_raise_naming_the_call(dbos: Any) -> None:
     with pytest.raises(DBOSNotSupportedError, match="DBOS.set_event"):
         DBOS.set_event("k", "v")
     with pytest.raises(DBOSNotSupportedError):
-        Queue("partitioned", partition_concurrency=2)
+        Queue("sharded", shard_key="s")
 
 
 def test_binding_client_enqueues_waits_and_manages(dbos: Any, agent_env: AgentEnv) -> None:
@@ -511,7 +511,7 @@ def test_binding_client_enqueues_waits_and_manages(dbos: Any, agent_env: AgentEn
         assert client.list_workflows(workflow_ids=[handle.workflow_id])[0].queue_name == "pytest_limited"
         with pytest.raises(DBOSNonExistentWorkflowError):
             client.retrieve_workflow("no-such-workflow")
-        with pytest.raises(DBOSNotSupportedError, match="delay_seconds"):
-            client.enqueue({"workflow_name": "order_workflow", "queue_name": "pytest_limited", "delay_seconds": 5})
+        with pytest.raises(DBOSNotSupportedError, match="shard_key"):
+            client.enqueue({"workflow_name": "order_workflow", "queue_name": "pytest_limited", "shard_key": "s"})
     finally:
         client.destroy()

@@ -1,0 +1,284 @@
+"""``Debouncer`` and ``DebouncerClient``: DBOS Python's debouncing over the
+agent's ``debounce_workflow``. Calls with the same key coalesce onto one
+DELAYED workflow that starts once the key has been quiet for the debounce
+period, with the inputs of the latest call, and at the latest
+``debounce_timeout_sec`` after the first call."""
+
+from __future__ import annotations
+
+import types
+from typing import TYPE_CHECKING, Any, Callable, Dict, Generic, Optional, Tuple, TypeVar, Union
+
+from . import _protocol as proto
+from ._core import (
+    Engine,
+    WorkflowHandle,
+    WorkflowHandleAsync,
+    _enqueue_options,
+    current_ctx,
+    current_timeout_ms,
+    take_assigned_id,
+)
+from ._error import DBOSException, DBOSNotSupportedError
+from ._serialization import WorkflowSerializationFormat, serialize_args, tag_for
+
+if TYPE_CHECKING:
+    from ._client import DBOSClient, EnqueueOptions
+    from ._dbos import Queue
+
+R = TypeVar("R")
+
+
+def _queue_name(queue: "Optional[Union[Queue, str]]") -> Optional[str]:
+    if queue is None:
+        return None
+    if isinstance(queue, str):
+        return queue
+    return queue.name
+
+
+def _reject_conflicting_options(
+    *,
+    has_deduplication_id: bool,
+    has_delay: bool,
+    has_priority: bool,
+    has_partition_key: bool,
+    has_return_existing: bool = False,
+    has_reject_reuse_policy: bool = False,
+) -> None:
+    """A debounce owns its workflow's deduplication id (the key) and delay
+    (the period), as in DBOS Python, and takes no priority or partition."""
+    if has_deduplication_id:
+        raise DBOSException(
+            "Cannot debounce a workflow with a deduplication_id set: the debounce "
+            "key is used as the workflow's deduplication ID."
+        )
+    if has_delay:
+        raise DBOSException(
+            "Cannot debounce a workflow with a delay set: the debounce period controls the workflow's delay."
+        )
+    if has_priority:
+        raise DBOSException(
+            "Cannot debounce a workflow with a priority set: priority is not supported for debounced workflows."
+        )
+    if has_partition_key:
+        raise DBOSException(
+            "Cannot debounce a workflow with a queue partition key set: partitioned "
+            "queues do not support deduplication, which debouncing requires."
+        )
+    if has_return_existing:
+        raise DBOSException(
+            "Cannot debounce a workflow with duplication_policy 'return-existing': "
+            "a debounce owns the workflow's deduplication behavior."
+        )
+    if has_reject_reuse_policy:
+        raise DBOSException(
+            "Cannot debounce a workflow with workflow_id_reuse_policy 'reject': "
+            "a debounce owns how its workflow is started."
+        )
+
+
+def _debounce_body(
+    *,
+    key: str,
+    period_sec: float,
+    timeout_sec: Optional[float],
+    workflow_name: str,
+    class_name: Optional[str],
+    queue_name: Optional[str],
+    tag: str,
+    engine: Engine,
+    args: Tuple[Any, ...],
+    kwargs: Dict[str, Any],
+    workflow_id: Optional[str],
+    app_version: Optional[str],
+) -> Dict[str, Any]:
+    if period_sec < 0:
+        raise DBOSException("debounce_period_sec must not be negative")
+    if timeout_sec is not None and timeout_sec < 0:
+        raise DBOSException("debounce_timeout_sec must not be negative")
+    inputs, serialization = serialize_args(args, kwargs, tag, engine.serializer)
+    delay_ms = int(period_sec * 1000)
+    timeout_ms = int(timeout_sec * 1000) if timeout_sec else None
+    if timeout_ms is not None:
+        # The first call's delay is capped by the deadline too; later ones
+        # are capped by the agent.
+        delay_ms = min(delay_ms, timeout_ms)
+    return {
+        "key": key,
+        "name": workflow_name,
+        "class_name": class_name,
+        "queue_name": queue_name,
+        "delay_ms": delay_ms,
+        "timeout_ms": timeout_ms,
+        "inputs": inputs,
+        "serialization": serialization,
+        "workflow_id": workflow_id,
+        "app_version": app_version,
+    }
+
+
+class Debouncer(Generic[R]):
+    """Debounce a workflow, as in DBOS Python::
+
+        debouncer = Debouncer.create(process_edits, debounce_timeout_sec=60)
+        handle = debouncer.debounce(document_id, 5.0, document_id, edits)
+
+    Each ``debounce(key, period, *args)`` pushes the workflow of ``key`` back
+    to ``period`` seconds from now and replaces its arguments; it starts when
+    ``key`` has been quiet that long, or ``debounce_timeout_sec`` after the
+    first call, on ``queue`` (default: the internal queue)."""
+
+    def __init__(
+        self,
+        workflow_name: str,
+        *,
+        debounce_timeout_sec: Optional[float] = None,
+        queue: "Optional[Union[Queue, str]]" = None,
+        application_name: Optional[str] = None,
+    ):
+        self.func_name = workflow_name
+        self.debounce_timeout_sec = debounce_timeout_sec
+        self.queue_name = _queue_name(queue)
+        self.application_name = application_name
+
+    @staticmethod
+    def create(
+        workflow: Callable[..., R],
+        *,
+        debounce_timeout_sec: Optional[float] = None,
+        queue: "Optional[Union[Queue, str]]" = None,
+        application_name: Optional[str] = None,
+    ) -> "Debouncer[R]":
+        from ._dbos import _registration_of
+
+        if isinstance(workflow, types.MethodType):
+            raise TypeError("Only workflow functions may be debounced, not methods")
+        return Debouncer(
+            _registration_of(workflow).name,
+            debounce_timeout_sec=debounce_timeout_sec,
+            queue=queue,
+            application_name=application_name,
+        )
+
+    @staticmethod
+    def create_async(
+        workflow: Callable[..., Any],
+        *,
+        debounce_timeout_sec: Optional[float] = None,
+        queue: "Optional[Union[Queue, str]]" = None,
+        application_name: Optional[str] = None,
+    ) -> "Debouncer[Any]":
+        return Debouncer.create(
+            workflow, debounce_timeout_sec=debounce_timeout_sec, queue=queue, application_name=application_name
+        )
+
+    def _body(self, key: str, period_sec: float, args: Tuple[Any, ...], kwargs: Dict[str, Any]) -> Tuple[Engine, Dict[str, Any]]:
+        from ._dbos import _dbos, _workflows
+        from ._scheduling import get_queue, refuse_other_application
+
+        dbos = _dbos()
+        if current_ctx() is not None:
+            raise DBOSNotSupportedError("Debouncer.debounce from inside a workflow or step (child workflows)")
+        refuse_other_application("Debouncer", self.application_name, dbos._app_name)
+        if current_timeout_ms() is not None:
+            raise DBOSNotSupportedError("Debouncer.debounce inside SetWorkflowTimeout", "timeouts of debounced workflows")
+        opts = _enqueue_options.get()
+        pinned = take_assigned_id()
+        if opts is not None:
+            _reject_conflicting_options(
+                has_deduplication_id=opts.deduplication_id is not None,
+                has_delay=opts.delay_until_epoch_ms is not None,
+                has_priority=opts.priority is not None,
+                has_partition_key=opts.queue_partition_key is not None,
+                has_return_existing=opts.duplication_policy == "return-existing",
+            )
+        reg = _workflows.get(self.func_name)
+        if reg is None:
+            raise Exception(f"Invalid workflow name provided to debouncer: {self.func_name}")
+        if self.queue_name is not None:
+            from ._dbos import _queues
+
+            if self.queue_name not in _queues and get_queue(dbos._engine, self.queue_name) is None:
+                raise Exception(f"Invalid queue name provided to debouncer: {self.queue_name}")
+        body = _debounce_body(
+            key=key, period_sec=period_sec, timeout_sec=self.debounce_timeout_sec,
+            workflow_name=reg.name, class_name=None, queue_name=self.queue_name,
+            tag=tag_for(reg.serialization_type, dbos._serializer), engine=dbos._engine,
+            args=args, kwargs=kwargs, workflow_id=pinned,
+            app_version=opts.app_version if opts is not None else None,
+        )
+        return dbos._engine, body
+
+    def debounce(self, debounce_key: str, debounce_period_sec: float, *args: Any, **kwargs: Any) -> "WorkflowHandle[R]":
+        engine, body = self._body(debounce_key, debounce_period_sec, args, kwargs)
+        reply = engine.call(proto.OP_DEBOUNCE_WORKFLOW, body)
+        return WorkflowHandle(engine, reply["workflow_id"])
+
+    async def debounce_async(
+        self, debounce_key: str, debounce_period_sec: float, *args: Any, **kwargs: Any
+    ) -> "WorkflowHandleAsync[R]":
+        engine, body = self._body(debounce_key, debounce_period_sec, args, kwargs)
+        reply = await engine.call_async(proto.OP_DEBOUNCE_WORKFLOW, body)
+        return WorkflowHandleAsync(engine, reply["workflow_id"])
+
+
+class DebouncerClient(Generic[R]):
+    """``Debouncer`` for a ``DBOSClient``: the workflow is named by
+    ``workflow_options`` (``EnqueueOptions``), as in DBOS Python."""
+
+    def __init__(
+        self,
+        client: "DBOSClient",
+        workflow_options: "EnqueueOptions",
+        *,
+        debounce_timeout_sec: Optional[float] = None,
+        queue: "Optional[Union[Queue, str]]" = None,
+        application_name: Optional[str] = None,
+    ):
+        self.client = client
+        self.workflow_options = workflow_options
+        self.debounce_timeout_sec = debounce_timeout_sec
+        self.queue_name = _queue_name(queue)
+        self.application_name = application_name
+
+    def _body(self, key: str, period_sec: float, args: Tuple[Any, ...], kwargs: Dict[str, Any]) -> Dict[str, Any]:
+        from ._scheduling import refuse_other_application
+
+        opts: Dict[str, Any] = dict(self.workflow_options)
+        _reject_conflicting_options(
+            has_deduplication_id=opts.get("deduplication_id") is not None,
+            has_delay=opts.get("delay_seconds") is not None,
+            has_priority=opts.get("priority") is not None,
+            has_partition_key=opts.get("queue_partition_key") is not None,
+            has_return_existing=opts.get("duplication_policy") == "return-existing",
+            has_reject_reuse_policy=opts.get("workflow_id_reuse_policy") == "reject",
+        )
+        app = self.application_name if self.application_name is not None else opts.get("application_name")
+        refuse_other_application("DebouncerClient", app, self.client._app_name)
+        for key_name in ("workflow_timeout", "authenticated_user", "authenticated_roles", "attributes", "shard_key"):
+            if opts.get(key_name) is not None:
+                raise DBOSNotSupportedError(f"DebouncerClient(workflow_options[{key_name!r}])")
+        fmt: Optional[WorkflowSerializationFormat] = opts.get("serialization_type")
+        return _debounce_body(
+            key=key, period_sec=period_sec, timeout_sec=self.debounce_timeout_sec,
+            workflow_name=opts["workflow_name"], class_name=opts.get("class_name"),
+            queue_name=self.queue_name or opts.get("queue_name"),
+            tag=tag_for(fmt, self.client._serializer), engine=self.client._engine,
+            args=args, kwargs=kwargs, workflow_id=opts.get("workflow_id"), app_version=opts.get("app_version"),
+        )
+
+    def debounce(self, debounce_key: str, debounce_period_sec: float, *args: Any, **kwargs: Any) -> "WorkflowHandle[R]":
+        body = self._body(debounce_key, debounce_period_sec, args, kwargs)
+        reply = self.client._engine.call(proto.OP_DEBOUNCE_WORKFLOW, body)
+        return WorkflowHandle(self.client._engine, reply["workflow_id"])
+
+    async def debounce_async(
+        self, debounce_key: str, debounce_period_sec: float, *args: Any, **kwargs: Any
+    ) -> "WorkflowHandleAsync[R]":
+        body = self._body(debounce_key, debounce_period_sec, args, kwargs)
+        reply = await self.client._engine.call_async(proto.OP_DEBOUNCE_WORKFLOW, body)
+        return WorkflowHandleAsync(self.client._engine, reply["workflow_id"])
+
+
+__all__ = ["Debouncer", "DebouncerClient"]

@@ -1,0 +1,386 @@
+"""Schedules, application versions and queue information: DBOS Python's
+schedule and version APIs over the agent's ops, shared by ``DBOS`` and
+``DBOSClient``.
+
+A schedule's context is stored as JSON text (the agent's scheduler hands it
+to every tick as is); DBOS Python stores it with its serializer, so a context
+another SDK wrote is read back with this process's serializer when it can
+be, and shown as its text otherwise, as DBOS Python does.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from datetime import datetime, timezone
+from typing import Any, Callable, Coroutine, Dict, List, Optional, TypedDict, Union
+
+from . import _protocol as proto
+from ._core import Engine, decode_schedule_context
+from ._error import AgentErrorReply, DBOSException, DBOSNotSupportedError, map_agent_error
+
+logger = logging.getLogger("dbos_agent")
+
+
+class WorkflowSchedule(TypedDict):
+    """A schedule, with DBOS Python's keys. The agent does not report a
+    schedule's id, owner or shard key: those are None."""
+
+    schedule_id: Optional[str]
+    schedule_name: str
+    workflow_name: str
+    workflow_class_name: Optional[str]
+    schedule: str
+    status: str
+    context: Any
+    last_fired_at: Optional[str]
+    automatic_backfill: bool
+    cron_timezone: Optional[str]
+    queue_name: Optional[str]
+    application_name: Optional[str]
+    shard_key: Optional[str]
+
+
+class ScheduleInput(TypedDict, total=False):
+    """One entry of ``DBOS.apply_schedules``."""
+
+    schedule_name: str
+    workflow_fn: Union[Callable[[datetime, Any], None], Callable[[datetime, Any], Coroutine[Any, Any, None]]]
+    schedule: str
+    context: Any
+    automatic_backfill: bool
+    cron_timezone: Optional[str]
+    queue_name: Optional[str]
+    shard_key: Optional[str]
+
+
+class ClientScheduleInput(TypedDict, total=False):
+    """One entry of ``DBOSClient.apply_schedules``."""
+
+    schedule_name: str
+    workflow_name: str
+    workflow_class_name: Optional[str]
+    schedule: str
+    context: Any
+    automatic_backfill: bool
+    cron_timezone: Optional[str]
+    queue_name: Optional[str]
+    application_name: Optional[str]
+    shard_key: Optional[str]
+
+
+class VersionInfo(TypedDict):
+    """An application version, with DBOS Python's keys (times in epoch ms)."""
+
+    version_id: str
+    version_name: str
+    version_timestamp: int
+    created_at: int
+    application_name: Optional[str]
+
+
+def _is_missing(e: AgentErrorReply) -> bool:
+    return e.name == "invalid_argument" and "does not exist" in e.message
+
+
+def _mapped(e: AgentErrorReply) -> BaseException:
+    return map_agent_error(e)
+
+
+def encode_context(context: Any) -> str:
+    """A schedule context as the JSON text the agent stores."""
+    try:
+        return json.dumps(context)
+    except (TypeError, ValueError) as e:
+        raise DBOSException(f"A schedule's context must be JSON-serializable through dbos-agent: {e}") from None
+
+
+def _decode_stored_context(text: Optional[str], engine: Engine, name: str) -> Any:
+    if text is None or text == "":
+        return None
+    try:
+        return json.loads(text)
+    except ValueError:
+        pass
+    value = decode_schedule_context(text, engine.serializer)
+    if value is text:
+        logger.warning("context of schedule %s could not be deserialized; returning it as a string", name)
+    return value
+
+
+def schedule_from_message(m: Dict[str, Any], engine: Engine) -> WorkflowSchedule:
+    name = m.get("schedule_name", "")
+    return {
+        "schedule_id": None,
+        "schedule_name": name,
+        "workflow_name": m.get("workflow_name", ""),
+        "workflow_class_name": m.get("workflow_class_name") or None,
+        "schedule": m.get("schedule", ""),
+        "status": m.get("status") or "ACTIVE",
+        "context": _decode_stored_context(m.get("context"), engine, name),
+        "last_fired_at": m.get("last_fired_at") or None,
+        "automatic_backfill": bool(m.get("automatic_backfill")),
+        "cron_timezone": m.get("cron_timezone") or None,
+        "queue_name": m.get("queue_name") or None,
+        "application_name": None,
+        "shard_key": None,
+    }
+
+
+def schedule_message(
+    *,
+    schedule_name: str,
+    workflow_name: str,
+    schedule: str,
+    context: Any,
+    workflow_class_name: Optional[str] = None,
+    automatic_backfill: bool = False,
+    cron_timezone: Optional[str] = None,
+    queue_name: Optional[str] = None,
+) -> Dict[str, Any]:
+    if not schedule_name:
+        raise DBOSException("a schedule needs a schedule_name")
+    return {
+        "schedule_name": schedule_name,
+        "workflow_name": workflow_name,
+        "workflow_class_name": workflow_class_name,
+        "schedule": schedule,
+        "context": encode_context(context),
+        "automatic_backfill": automatic_backfill or None,
+        "cron_timezone": cron_timezone,
+        "queue_name": queue_name,
+    }
+
+
+def refuse_shard_key(call: str, shard_key: Optional[str]) -> None:
+    if shard_key is not None:
+        raise DBOSNotSupportedError(f"{call}(shard_key=...)", "sharded system databases")
+
+
+def refuse_other_application(call: str, requested: Optional[Union[str, List[str]]], own: str) -> None:
+    """The agent acts for the caller's application only."""
+    if requested is None:
+        return
+    names = [requested] if isinstance(requested, str) else list(requested)
+    if names != [own]:
+        raise DBOSNotSupportedError(
+            f"{call}(application_name=...)", "the agent acts for the caller's own application"
+        )
+
+
+def check_queue_declared(engine: Engine, queue_name: Optional[str]) -> None:
+    if queue_name is not None and get_queue(engine, queue_name) is None:
+        raise DBOSException(
+            f"Queue '{queue_name}' is not declared. Please create the queue before using it in a schedule."
+        )
+
+
+# -- schedules
+
+
+def create_schedule(engine: Engine, message: Dict[str, Any]) -> None:
+    engine.call(proto.OP_CREATE_SCHEDULE, message)
+
+
+def get_schedule(engine: Engine, name: str) -> Optional[WorkflowSchedule]:
+    try:
+        reply = engine.call_raw(proto.OP_GET_SCHEDULE, {"schedule_name": name})
+    except AgentErrorReply as e:
+        if _is_missing(e):
+            return None
+        raise _mapped(e) from None
+    return schedule_from_message(reply, engine)
+
+
+def list_schedules(
+    engine: Engine,
+    call: str,
+    status: Optional[Union[str, List[str]]],
+    workflow_name: Optional[Union[str, List[str]]],
+    schedule_name_prefix: Optional[Union[str, List[str]]],
+) -> List[WorkflowSchedule]:
+    prefixes = [schedule_name_prefix] if isinstance(schedule_name_prefix, str) else schedule_name_prefix
+    if prefixes is not None and len(prefixes) > 1:
+        raise DBOSNotSupportedError(f"{call}(schedule_name_prefix=<more than one prefix>)")
+    body = {
+        "status": [status] if isinstance(status, str) else status,
+        "workflow_name": [workflow_name] if isinstance(workflow_name, str) else workflow_name,
+        "schedule_name_prefix": prefixes[0] if prefixes else None,
+    }
+    reply = engine.call(proto.OP_LIST_SCHEDULES, body)
+    return [schedule_from_message(m, engine) for m in reply.get("schedules") or []]
+
+
+def _by_name(engine: Engine, op: str, name: str) -> None:
+    """Delete, pause or resume: as in DBOS Python, a missing schedule is no
+    error."""
+    try:
+        engine.call_raw(op, {"schedule_name": name})
+    except AgentErrorReply as e:
+        if not _is_missing(e):
+            raise _mapped(e) from None
+
+
+def delete_schedule(engine: Engine, name: str) -> None:
+    _by_name(engine, proto.OP_DELETE_SCHEDULE, name)
+
+
+def pause_schedule(engine: Engine, name: str) -> None:
+    _by_name(engine, proto.OP_PAUSE_SCHEDULE, name)
+
+
+def resume_schedule(engine: Engine, name: str) -> None:
+    _by_name(engine, proto.OP_RESUME_SCHEDULE, name)
+
+
+def _same_definition(existing: WorkflowSchedule, message: Dict[str, Any], engine: Engine) -> bool:
+    return (
+        existing["workflow_name"] == message["workflow_name"]
+        and existing["workflow_class_name"] == (message.get("workflow_class_name") or None)
+        and existing["schedule"] == message["schedule"]
+        and existing["context"] == _decode_stored_context(message.get("context"), engine, "")
+        and existing["automatic_backfill"] == bool(message.get("automatic_backfill"))
+        and existing["cron_timezone"] == (message.get("cron_timezone") or None)
+        and existing["queue_name"] == (message.get("queue_name") or None)
+    )
+
+
+def upsert_schedule(engine: Engine, message: Dict[str, Any], *, keep_status: bool) -> None:
+    """Create a schedule or replace its definition. The agent has no upsert,
+    so a changed schedule is deleted and created again (not atomically: a
+    tick falling in between is not fired). An unchanged one is left as it is
+    (with its status when ``keep_status``, else made ACTIVE)."""
+    name = message["schedule_name"]
+    for _ in range(5):
+        # The listing holds this application's (and unclaimed) schedules
+        # only: a schedule of that name not in it is another application's,
+        # which is not replaced.
+        own = [s for s in list_schedules(engine, "upsert", None, None, name) if s["schedule_name"] == name]
+        existing = own[0] if own else None
+        if existing is None and get_schedule(engine, name) is not None:
+            raise DBOSException(f"Schedule {name} belongs to another application")
+        if existing is not None:
+            if _same_definition(existing, message, engine):
+                if not keep_status and existing["status"] != "ACTIVE":
+                    resume_schedule(engine, name)
+                return
+            delete_schedule(engine, name)
+            if keep_status and existing["status"] == "PAUSED":
+                message = dict(message, status="PAUSED")
+        try:
+            engine.call_raw(proto.OP_CREATE_SCHEDULE, message)
+            return
+        except AgentErrorReply as e:
+            if e.name == "invalid_argument" and "already exists" in e.message:
+                continue  # created meanwhile by another process: compare again
+            raise _mapped(e) from None
+    raise DBOSException(f"schedule {name} kept changing while it was being applied")
+
+
+def _epoch_ms(dt: datetime) -> int:
+    if dt.tzinfo is None:
+        dt = dt.replace(tzinfo=timezone.utc)
+    return int(dt.timestamp() * 1000)
+
+
+def backfill_schedule(engine: Engine, name: str, start: datetime, end: datetime) -> List[str]:
+    """The ticks strictly after ``start`` and before ``end`` (naive datetimes
+    are UTC), as DBOS Python counts them; the agent's range includes its
+    start, so it starts a millisecond later (ticks fall on whole seconds)."""
+    start_ms, end_ms = _epoch_ms(start) + 1, _epoch_ms(end)
+    if end_ms <= start_ms:
+        return []
+    try:
+        reply = engine.call_raw(
+            proto.OP_BACKFILL_SCHEDULE, {"schedule_name": name, "start_epoch_ms": start_ms, "end_epoch_ms": end_ms}
+        )
+    except AgentErrorReply as e:
+        if _is_missing(e):
+            raise DBOSException(f"Schedule '{name}' does not exist") from None
+        raise _mapped(e) from None
+    return list(reply.get("workflow_ids") or [])
+
+
+def trigger_schedule(engine: Engine, name: str) -> str:
+    try:
+        reply = engine.call_raw(proto.OP_TRIGGER_SCHEDULE, {"schedule_name": name})
+    except AgentErrorReply as e:
+        if _is_missing(e):
+            raise DBOSException(f"Schedule '{name}' does not exist") from None
+        raise _mapped(e) from None
+    return str(reply["workflow_id"])
+
+
+# -- application versions
+
+
+def list_versions(engine: Engine) -> List[VersionInfo]:
+    reply = engine.call(proto.OP_LIST_VERSIONS, {})
+    return [
+        {
+            "version_id": v.get("version_id", ""),
+            "version_name": v.get("version_name", ""),
+            "version_timestamp": int(v.get("version_timestamp") or 0),
+            "created_at": int(v.get("created_at") or 0),
+            "application_name": None,
+        }
+        for v in reply.get("versions") or []
+    ]
+
+
+def latest_version(engine: Engine) -> VersionInfo:
+    versions = list_versions(engine)
+    if not versions:
+        raise DBOSException("No application versions found")
+    return versions[0]
+
+
+def promote_version(engine: Engine, version_name: str) -> None:
+    engine.call(proto.OP_PROMOTE_VERSION, {"version_name": version_name})
+
+
+# -- queues
+
+
+def get_queue(engine: Engine, name: str) -> Optional[Dict[str, Any]]:
+    """The agent's view of a queue (registration and load), or None for a
+    queue neither registered nor holding active workflows."""
+    try:
+        return engine.call_raw(proto.OP_GET_QUEUE, {"name": name})
+    except AgentErrorReply as e:
+        if e.name == "invalid_argument" and "not registered" in e.message:
+            return None
+        raise _mapped(e) from None
+
+
+def list_queues(engine: Engine) -> List[Dict[str, Any]]:
+    return list(engine.call(proto.OP_LIST_QUEUES, {}).get("queues") or [])
+
+
+def set_workflow_delay(
+    engine: Engine, workflow_id: str, delay_seconds: Optional[float], delay_until_epoch_ms: Optional[int]
+) -> None:
+    """As DBOS Python: exactly one of the two; only a DELAYED workflow
+    changes (for any other it does nothing)."""
+    import time
+
+    if delay_until_epoch_ms is not None and delay_seconds is not None:
+        raise DBOSException("Specify either delay_seconds or delay_until_epoch_ms, not both")
+    if delay_until_epoch_ms is not None:
+        if delay_until_epoch_ms < 0:
+            raise DBOSException("delay_until_epoch_ms must be >= 0")
+        until = delay_until_epoch_ms
+    elif delay_seconds is not None:
+        if delay_seconds < 0:
+            raise DBOSException("delay_seconds must be >= 0")
+        until = int((time.time() + delay_seconds) * 1000)
+    else:
+        raise DBOSException("Must specify either delay_seconds or delay_until_epoch_ms")
+    try:
+        engine.call_raw(proto.OP_SET_WORKFLOW_DELAY, {"workflow_id": workflow_id, "delay_until_epoch_ms": until})
+    except AgentErrorReply as e:
+        if e.name == "invalid_argument" and "not DELAYED" in e.message:
+            return
+        if e.code == 200:
+            return
+        raise map_agent_error(e, workflow_id=workflow_id) from None
