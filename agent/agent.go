@@ -228,6 +228,7 @@ func (a *Agent) onNotificationGap() {
 // period, hands what still runs back to its queue, and stops.
 func (a *Agent) Shutdown(ctx context.Context) {
 	a.draining.Store(true)
+	a.log.Info("draining: no new work is taken", zap.Duration("grace_period", a.cfg.GracePeriod))
 	a.mu.Lock()
 	for _, g := range a.groups {
 		g.stopPollers()

@@ -474,15 +474,33 @@ func (p *poller) pollPartition(ctx context.Context, cfg sysdb.QueueConfig, parti
 	if err != nil {
 		return 0, false, err
 	}
+	if len(claimed) == 0 {
+		return 0, false, nil
+	}
+	// Histories ship with the runs; one read for the whole claim.
+	ids := make([]string, len(claimed))
+	for i, wf := range claimed {
+		ids[i] = wf.ID
+	}
+	histories, err := a.db.StepListMany(ctx, ids)
+	if err != nil {
+		a.log.Error("could not read the claimed workflows' histories; handing them back", zap.Error(err))
+		claims := make([]sysdb.WorkflowClaim, len(claimed))
+		for i, wf := range claimed {
+			claims[i] = sysdb.WorkflowClaim{WorkflowID: wf.ID, OwnerXID: deref(wf.OwnerXID)}
+		}
+		_, _ = a.db.WorkflowUnclaim(ctx, claims)
+		return 0, false, err
+	}
 	for _, wf := range claimed {
-		a.dispatch(ctx, p.group, p.queue, cfg, wf)
+		a.dispatch(ctx, p.group, p.queue, cfg, wf, histories[wf.ID])
 	}
 	return len(claimed), len(claimed) >= bound, nil
 }
 
 // dispatch hands a claimed workflow to a worker of the group, or back to
 // its queue when none can take it any more (the worker left meanwhile).
-func (a *Agent) dispatch(ctx context.Context, g *workerGroup, queue string, cfg sysdb.QueueConfig, wf sysdb.Workflow) {
+func (a *Agent) dispatch(ctx context.Context, g *workerGroup, queue string, cfg sysdb.QueueConfig, wf sysdb.Workflow, history []sysdb.Step) {
 	owner := deref(wf.OwnerXID)
 	partition := deref(wf.QueuePartitionKey)
 	a.mu.Lock()
@@ -531,13 +549,6 @@ func (a *Agent) dispatch(ctx context.Context, g *workerGroup, queue string, cfg 
 				zap.String("workflow_id", wf.ID), zap.Int64("attempts", wf.RecoveryAttempts-1), zap.Int64("max", maxAttempts))
 			a.waiters.wake(wf.ID)
 		}
-		return
-	}
-	history, err := a.db.StepList(ctx, wf.ID)
-	if err != nil {
-		a.log.Error("could not read a workflow's history; handing it back", zap.String("workflow_id", wf.ID), zap.Error(err))
-		a.endRun(wf.ID, owner)
-		_, _ = a.db.WorkflowUnclaim(ctx, []sysdb.WorkflowClaim{{WorkflowID: wf.ID, OwnerXID: owner}})
 		return
 	}
 	msg := runMessage(wf, owner, queue, history)

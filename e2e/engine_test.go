@@ -134,7 +134,7 @@ func TestSIGTERMDrainsRunningWorkflows(t *testing.T) {
 	<-running
 
 	require.NoError(t, agent.cmd.Process.Signal(syscallSIGTERM))
-	agent.waitForLog(t, "shutting down")
+	agent.waitForLog(t, "no new work is taken")
 	err = c.Call(ctx, protocol.OpStartWorkflow, &protocol.StartWorkflow{WorkflowID: "too-late", Name: "slow"}, nil)
 	var perr *protocol.Error
 	require.ErrorAs(t, err, &perr)

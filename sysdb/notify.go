@@ -3,25 +3,27 @@ package sysdb
 import (
 	"context"
 	"errors"
+	"sync"
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 	"go.uber.org/zap"
 )
 
-// Notification channels. The first three are the DBOS SDKs' own; the last is
-// the agent's, NOTIFYed in the same transaction as a workflow's outcome so
-// that waiters on other agents wake at once (the SDKs poll for outcomes).
+// Notification channels. The first three are the DBOS SDKs' own; the last two
+// are the agent's, NOTIFYed right after a workflow's outcome or new queued
+// work commits so that other agents wake at once (the SDKs poll).
 const (
 	ChannelNotifications  = "dbos_notifications_channel"
 	ChannelWorkflowEvents = "dbos_workflow_events_channel"
 	ChannelStreams        = "dbos_streams_channel"
 	ChannelWorkflowStatus = "dbos_agent_workflow_status"
-	// ChannelQueue is NOTIFYed, with the queue's name as payload, in the
-	// transaction that makes work available on a queue (an enqueue, a
-	// delayed workflow released, a resume, a hand-back): pollers on every
-	// agent wake at once instead of at their next poll. The DBOS SDKs do
-	// not notify; their enqueues are found by polling.
+	// ChannelQueue is NOTIFYed, with the queue's name as payload, after a
+	// commit that makes work available on a queue (an enqueue, a delayed
+	// workflow released, a resume, a hand-back): pollers on every agent
+	// wake at once instead of at their next poll. The DBOS SDKs do not
+	// notify; their enqueues are found by polling.
 	ChannelQueue = "dbos_agent_queue"
 )
 
@@ -82,4 +84,90 @@ func (p *Postgres) listenOnce(ctx context.Context, channels []string, onNotify f
 		}
 		onNotify(n.Channel, n.Payload)
 	}
+}
+
+// notifier sends the agent's own notifications after the writes they
+// announce have committed, coalesced, from one statement at a time. A NOTIFY
+// inside a writing transaction takes Postgres' database-wide notification
+// lock until that commit is durable, which serialises every such commit and
+// keeps them from sharing disk flushes; the DBOS SDKs moved their event and
+// stream notifications after commit for the same reason. If the agent dies
+// between a commit and its notification, other agents' fallback polls find
+// the change.
+type notifier struct {
+	pool *pgxpool.Pool
+	log  *zap.Logger
+
+	mu      sync.Mutex
+	pending map[string]map[string]struct{} // channel → payloads
+	kick    chan struct{}
+	stop    chan struct{}
+	done    chan struct{}
+}
+
+func newNotifier(pool *pgxpool.Pool, log *zap.Logger) *notifier {
+	n := &notifier{pool: pool, log: log, pending: map[string]map[string]struct{}{},
+		kick: make(chan struct{}, 1), stop: make(chan struct{}), done: make(chan struct{})}
+	go n.loop()
+	return n
+}
+
+// add queues notifications; payloads repeated before the next flush are sent
+// once.
+func (n *notifier) add(channel string, payloads ...string) {
+	if len(payloads) == 0 {
+		return
+	}
+	n.mu.Lock()
+	set := n.pending[channel]
+	if set == nil {
+		set = map[string]struct{}{}
+		n.pending[channel] = set
+	}
+	for _, p := range payloads {
+		set[p] = struct{}{}
+	}
+	n.mu.Unlock()
+	select {
+	case n.kick <- struct{}{}:
+	default:
+	}
+}
+
+func (n *notifier) loop() {
+	defer close(n.done)
+	for {
+		select {
+		case <-n.kick:
+			n.flush()
+		case <-n.stop:
+			n.flush() // what was committed before Close still announces itself
+			return
+		}
+	}
+}
+
+func (n *notifier) flush() {
+	n.mu.Lock()
+	batch := n.pending
+	n.pending = map[string]map[string]struct{}{}
+	n.mu.Unlock()
+	for channel, set := range batch {
+		payloads := make([]string, 0, len(set))
+		for p := range set {
+			payloads = append(payloads, p)
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		_, err := n.pool.Exec(ctx, "SELECT pg_notify($1, p) FROM unnest($2::text[]) AS p", channel, payloads)
+		cancel()
+		if err != nil {
+			// Listeners fall back to polling; nothing is lost but time.
+			n.log.Debug("notification not sent", zap.String("channel", channel), zap.Error(redactErr(err)))
+		}
+	}
+}
+
+func (n *notifier) close() {
+	close(n.stop)
+	<-n.done
 }

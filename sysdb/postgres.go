@@ -46,6 +46,7 @@ type Postgres struct {
 	log      *zap.Logger
 	retryFor time.Duration
 	target   string // user@host:port/database for messages
+	notes    *notifier
 }
 
 var _ SystemDatabase = (*Postgres)(nil)
@@ -91,6 +92,7 @@ func OpenPostgres(ctx context.Context, databaseURL string, opts PostgresOptions)
 		log:      log,
 		retryFor: opts.RetryFor,
 		target:   describeTarget(cfg.ConnConfig),
+		notes:    newNotifier(pool, log),
 	}
 	if p.retryFor == 0 {
 		p.retryFor = time.Minute
@@ -107,10 +109,12 @@ func OpenPostgres(ctx context.Context, databaseURL string, opts PostgresOptions)
 			return err
 		})
 		if err != nil {
+			p.notes.close()
 			pool.Close()
 			return nil, err
 		}
 		if version < LatestSchemaVersion {
+			p.notes.close()
 			pool.Close()
 			return nil, fmt.Errorf("system database schema %q is at version %d, this agent needs %d: run `dbos-agent migrate`",
 				schema, version, LatestSchemaVersion)
@@ -123,7 +127,10 @@ func OpenPostgres(ctx context.Context, databaseURL string, opts PostgresOptions)
 func (p *Postgres) Schema() string { return p.schema }
 
 // Close releases the pool.
-func (p *Postgres) Close() { p.pool.Close() }
+func (p *Postgres) Close() {
+	p.notes.close()
+	p.pool.Close()
+}
 
 // renderQueries splits the named statements of a queries file and fills in
 // the schema.
@@ -243,6 +250,9 @@ func (p *Postgres) WorkflowInsert(ctx context.Context, in WorkflowInsertParams) 
 	})
 	if err != nil {
 		return WorkflowInsertResult{}, err
+	}
+	if res.Created && res.Status == StatusEnqueued && res.QueueName != nil {
+		p.notes.add(ChannelQueue, *res.QueueName)
 	}
 	return res, nil
 }
@@ -494,6 +504,7 @@ func (p *Postgres) WorkflowFinish(ctx context.Context, in WorkflowFinishParams) 
 		return WorkflowFinishResult{}, err
 	}
 	if applied {
+		p.notes.add(ChannelWorkflowStatus, in.WorkflowID)
 		// The outcome that stands is this one: no need to read it back.
 		return WorkflowFinishResult{Applied: true, Stored: Workflow{
 			ID: in.WorkflowID, Status: in.Status, Output: in.Output, Error: in.Error, Serialization: serialization,
@@ -522,7 +533,9 @@ func (p *Postgres) WorkflowCancel(ctx context.Context, in WorkflowCancelParams) 
 	if in.OnlyIfOwnedByXID != "" {
 		owner = &in.OnlyIfOwnedByXID
 	}
-	return p.collectIDs(ctx, "cancel workflows", p.sql("WorkflowCancel"), ids, owner)
+	found, changed, err := p.collectFlagged(ctx, "cancel workflows", p.sql("WorkflowCancel"), ids, owner)
+	p.notes.add(ChannelWorkflowStatus, changed...)
+	return found, err
 }
 
 // WorkflowResume implements SystemDatabase.
@@ -534,7 +547,11 @@ func (p *Postgres) WorkflowResume(ctx context.Context, in WorkflowResumeParams) 
 	if queue == "" {
 		queue = InternalQueueName
 	}
-	return p.collectIDs(ctx, "resume workflows", p.sql("WorkflowResume"), in.WorkflowIDs, queue)
+	found, changed, err := p.collectFlagged(ctx, "resume workflows", p.sql("WorkflowResume"), in.WorkflowIDs, queue)
+	if len(changed) > 0 {
+		p.notes.add(ChannelQueue, queue)
+	}
+	return found, err
 }
 
 // WorkflowDelete implements SystemDatabase.
@@ -568,7 +585,7 @@ func (p *Postgres) WorkflowRecover(ctx context.Context, in WorkflowRecoverParams
 	if len(in.ExecutorIDs) == 0 {
 		return nil, nil
 	}
-	return p.collectIDs(ctx, "recover workflows", p.sql("WorkflowRecover"),
+	return p.collectQueued(ctx, "recover workflows", p.sql("WorkflowRecover"),
 		in.ExecutorIDs, in.ApplicationVersion, InternalQueueName, in.ApplicationName)
 }
 
@@ -591,7 +608,7 @@ func (p *Postgres) requeue(ctx context.Context, what string, claims []WorkflowCl
 	for i, c := range claims {
 		ids[i], owners[i] = c.WorkflowID, c.OwnerXID
 	}
-	return p.collectIDs(ctx, what, p.sql("WorkflowRequeue"), ids, owners, InternalQueueName, refund)
+	return p.collectQueued(ctx, what, p.sql("WorkflowRequeue"), ids, owners, InternalQueueName, refund)
 }
 
 // WorkflowDeadLetter implements SystemDatabase.
@@ -599,7 +616,60 @@ func (p *Postgres) WorkflowDeadLetter(ctx context.Context, workflowIDs []string,
 	if len(workflowIDs) == 0 {
 		return nil, nil
 	}
-	return p.collectIDs(ctx, "dead-letter workflows", p.sql("WorkflowDeadLetter"), workflowIDs, minAttempts)
+	moved, err := p.collectIDs(ctx, "dead-letter workflows", p.sql("WorkflowDeadLetter"), workflowIDs, minAttempts)
+	p.notes.add(ChannelWorkflowStatus, moved...)
+	return moved, err
+}
+
+// collectFlagged runs a query returning (id, changed) rows: it returns every
+// id and the changed ones.
+func (p *Postgres) collectFlagged(ctx context.Context, what, query string, args ...any) ([]string, []string, error) {
+	var ids, changed []string
+	err := p.retry(ctx, what, func(ctx context.Context) error {
+		ids, changed = nil, nil
+		rows, err := p.pool.Query(ctx, query, args...)
+		if err != nil {
+			return err
+		}
+		var id string
+		var flag bool
+		_, err = pgx.ForEachRow(rows, []any{&id, &flag}, func() error {
+			ids = append(ids, id)
+			if flag {
+				changed = append(changed, id)
+			}
+			return nil
+		})
+		return err
+	})
+	return ids, changed, err
+}
+
+// collectQueued runs a query returning (id, queue) rows of workflows made
+// available on queues, and announces each queue once.
+func (p *Postgres) collectQueued(ctx context.Context, what, query string, args ...any) ([]string, error) {
+	var ids, queues []string
+	err := p.retry(ctx, what, func(ctx context.Context) error {
+		ids, queues = nil, nil
+		rows, err := p.pool.Query(ctx, query, args...)
+		if err != nil {
+			return err
+		}
+		var id string
+		var queue *string
+		_, err = pgx.ForEachRow(rows, []any{&id, &queue}, func() error {
+			ids = append(ids, id)
+			if queue != nil {
+				queues = append(queues, *queue)
+			}
+			return nil
+		})
+		return err
+	})
+	if err == nil {
+		p.notes.add(ChannelQueue, queues...)
+	}
+	return ids, err
 }
 
 func (p *Postgres) collectIDs(ctx context.Context, what, query string, args ...any) ([]string, error) {
@@ -818,6 +888,32 @@ func (p *Postgres) StepList(ctx context.Context, workflowID string) ([]Step, err
 		return err
 	})
 	return steps, err
+}
+
+// StepListMany implements SystemDatabase.
+func (p *Postgres) StepListMany(ctx context.Context, workflowIDs []string) (map[string][]Step, error) {
+	out := map[string][]Step{}
+	if len(workflowIDs) == 0 {
+		return out, nil
+	}
+	err := p.retry(ctx, "list steps", func(ctx context.Context) error {
+		out = map[string][]Step{}
+		rows, err := p.pool.Query(ctx, p.sql("StepListMany"), workflowIDs)
+		if err != nil {
+			return err
+		}
+		var id string
+		var fid int32
+		var st Step
+		_, err = pgx.ForEachRow(rows, []any{&id, &fid, &st.Name, &st.Output, &st.Error, &st.Serialization,
+			&st.ChildWorkflowID, &st.StartedAt, &st.CompletedAt}, func() error {
+			st.FunctionID = int(fid)
+			out[id] = append(out[id], st)
+			return nil
+		})
+		return err
+	})
+	return out, err
 }
 
 // QueueDequeue implements SystemDatabase, with the DBOS SDKs' semantics.

@@ -6,10 +6,7 @@
 -- name: WorkflowInsert
 -- On conflict the row is left as it is (the no-op update makes RETURNING
 -- report the stored row); the caller compares creator_xid to learn whether
--- this request made it. An ENQUEUED row this request made wakes the queue's
--- pollers at commit (a retry that recognises its row notifies again, which
--- costs a wasted poll at most).
-WITH stored AS (
+-- this request made it.
 INSERT INTO {{schema}}.workflow_status (
     workflow_uuid, status, name, class_name, config_name,
     queue_name, queue_partition_key, deduplication_id, priority,
@@ -35,14 +32,6 @@ INSERT INTO {{schema}}.workflow_status (
 ON CONFLICT (workflow_uuid) DO UPDATE SET creator_xid = workflow_status.creator_xid
 RETURNING status, name, class_name, config_name, queue_name, queue_partition_key,
     workflow_timeout_ms, workflow_deadline_epoch_ms, owner_xid, creator_xid
-), notified AS (
-    SELECT pg_notify('dbos_agent_queue', queue_name) FROM stored
-    WHERE status = 'ENQUEUED' AND creator_xid = $26 AND queue_name IS NOT NULL
-)
--- notified is referenced so that it runs (unreferenced plain CTEs do not).
-SELECT status, name, class_name, config_name, queue_name, queue_partition_key,
-    workflow_timeout_ms, workflow_deadline_epoch_ms, owner_xid, creator_xid
-FROM stored WHERE (SELECT count(*) FROM notified) >= 0
 
 -- name: WorkflowInputInsert
 INSERT INTO {{schema}}.workflow_input (workflow_uuid, inputs)
@@ -51,8 +40,7 @@ ON CONFLICT (workflow_uuid) DO NOTHING
 
 -- name: WorkflowFinish
 -- One statement, so one round trip in autocommit: the outcome is written only
--- while the run still owns the PENDING row, and the agent's channel is
--- notified at commit. The output upsert overwrites: an earlier run that was
+-- while the run still owns the PENDING row. The output upsert overwrites: an earlier run that was
 -- cancelled or dead-lettered may have left an outcome behind, and the winning
 -- run's outcome is the one that counts.
 WITH done AS (
@@ -69,10 +57,10 @@ WITH done AS (
     SELECT workflow_uuid, $4, $5 FROM done
     ON CONFLICT (workflow_uuid) DO UPDATE SET output = EXCLUDED.output, error = EXCLUDED.error
     RETURNING workflow_uuid
-), notified AS (
-    SELECT pg_notify('dbos_agent_workflow_status', workflow_uuid) FROM stored
 )
-SELECT serialization FROM done WHERE (SELECT count(*) FROM notified) >= 0
+-- stored is referenced so the reader sees it ran (data-modifying CTEs run
+-- regardless).
+SELECT serialization FROM done WHERE (SELECT count(*) FROM stored) >= 0
 
 -- name: WorkflowCancel
 WITH existing AS (
@@ -87,11 +75,10 @@ WITH existing AS (
       AND status NOT IN ('SUCCESS', 'ERROR', 'CANCELLED')
       AND ($2::text IS NULL OR owner_xid = $2)
     RETURNING workflow_uuid
-), notified AS (
-    SELECT pg_notify('dbos_agent_workflow_status', workflow_uuid) FROM cancelled
 )
--- notified is referenced so that it runs (unreferenced plain CTEs do not).
-SELECT workflow_uuid FROM existing WHERE (SELECT count(*) FROM notified) >= 0
+-- Every existing id, and whether this call cancelled it.
+SELECT e.workflow_uuid, c.workflow_uuid IS NOT NULL
+FROM existing e LEFT JOIN cancelled c ON c.workflow_uuid = e.workflow_uuid
 
 -- name: WorkflowResume
 WITH existing AS (
@@ -104,10 +91,10 @@ WITH existing AS (
         updated_at = (EXTRACT(epoch FROM now()) * 1000)::bigint
     WHERE workflow_uuid = ANY($1) AND status NOT IN ('SUCCESS', 'ERROR')
     RETURNING workflow_uuid
-), notified AS (
-    SELECT pg_notify('dbos_agent_queue', $2) WHERE EXISTS (SELECT 1 FROM resumed)
 )
-SELECT workflow_uuid FROM existing WHERE (SELECT count(*) FROM notified) >= 0
+-- Every existing id, and whether this call resumed it.
+SELECT e.workflow_uuid, r.workflow_uuid IS NOT NULL
+FROM existing e LEFT JOIN resumed r ON r.workflow_uuid = e.workflow_uuid
 
 -- name: WorkflowChildren
 -- Every descendant, breadth first by depth.
@@ -134,10 +121,8 @@ DELETE FROM {{schema}}.operation_outputs WHERE workflow_uuid = ANY($1)
 DELETE FROM {{schema}}.workflow_status WHERE workflow_uuid = ANY($1)
 
 -- name: WorkflowRecover
--- NULLIF: rows of old SDKs stored "no queue" as the empty string. Each queue
--- that received work is NOTIFYed once.
-WITH recovered AS (
-    UPDATE {{schema}}.workflow_status
+-- NULLIF: rows of old SDKs stored "no queue" as the empty string.
+UPDATE {{schema}}.workflow_status
     SET status = 'ENQUEUED', owner_xid = NULL, started_at_epoch_ms = NULL,
         queue_name = COALESCE(NULLIF(queue_name, ''), $3),
         updated_at = (EXTRACT(epoch FROM now()) * 1000)::bigint
@@ -146,14 +131,9 @@ WITH recovered AS (
       AND ($2::text = '' OR application_version = $2)
       AND ($4::text IS NULL OR application_name = $4 OR application_name IS NULL)
     RETURNING workflow_uuid, queue_name
-), notified AS (
-    SELECT pg_notify('dbos_agent_queue', q.queue_name) FROM (SELECT DISTINCT queue_name FROM recovered) AS q
-)
-SELECT workflow_uuid FROM recovered WHERE (SELECT count(*) FROM notified) >= 0
 
 -- name: WorkflowRequeue
-WITH requeued AS (
-    UPDATE {{schema}}.workflow_status AS w
+UPDATE {{schema}}.workflow_status AS w
     SET status = 'ENQUEUED', owner_xid = NULL, started_at_epoch_ms = NULL,
         queue_name = COALESCE(NULLIF(w.queue_name, ''), $3),
         updated_at = (EXTRACT(epoch FROM now()) * 1000)::bigint,
@@ -164,24 +144,15 @@ WITH requeued AS (
     FROM unnest($1::text[], $2::text[]) AS c(workflow_uuid, owner_xid)
     WHERE w.workflow_uuid = c.workflow_uuid AND w.owner_xid = c.owner_xid AND w.status = 'PENDING'
     RETURNING w.workflow_uuid, w.queue_name
-), notified AS (
-    SELECT pg_notify('dbos_agent_queue', q.queue_name) FROM (SELECT DISTINCT queue_name FROM requeued) AS q
-)
-SELECT workflow_uuid FROM requeued WHERE (SELECT count(*) FROM notified) >= 0
 
 -- name: WorkflowDeadLetter
-WITH moved AS (
-    UPDATE {{schema}}.workflow_status
+UPDATE {{schema}}.workflow_status
     SET status = 'MAX_RECOVERY_ATTEMPTS_EXCEEDED', deduplication_id = NULL, started_at_epoch_ms = NULL,
         queue_name = NULL, owner_xid = NULL,
         updated_at = (EXTRACT(epoch FROM now()) * 1000)::bigint,
         completed_at = (EXTRACT(epoch FROM now()) * 1000)::bigint
     WHERE workflow_uuid = ANY($1) AND status = 'PENDING' AND recovery_attempts >= $2
     RETURNING workflow_uuid
-), notified AS (
-    SELECT pg_notify('dbos_agent_workflow_status', workflow_uuid) FROM moved
-)
-SELECT workflow_uuid FROM moved WHERE (SELECT count(*) FROM notified) >= 0
 
 -- name: StepOwnersLock
 -- Locks the workflows of a batch in a fixed order (so concurrent batches
@@ -345,7 +316,7 @@ WHERE queue_name = $1 AND deduplication_id = $2
 -- A debounced workflow gives up its deduplication id when released: the id is
 -- a debounce key held only while DELAYED, so a later debounce with the same
 -- key starts a fresh workflow instead of bouncing one already committed to
--- run. Each queue that received work is NOTIFYed once.
+-- run.
 WITH released AS (
     UPDATE {{schema}}.workflow_status
     SET status = 'ENQUEUED',
@@ -355,12 +326,8 @@ WITH released AS (
       AND delay_until_epoch_ms <= (EXTRACT(epoch FROM now()) * 1000)::bigint
       AND ($1::text IS NULL OR application_name = $1 OR application_name IS NULL)
     RETURNING workflow_uuid, queue_name, application_version
-), notified AS (
-    SELECT pg_notify('dbos_agent_queue', q.queue_name)
-    FROM (SELECT DISTINCT queue_name FROM released WHERE queue_name IS NOT NULL) AS q
 )
-SELECT workflow_uuid, COALESCE(queue_name, ''), application_version
-FROM released WHERE (SELECT count(*) FROM notified) >= 0
+SELECT workflow_uuid, COALESCE(queue_name, ''), application_version FROM released
 
 -- name: WorkflowSetDelay
 UPDATE {{schema}}.workflow_status
@@ -373,7 +340,7 @@ SELECT status FROM {{schema}}.workflow_status WHERE workflow_uuid = $1
 -- name: WorkflowCancelTimedOut
 -- Oldest deadline first; rows a dequeue or another agent's sweep holds are
 -- left for the next sweep. The status literals let the planner use
--- idx_workflow_status_deadline. Waiters wake as for any cancel.
+-- idx_workflow_status_deadline.
 WITH timed_out AS (
     SELECT workflow_uuid FROM {{schema}}.workflow_status
     WHERE status IN ('ENQUEUED', 'PENDING', 'DELAYED')
@@ -392,10 +359,8 @@ WITH timed_out AS (
     FROM timed_out
     WHERE w.workflow_uuid = timed_out.workflow_uuid
     RETURNING w.workflow_uuid, w.workflow_deadline_epoch_ms
-), notified AS (
-    SELECT pg_notify('dbos_agent_workflow_status', workflow_uuid) FROM cancelled
 )
-SELECT workflow_uuid FROM cancelled WHERE (SELECT count(*) FROM notified) >= 0
+SELECT workflow_uuid FROM cancelled
 ORDER BY workflow_deadline_epoch_ms, workflow_uuid
 
 -- name: WorkflowDebounceBounce
@@ -493,3 +458,10 @@ SELECT last_fired_at FROM {{schema}}.workflow_schedules WHERE schedule_name = $1
 
 -- name: ScheduleSetLastFired
 UPDATE {{schema}}.workflow_schedules SET last_fired_at = $2 WHERE schedule_name = $1
+
+-- name: StepListMany
+SELECT workflow_uuid, function_id, function_name, output, error, serialization, child_workflow_id,
+       started_at_epoch_ms, completed_at_epoch_ms
+FROM {{schema}}.operation_outputs
+WHERE workflow_uuid = ANY($1)
+ORDER BY workflow_uuid, function_id

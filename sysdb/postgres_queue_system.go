@@ -162,6 +162,11 @@ func (p *Postgres) WorkflowReleaseDelayed(ctx context.Context, applicationName *
 		})
 		return err
 	})
+	for _, w := range out {
+		if w.QueueName != "" {
+			p.notes.add(ChannelQueue, w.QueueName)
+		}
+	}
 	return out, err
 }
 
@@ -202,7 +207,9 @@ func (p *Postgres) WorkflowCancelTimedOut(ctx context.Context, limit int, applic
 		n := int64(limit)
 		bound = &n
 	}
-	return p.collectIDs(ctx, "cancel timed-out workflows", p.sql("WorkflowCancelTimedOut"), bound, applicationName)
+	cancelled, err := p.collectIDs(ctx, "cancel timed-out workflows", p.sql("WorkflowCancelTimedOut"), bound, applicationName)
+	p.notes.add(ChannelWorkflowStatus, cancelled...)
+	return cancelled, err
 }
 
 // WorkflowDebounce implements QueueSystem: one transaction, so the bounce and

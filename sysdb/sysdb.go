@@ -107,6 +107,10 @@ type SystemDatabase interface {
 	// StepList returns the recorded steps of a workflow by function id.
 	StepList(ctx context.Context, workflowID string) ([]Step, error)
 
+	// StepListMany returns the recorded steps of several workflows in one
+	// read, by workflow id (workflows without steps have no entry).
+	StepListMany(ctx context.Context, workflowIDs []string) (map[string][]Step, error)
+
 	// QueueDequeue claims up to the limits' worth of ENQUEUED workflows of
 	// one queue (or of one partition of it) for this executor, in
 	// (priority, created_at) order, and returns them with their inputs, each

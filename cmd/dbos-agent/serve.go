@@ -56,6 +56,7 @@ func newServeCommand() *cobra.Command {
 		resultPoll   time.Duration
 		sweep        time.Duration
 		schedPoll    time.Duration
+		poolSize     int32
 	)
 	cmd := &cobra.Command{
 		Use:   "serve",
@@ -93,7 +94,7 @@ func newServeCommand() *cobra.Command {
 				url: url, schema: schema, socket: socketPath, executorID: executor, appVersion: version,
 				pollInterval: pollInterval, grace: grace, allowedUIDs: fc.AllowedUIDs,
 				stepBatchMax: stepBatchMax, committers: committers, resultPoll: resultPoll,
-				sweep: sweep, schedPoll: schedPoll,
+				sweep: sweep, schedPoll: schedPoll, poolSize: poolSize,
 			})
 		},
 	}
@@ -108,6 +109,7 @@ func newServeCommand() *cobra.Command {
 	f.DurationVar(&grace, "grace-period", 0, "how long SIGTERM lets running workflows finish (default 10s)")
 	f.IntVar(&stepBatchMax, "step-batch-max", 0, "most step records in one commit (default 512; 1 = one commit per step)")
 	f.IntVar(&committers, "step-committers", 0, "step-record commits in flight at once (default 4)")
+	f.Int32Var(&poolSize, "pool-size", 20, "most database connections the agent opens")
 	f.DurationVar(&sweep, "sweep-interval", 0, "how often delayed workflows are released and timed-out ones cancelled (default 1s)")
 	f.DurationVar(&schedPoll, "schedule-interval", 0, "how often schedules are re-read from the database (default 10s)")
 	f.DurationVar(&resultPoll, "result-poll-interval", 0, "how often waiters re-check outcomes written without a notification (default 1s)")
@@ -120,10 +122,11 @@ type serveOptions struct {
 	allowedUIDs                                 []uint32
 	stepBatchMax, committers                    int
 	resultPoll, sweep, schedPoll                time.Duration
+	poolSize                                    int32
 }
 
 func serve(ctx context.Context, log *zap.Logger, o serveOptions) error {
-	db, err := sysdb.OpenPostgres(ctx, o.url, sysdb.PostgresOptions{Schema: o.schema, Logger: log})
+	db, err := sysdb.OpenPostgres(ctx, o.url, sysdb.PostgresOptions{Schema: o.schema, Logger: log, MaxConns: o.poolSize})
 	if err != nil {
 		return err
 	}

@@ -11,6 +11,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -56,6 +57,7 @@ func Run(t *testing.T, open func(t *testing.T) sysdb.SystemDatabase) {
 		{"WorkflowRecover", testWorkflowRecover},
 		{"WorkflowRequeue", testWorkflowRequeue},
 		{"WorkflowUnclaim", testWorkflowUnclaim},
+		{"StepListMany", testStepListMany},
 		{"WorkflowDeadLetter", testWorkflowDeadLetter},
 		{"QueueDequeueOrder", testQueueDequeueOrder},
 		{"QueueDequeueClaim", testQueueDequeueClaim},
@@ -1857,4 +1859,42 @@ func testWorkflowUnclaim(t *testing.T, db sysdb.SystemDatabase) {
 	require.False(t, wf.RateLimited)
 	require.Nil(t, wf.OwnerXID)
 	require.Equal(t, "uq", *wf.QueueName)
+}
+
+// testStepListMany: several workflows' histories in one read, each in
+// function-id order, nothing for a workflow without steps.
+func testStepListMany(t *testing.T, db sysdb.SystemDatabase) {
+	ctx := t.Context()
+	owners := map[string]string{}
+	for _, id := range []string{"h1", "h2", "h3"} {
+		owners[id] = Token()
+		_, err := db.WorkflowInsert(ctx, sysdb.WorkflowInsertParams{ID: id, Name: "wf", Status: sysdb.StatusPending,
+			CreatorXID: owners[id], ExecutorID: "local"})
+		require.NoError(t, err)
+	}
+	var steps []sysdb.StepRecordParams
+	for _, rec := range []struct {
+		id  string
+		fid int
+	}{{"h1", 2}, {"h1", 1}, {"h2", 1}} {
+		steps = append(steps, sysdb.StepRecordParams{WorkflowID: rec.id, OwnerXID: owners[rec.id], FunctionID: rec.fid,
+			Name: "s" + strconv.Itoa(rec.fid), Output: Ptr(rec.id)})
+	}
+	results, err := db.StepRecordMany(ctx, steps)
+	require.NoError(t, err)
+	for _, r := range results {
+		require.NoError(t, r)
+	}
+	got, err := db.StepListMany(ctx, []string{"h1", "h2", "h3", "missing"})
+	require.NoError(t, err)
+	require.Len(t, got, 2)
+	require.Equal(t, []int{1, 2}, []int{got["h1"][0].FunctionID, got["h1"][1].FunctionID})
+	require.Equal(t, "s1", got["h1"][0].Name)
+	require.Equal(t, Ptr("h2"), got["h2"][0].Output)
+	single, err := db.StepList(ctx, "h1")
+	require.NoError(t, err)
+	require.Equal(t, single, got["h1"])
+	empty, err := db.StepListMany(ctx, nil)
+	require.NoError(t, err)
+	require.Empty(t, empty)
 }
