@@ -709,9 +709,7 @@ func (p *Postgres) StepRecordMany(ctx context.Context, steps []StepRecordParams)
 	var results []error
 	err := p.retry(ctx, "record steps", func(ctx context.Context) error {
 		results = make([]error, len(steps))
-		return pgx.BeginFunc(ctx, p.pool, func(tx pgx.Tx) error {
-			return p.recordSteps(ctx, tx, steps, results)
-		})
+		return p.recordSteps(ctx, steps, results)
 	})
 	if err != nil {
 		return nil, err
@@ -719,7 +717,20 @@ func (p *Postgres) StepRecordMany(ctx context.Context, steps []StepRecordParams)
 	return results, nil
 }
 
-func (p *Postgres) recordSteps(ctx context.Context, tx pgx.Tx, steps []StepRecordParams, results []error) error {
+// stepRecordKey identifies a record of a batch: a step of a workflow as one
+// run (owner token) writes it.
+type stepRecordKey struct {
+	workflowID string
+	functionID int
+	owner      string
+}
+
+// recordSteps writes a batch in one statement (one round trip, committed on
+// its own): it locks the workflows' rows in a fixed order against a
+// concurrent finish, cancel or recovery, inserts the records whose run still
+// owns its workflow, and reports the owners it saw and what it inserted.
+// Records that met an existing one are then compared with what is stored.
+func (p *Postgres) recordSteps(ctx context.Context, steps []StepRecordParams, results []error) error {
 	workflowIDs := make([]string, 0, len(steps))
 	seen := map[string]bool{}
 	for _, s := range steps {
@@ -729,47 +740,22 @@ func (p *Postgres) recordSteps(ctx context.Context, tx pgx.Tx, steps []StepRecor
 		}
 	}
 	sort.Strings(workflowIDs)
-	rows, err := tx.Query(ctx, p.sql("StepOwnersLock"), workflowIDs)
-	if err != nil {
-		return err
-	}
-	owners := map[string]*string{}
-	var id string
-	var owner *string
-	_, err = pgx.ForEachRow(rows, []any{&id, &owner}, func() error {
-		owners[id] = owner
-		return nil
-	})
-	if err != nil {
-		return err
-	}
 
-	n := len(steps)
 	cols := struct {
-		wf, name, out, errs, ser, child, app []*string
-		fid                                  []int32
-		started, completed                   []*int64
+		wf, owner, name, out, errs, ser, child, app []*string
+		fid                                         []int32
+		started, completed                          []*int64
 	}{}
-	var pending []int // indexes of steps sent to the insert
-	firstAt := map[stepKey]int{}
+	firstAt := map[stepRecordKey]int{}
 	for i, s := range steps {
-		current, exists := owners[s.WorkflowID]
-		if !exists {
-			results[i] = &NotFoundError{WorkflowID: s.WorkflowID}
-			continue
-		}
-		if current == nil || *current != s.OwnerXID {
-			results[i] = &FencedError{WorkflowID: s.WorkflowID}
-			continue
-		}
-		key := stepKey{s.WorkflowID, s.FunctionID}
+		key := stepRecordKey{s.WorkflowID, s.FunctionID, s.OwnerXID}
 		if _, dup := firstAt[key]; dup {
-			continue // the same step twice in one batch: classified after the insert
+			continue // the same record twice in one batch: classified below
 		}
 		firstAt[key] = i
-		pending = append(pending, i)
-		wf, name := s.WorkflowID, s.Name
+		wf, owner, name := s.WorkflowID, s.OwnerXID, s.Name
 		cols.wf = append(cols.wf, &wf)
+		cols.owner = append(cols.owner, &owner)
 		cols.fid = append(cols.fid, int32(s.FunctionID))
 		cols.name = append(cols.name, &name)
 		cols.out = append(cols.out, s.Output)
@@ -780,44 +766,54 @@ func (p *Postgres) recordSteps(ctx context.Context, tx pgx.Tx, steps []StepRecor
 		cols.completed = append(cols.completed, s.CompletedAt)
 		cols.app = append(cols.app, s.ApplicationName)
 	}
-	if len(pending) == 0 {
-		return nil
-	}
-	rows, err = tx.Query(ctx, p.sql("StepInsertMany"),
-		cols.wf, cols.fid, cols.name, cols.out, cols.errs, cols.ser,
+	rows, err := p.pool.Query(ctx, p.sql("StepRecordMany"), workflowIDs,
+		cols.wf, cols.fid, cols.owner, cols.name, cols.out, cols.errs, cols.ser,
 		cols.child, cols.started, cols.completed, cols.app)
 	if err != nil {
 		return err
 	}
+	owners := map[string]*string{}
 	inserted := map[stepKey]bool{}
+	var kind int32
+	var id string
+	var owner *string
 	var fid int32
-	_, err = pgx.ForEachRow(rows, []any{&id, &fid}, func() error {
-		inserted[stepKey{id, int(fid)}] = true
+	_, err = pgx.ForEachRow(rows, []any{&kind, &id, &owner, &fid}, func() error {
+		if kind == 1 {
+			owners[id] = owner
+		} else {
+			inserted[stepKey{id, int(fid)}] = true
+		}
 		return nil
 	})
 	if err != nil {
 		return err
 	}
 
-	// Steps that met an existing record (or repeat one of this batch) are
-	// compared with what is stored.
 	var conflictWF []string
 	var conflictFID []int32
-	for i := 0; i < n; i++ {
-		if results[i] != nil {
-			continue
+	pending := make([]bool, len(steps))
+	for i, s := range steps {
+		current, exists := owners[s.WorkflowID]
+		switch {
+		case !exists:
+			results[i] = &NotFoundError{WorkflowID: s.WorkflowID}
+		case current == nil || *current != s.OwnerXID:
+			results[i] = &FencedError{WorkflowID: s.WorkflowID}
+		case inserted[stepKey{s.WorkflowID, s.FunctionID}] && firstAt[stepRecordKey{s.WorkflowID, s.FunctionID, s.OwnerXID}] == i:
+			// durable
+		default:
+			pending[i] = true
+			conflictWF = append(conflictWF, s.WorkflowID)
+			conflictFID = append(conflictFID, int32(s.FunctionID))
 		}
-		key := stepKey{steps[i].WorkflowID, steps[i].FunctionID}
-		if inserted[key] && firstAt[key] == i {
-			continue
-		}
-		conflictWF = append(conflictWF, key.workflowID)
-		conflictFID = append(conflictFID, int32(key.functionID))
 	}
 	if len(conflictWF) == 0 {
 		return nil
 	}
-	rows, err = tx.Query(ctx, p.sql("StepGetMany"), conflictWF, conflictFID)
+	// Records are never changed once written, so reading them after the
+	// insert committed sees what it met.
+	rows, err = p.pool.Query(ctx, p.sql("StepGetMany"), conflictWF, conflictFID)
 	if err != nil {
 		return err
 	}
@@ -832,16 +828,11 @@ func (p *Postgres) recordSteps(ctx context.Context, tx pgx.Tx, steps []StepRecor
 	if err != nil {
 		return err
 	}
-	for i := 0; i < n; i++ {
-		if results[i] != nil {
+	for i, s := range steps {
+		if !pending[i] {
 			continue
 		}
-		s := steps[i]
-		key := stepKey{s.WorkflowID, s.FunctionID}
-		if inserted[key] && firstAt[key] == i {
-			continue
-		}
-		rec, ok := stored[key]
+		rec, ok := stored[stepKey{s.WorkflowID, s.FunctionID}]
 		if !ok {
 			results[i] = fmt.Errorf("workflow %s step %d: conflicting record vanished", s.WorkflowID, s.FunctionID)
 			continue

@@ -154,26 +154,38 @@ UPDATE {{schema}}.workflow_status
     WHERE workflow_uuid = ANY($1) AND status = 'PENDING' AND recovery_attempts >= $2
     RETURNING workflow_uuid
 
--- name: StepOwnersLock
--- Locks the workflows of a batch in a fixed order (so concurrent batches
--- cannot deadlock) against a concurrent finish, cancel or recovery, which all
--- clear or change owner_xid.
-SELECT workflow_uuid, owner_xid FROM {{schema}}.workflow_status
-WHERE workflow_uuid = ANY($1)
-ORDER BY workflow_uuid
-FOR NO KEY UPDATE
-
--- name: StepInsertMany
-INSERT INTO {{schema}}.operation_outputs (
-    workflow_uuid, function_id, function_name, output, error, serialization,
-    child_workflow_id, started_at_epoch_ms, completed_at_epoch_ms, application_name
+-- name: StepRecordMany
+-- A batch of step records in one statement. owners locks the batch's
+-- workflow rows in a fixed order (so concurrent batches cannot deadlock)
+-- against a concurrent finish, cancel or recovery, which all clear or change
+-- owner_xid; under READ COMMITTED a row changed meanwhile is re-read, so a
+-- record lands only while its run still owns the workflow. The result lists
+-- the owners seen (kind 1) and the records inserted (kind 2).
+WITH owners AS (
+    SELECT workflow_uuid, owner_xid FROM {{schema}}.workflow_status
+    WHERE workflow_uuid = ANY($1)
+    ORDER BY workflow_uuid
+    FOR NO KEY UPDATE
+), records AS (
+    SELECT * FROM unnest(
+        $2::text[], $3::int4[], $4::text[], $5::text[], $6::text[], $7::text[], $8::text[],
+        $9::text[], $10::int8[], $11::int8[], $12::text[]
+    ) AS r(workflow_uuid, function_id, owner_xid, function_name, output, error, serialization,
+           child_workflow_id, started_at_epoch_ms, completed_at_epoch_ms, application_name)
+), inserted AS (
+    INSERT INTO {{schema}}.operation_outputs (
+        workflow_uuid, function_id, function_name, output, error, serialization,
+        child_workflow_id, started_at_epoch_ms, completed_at_epoch_ms, application_name
+    )
+    SELECT r.workflow_uuid, r.function_id, r.function_name, r.output, r.error, r.serialization,
+           r.child_workflow_id, r.started_at_epoch_ms, r.completed_at_epoch_ms, r.application_name
+    FROM records r JOIN owners o ON o.workflow_uuid = r.workflow_uuid AND o.owner_xid = r.owner_xid
+    ON CONFLICT (workflow_uuid, function_id) DO NOTHING
+    RETURNING workflow_uuid, function_id
 )
-SELECT * FROM unnest(
-    $1::text[], $2::int4[], $3::text[], $4::text[], $5::text[], $6::text[],
-    $7::text[], $8::int8[], $9::int8[], $10::text[]
-)
-ON CONFLICT (workflow_uuid, function_id) DO NOTHING
-RETURNING workflow_uuid, function_id
+SELECT 1, workflow_uuid, owner_xid, 0 FROM owners
+UNION ALL
+SELECT 2, workflow_uuid, NULL, function_id FROM inserted
 
 -- name: StepGetMany
 SELECT o.workflow_uuid, o.function_id, o.function_name, o.output, o.error, o.serialization,
