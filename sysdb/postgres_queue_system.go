@@ -162,11 +162,14 @@ func (p *Postgres) WorkflowReleaseDelayed(ctx context.Context, applicationName *
 		})
 		return err
 	})
+	// One add for the statement, so each queue is announced once.
+	queues := make([]string, 0, len(out))
 	for _, w := range out {
 		if w.QueueName != "" {
-			p.notes.add(ChannelQueue, w.QueueName)
+			queues = append(queues, w.QueueName)
 		}
 	}
+	p.notes.add(ChannelQueue, queues...)
 	return out, err
 }
 
