@@ -55,11 +55,24 @@ func decode(env protocol.Envelope, v any) *protocol.Error {
 	return nil
 }
 
-func required(op, field, value string) *protocol.Error {
-	if value == "" {
-		return protocol.Errorf(protocol.CodeInvalidArgument, "%s: %s is required", op, field)
+// required checks (field name, value) pairs, in order: the first empty value
+// is the error.
+func required(op string, fieldsAndValues ...string) *protocol.Error {
+	for i := 0; i+1 < len(fieldsAndValues); i += 2 {
+		if fieldsAndValues[i+1] == "" {
+			return protocol.Errorf(protocol.CodeInvalidArgument, "%s: %s is required", op, fieldsAndValues[i])
+		}
 	}
 	return nil
+}
+
+// decodeRef decodes a request that names one workflow.
+func decodeRef(env protocol.Envelope) (protocol.WorkflowRef, *protocol.Error) {
+	var m protocol.WorkflowRef
+	if perr := decode(env, &m); perr != nil {
+		return m, perr
+	}
+	return m, required(env.Op, "workflow_id", m.WorkflowID)
 }
 
 // protocolError maps a database-layer error to the catalog.
@@ -260,13 +273,7 @@ func handleRecordStep(s *Session, env protocol.Envelope) (any, *protocol.Error) 
 	if perr := decode(env, &m); perr != nil {
 		return nil, perr
 	}
-	if perr := required(env.Op, "workflow_id", m.WorkflowID); perr != nil {
-		return nil, perr
-	}
-	if perr := required(env.Op, "owner_xid", m.OwnerXID); perr != nil {
-		return nil, perr
-	}
-	if perr := required(env.Op, "name", m.Name); perr != nil {
+	if perr := required(env.Op, "workflow_id", m.WorkflowID, "owner_xid", m.OwnerXID, "name", m.Name); perr != nil {
 		return nil, perr
 	}
 	if m.FunctionID < 0 {
@@ -308,10 +315,7 @@ func handleFinish(s *Session, env protocol.Envelope) (any, *protocol.Error) {
 	if perr := decode(env, &m); perr != nil {
 		return nil, perr
 	}
-	if perr := required(env.Op, "workflow_id", m.WorkflowID); perr != nil {
-		return nil, perr
-	}
-	if perr := required(env.Op, "owner_xid", m.OwnerXID); perr != nil {
+	if perr := required(env.Op, "workflow_id", m.WorkflowID, "owner_xid", m.OwnerXID); perr != nil {
 		return nil, perr
 	}
 	if m.Status != sysdb.StatusSuccess && m.Status != sysdb.StatusError {
@@ -455,11 +459,8 @@ func handleListWorkflows(s *Session, env protocol.Envelope) (any, *protocol.Erro
 }
 
 func handleListSteps(s *Session, env protocol.Envelope) (any, *protocol.Error) {
-	var m protocol.WorkflowRef
-	if perr := decode(env, &m); perr != nil {
-		return nil, perr
-	}
-	if perr := required(env.Op, "workflow_id", m.WorkflowID); perr != nil {
+	m, perr := decodeRef(env)
+	if perr != nil {
 		return nil, perr
 	}
 	steps, err := s.agent.db.StepList(s.ctx, m.WorkflowID)
@@ -475,11 +476,8 @@ func handleListSteps(s *Session, env protocol.Envelope) (any, *protocol.Error) {
 
 func handleCancel(s *Session, env protocol.Envelope) (any, *protocol.Error) {
 	a := s.agent
-	var m protocol.WorkflowRef
-	if perr := decode(env, &m); perr != nil {
-		return nil, perr
-	}
-	if perr := required(env.Op, "workflow_id", m.WorkflowID); perr != nil {
+	m, perr := decodeRef(env)
+	if perr != nil {
 		return nil, perr
 	}
 	found, err := a.db.WorkflowCancel(s.ctx, sysdb.WorkflowCancelParams{WorkflowIDs: []string{m.WorkflowID}})

@@ -180,10 +180,8 @@ func handleDebounceWorkflow(s *Session, env protocol.Envelope) (any, *protocol.E
 	if perr := decode(env, &m); perr != nil {
 		return nil, perr
 	}
-	for field, v := range map[string]string{"key": m.Key, "name": m.Name} {
-		if perr := required(env.Op, field, v); perr != nil {
-			return nil, perr
-		}
+	if perr := required(env.Op, "key", m.Key, "name", m.Name); perr != nil {
+		return nil, perr
 	}
 	if m.DelayMS < 0 || m.TimeoutMS < 0 {
 		return nil, protocol.Errorf(protocol.CodeInvalidArgument, "%s: delay_ms and timeout_ms must not be negative", env.Op)

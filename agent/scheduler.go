@@ -238,16 +238,23 @@ func scheduleError(s *Session, op string, err error) *protocol.Error {
 	return protocolError(s, op, err)
 }
 
+// decodeScheduleRef decodes a request that names one schedule.
+func decodeScheduleRef(env protocol.Envelope) (protocol.ScheduleRef, *protocol.Error) {
+	var m protocol.ScheduleRef
+	if perr := decode(env, &m); perr != nil {
+		return m, perr
+	}
+	return m, required(env.Op, "schedule_name", m.ScheduleName)
+}
+
 func handleCreateSchedule(s *Session, env protocol.Envelope) (any, *protocol.Error) {
 	a := s.agent
 	var m protocol.Schedule
 	if perr := decode(env, &m); perr != nil {
 		return nil, perr
 	}
-	for field, v := range map[string]string{"schedule_name": m.ScheduleName, "workflow_name": m.WorkflowName, "schedule": m.Cron} {
-		if perr := required(env.Op, field, v); perr != nil {
-			return nil, perr
-		}
+	if perr := required(env.Op, "schedule_name", m.ScheduleName, "workflow_name", m.WorkflowName, "schedule", m.Cron); perr != nil {
+		return nil, perr
 	}
 	if _, _, err := ParseCron(m.Cron, m.CronTimezone); err != nil {
 		return nil, protocol.Errorf(protocol.CodeInvalidArgument, "%s: %v", env.Op, err)
@@ -280,11 +287,8 @@ func handleCreateSchedule(s *Session, env protocol.Envelope) (any, *protocol.Err
 }
 
 func handleGetSchedule(s *Session, env protocol.Envelope) (any, *protocol.Error) {
-	var m protocol.ScheduleRef
-	if perr := decode(env, &m); perr != nil {
-		return nil, perr
-	}
-	if perr := required(env.Op, "schedule_name", m.ScheduleName); perr != nil {
+	m, perr := decodeScheduleRef(env)
+	if perr != nil {
 		return nil, perr
 	}
 	sched, err := s.agent.db.ScheduleGet(s.ctx, m.ScheduleName)
@@ -331,11 +335,8 @@ func setScheduleStatus(status string) handler {
 }
 
 func handleDeleteSchedule(s *Session, env protocol.Envelope) (any, *protocol.Error) {
-	var m protocol.ScheduleRef
-	if perr := decode(env, &m); perr != nil {
-		return nil, perr
-	}
-	if perr := required(env.Op, "schedule_name", m.ScheduleName); perr != nil {
+	m, perr := decodeScheduleRef(env)
+	if perr != nil {
 		return nil, perr
 	}
 	if err := s.agent.db.ScheduleDelete(s.ctx, m.ScheduleName); err != nil {
@@ -373,11 +374,8 @@ func handleBackfillSchedule(s *Session, env protocol.Envelope) (any, *protocol.E
 }
 
 func handleTriggerSchedule(s *Session, env protocol.Envelope) (any, *protocol.Error) {
-	var m protocol.ScheduleRef
-	if perr := decode(env, &m); perr != nil {
-		return nil, perr
-	}
-	if perr := required(env.Op, "schedule_name", m.ScheduleName); perr != nil {
+	m, perr := decodeScheduleRef(env)
+	if perr != nil {
 		return nil, perr
 	}
 	sched, err := s.agent.db.ScheduleGet(s.ctx, m.ScheduleName)

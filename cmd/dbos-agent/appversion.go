@@ -5,6 +5,8 @@ import (
 	"text/tabwriter"
 
 	"github.com/spf13/cobra"
+
+	"github.com/dbos-agent/dbos-agent/sysdb"
 )
 
 // appVersionView is how an application version is shown.
@@ -27,12 +29,7 @@ func newVersionListCommand() *cobra.Command {
 		Use:   "list",
 		Short: "List application versions, the latest first",
 		Args:  cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			database, err := openDatabase(cmd.Context(), db)
-			if err != nil {
-				return err
-			}
-			defer database.Close()
+		RunE: db.withDatabase(func(cmd *cobra.Command, _ []string, database *sysdb.Postgres) error {
 			versions, err := database.VersionList(cmd.Context(), optionalFlag(appName))
 			if err != nil {
 				return err
@@ -56,7 +53,7 @@ func newVersionListCommand() *cobra.Command {
 				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", v.VersionName, dash(v.ApplicationName), v.VersionTime, v.CreatedAt, latest)
 			}
 			return tw.Flush()
-		},
+		}),
 	}
 	db.register(cmd)
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")
@@ -71,18 +68,13 @@ func newVersionPromoteCommand() *cobra.Command {
 		Use:   "promote NAME",
 		Short: "Make an application version the latest (roll forward or back): its workers take unversioned work",
 		Args:  cobra.ExactArgs(1),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			database, err := openDatabase(cmd.Context(), db)
-			if err != nil {
-				return err
-			}
-			defer database.Close()
+		RunE: db.withDatabase(func(cmd *cobra.Command, args []string, database *sysdb.Postgres) error {
 			if err := database.VersionPromote(cmd.Context(), args[0], optionalFlag(appName)); err != nil {
 				return err
 			}
 			fmt.Fprintf(cmd.OutOrStdout(), "version %s is the latest\n", args[0])
 			return nil
-		},
+		}),
 	}
 	db.register(cmd)
 	cmd.Flags().StringVar(&appName, "app-name", "", "the application whose latest version this becomes")

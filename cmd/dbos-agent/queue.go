@@ -116,12 +116,7 @@ func newQueueListCommand() *cobra.Command {
 		Use:   "list",
 		Short: "List queues with their limits and how many workflows wait and run on each",
 		Args:  cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			database, err := openDatabase(cmd.Context(), db)
-			if err != nil {
-				return err
-			}
-			defer database.Close()
+		RunE: db.withDatabase(func(cmd *cobra.Command, _ []string, database *sysdb.Postgres) error {
 			views, err := queueViews(cmd.Context(), database)
 			if err != nil {
 				return err
@@ -138,7 +133,7 @@ func newQueueListCommand() *cobra.Command {
 					v.partitionSummary())
 			}
 			return tw.Flush()
-		},
+		}),
 	}
 	db.register(cmd)
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")
@@ -152,12 +147,7 @@ func newQueueGetCommand() *cobra.Command {
 		Use:   "get NAME",
 		Short: "Show one queue: its limits, partition limits and load",
 		Args:  cobra.ExactArgs(1),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			database, err := openDatabase(cmd.Context(), db)
-			if err != nil {
-				return err
-			}
-			defer database.Close()
+		RunE: db.withDatabase(func(cmd *cobra.Command, args []string, database *sysdb.Postgres) error {
 			views, err := queueViews(cmd.Context(), database)
 			if err != nil {
 				return err
@@ -171,7 +161,7 @@ func newQueueGetCommand() *cobra.Command {
 				}
 			}
 			return fmt.Errorf("queue %s is not registered and has no active workflows", args[0])
-		},
+		}),
 	}
 	db.register(cmd)
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")

@@ -75,12 +75,7 @@ func newScheduleListCommand() *cobra.Command {
 		Use:   "list",
 		Short: "List schedules by name",
 		Args:  cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			database, err := openDatabase(cmd.Context(), db)
-			if err != nil {
-				return err
-			}
-			defer database.Close()
+		RunE: db.withDatabase(func(cmd *cobra.Command, _ []string, database *sysdb.Postgres) error {
 			p := sysdb.ScheduleListParams{Statuses: upper(statuses), WorkflowNames: wfNames, NamePrefix: prefix}
 			if appName != "" {
 				p.ApplicationName = &appName
@@ -105,7 +100,7 @@ func newScheduleListCommand() *cobra.Command {
 					v.Status, dash(v.QueueName), dash(v.LastFiredAt), dash(v.NextTick))
 			}
 			return tw.Flush()
-		},
+		}),
 	}
 	db.register(cmd)
 	f := cmd.Flags()
@@ -138,12 +133,7 @@ func newScheduleGetCommand() *cobra.Command {
 		Use:   "get NAME",
 		Short: "Show one schedule",
 		Args:  cobra.ExactArgs(1),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			database, err := openDatabase(cmd.Context(), db)
-			if err != nil {
-				return err
-			}
-			defer database.Close()
+		RunE: db.withDatabase(func(cmd *cobra.Command, args []string, database *sysdb.Postgres) error {
 			s, err := database.ScheduleGet(cmd.Context(), args[0])
 			if err != nil {
 				return err
@@ -153,7 +143,7 @@ func newScheduleGetCommand() *cobra.Command {
 				return printJSON(cmd.OutOrStdout(), v)
 			}
 			return printSchedule(cmd.OutOrStdout(), v)
-		},
+		}),
 	}
 	db.register(cmd)
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")
@@ -255,18 +245,13 @@ func newScheduleStatusCommand(verb, short, status string) *cobra.Command {
 		Use:   verb + " NAME",
 		Short: short,
 		Args:  cobra.ExactArgs(1),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			database, err := openDatabase(cmd.Context(), db)
-			if err != nil {
-				return err
-			}
-			defer database.Close()
+		RunE: db.withDatabase(func(cmd *cobra.Command, args []string, database *sysdb.Postgres) error {
 			if err := database.ScheduleSetStatus(cmd.Context(), args[0], status); err != nil {
 				return err
 			}
 			fmt.Fprintf(cmd.OutOrStdout(), "schedule %s is %s\n", args[0], status)
 			return nil
-		},
+		}),
 	}
 	db.register(cmd)
 	return cmd
@@ -278,18 +263,13 @@ func newScheduleDeleteCommand() *cobra.Command {
 		Use:   "delete NAME",
 		Short: "Delete a schedule (the workflows it enqueued stay)",
 		Args:  cobra.ExactArgs(1),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			database, err := openDatabase(cmd.Context(), db)
-			if err != nil {
-				return err
-			}
-			defer database.Close()
+		RunE: db.withDatabase(func(cmd *cobra.Command, args []string, database *sysdb.Postgres) error {
 			if err := database.ScheduleDelete(cmd.Context(), args[0]); err != nil {
 				return err
 			}
 			fmt.Fprintf(cmd.OutOrStdout(), "schedule %s deleted\n", args[0])
 			return nil
-		},
+		}),
 	}
 	db.register(cmd)
 	return cmd
@@ -442,12 +422,7 @@ func newScheduleTriggerCommand() *cobra.Command {
 		Use:   "trigger NAME",
 		Short: "Enqueue one run of the schedule's workflow now, outside its ticks",
 		Args:  cobra.ExactArgs(1),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			database, err := openDatabase(cmd.Context(), db)
-			if err != nil {
-				return err
-			}
-			defer database.Close()
+		RunE: db.withDatabase(func(cmd *cobra.Command, args []string, database *sysdb.Postgres) error {
 			s, err := database.ScheduleGet(cmd.Context(), args[0])
 			if err != nil {
 				return err
@@ -466,7 +441,7 @@ func newScheduleTriggerCommand() *cobra.Command {
 			}
 			fmt.Fprintf(cmd.OutOrStdout(), "workflow %s enqueued\n", v.WorkflowID)
 			return nil
-		},
+		}),
 	}
 	db.register(cmd)
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")

@@ -14,6 +14,19 @@ import (
 	"github.com/dbos-agent/dbos-agent/sysdb"
 )
 
+// withDatabase makes a command body that runs with the system database open
+// (see openDatabase) and closes it afterwards.
+func (f *databaseFlags) withDatabase(run func(cmd *cobra.Command, args []string, database *sysdb.Postgres) error) func(*cobra.Command, []string) error {
+	return func(cmd *cobra.Command, args []string) error {
+		database, err := openDatabase(cmd.Context(), *f)
+		if err != nil {
+			return err
+		}
+		defer database.Close()
+		return run(cmd, args, database)
+	}
+}
+
 // openDatabase opens the system database for an operator command. It never
 // migrates: an operator command must not change the schema of a database
 // the SDKs share; it refuses one below the version it understands.
@@ -194,12 +207,7 @@ func newWorkflowGetCommand() *cobra.Command {
 		Use:   "get WORKFLOW_ID",
 		Short: "Show one workflow with its inputs and outcome",
 		Args:  cobra.ExactArgs(1),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			database, err := openDatabase(cmd.Context(), db)
-			if err != nil {
-				return err
-			}
-			defer database.Close()
+		RunE: db.withDatabase(func(cmd *cobra.Command, args []string, database *sysdb.Postgres) error {
 			w, err := database.WorkflowGet(cmd.Context(), args[0])
 			if err != nil {
 				return err
@@ -233,7 +241,7 @@ func newWorkflowGetCommand() *cobra.Command {
 			row("Output", derefOr(v.Output))
 			row("Error", derefOr(v.Error))
 			return tw.Flush()
-		},
+		}),
 	}
 	db.register(cmd)
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")
@@ -265,12 +273,7 @@ func newWorkflowStepsCommand() *cobra.Command {
 		Use:   "steps WORKFLOW_ID",
 		Short: "List a workflow's recorded steps",
 		Args:  cobra.ExactArgs(1),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			database, err := openDatabase(cmd.Context(), db)
-			if err != nil {
-				return err
-			}
-			defer database.Close()
+		RunE: db.withDatabase(func(cmd *cobra.Command, args []string, database *sysdb.Postgres) error {
 			if _, err := database.WorkflowGet(cmd.Context(), args[0]); err != nil {
 				return err
 			}
@@ -298,7 +301,7 @@ func newWorkflowStepsCommand() *cobra.Command {
 				fmt.Fprintf(tw, "%d\t%s\t%s\t%s\n", v.FunctionID, v.Name, outcome, v.CompletedAt)
 			}
 			return tw.Flush()
-		},
+		}),
 	}
 	db.register(cmd)
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")
@@ -318,12 +321,7 @@ func newWorkflowCancelCommand() *cobra.Command {
 		Use:   "cancel WORKFLOW_ID",
 		Short: "Cancel a workflow; its run stops at its next step",
 		Args:  cobra.ExactArgs(1),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			database, err := openDatabase(cmd.Context(), db)
-			if err != nil {
-				return err
-			}
-			defer database.Close()
+		RunE: db.withDatabase(func(cmd *cobra.Command, args []string, database *sysdb.Postgres) error {
 			found, err := database.WorkflowCancel(cmd.Context(), sysdb.WorkflowCancelParams{WorkflowIDs: args})
 			if err != nil {
 				return err
@@ -337,7 +335,7 @@ func newWorkflowCancelCommand() *cobra.Command {
 			}
 			fmt.Fprintf(cmd.OutOrStdout(), "workflow %s is %s\n", w.ID, w.Status)
 			return nil
-		},
+		}),
 	}
 	db.register(cmd)
 	return cmd
@@ -350,12 +348,7 @@ func newWorkflowResumeCommand() *cobra.Command {
 		Use:   "resume WORKFLOW_ID",
 		Short: "Resume a cancelled or failed-over workflow from its last step",
 		Args:  cobra.ExactArgs(1),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			database, err := openDatabase(cmd.Context(), db)
-			if err != nil {
-				return err
-			}
-			defer database.Close()
+		RunE: db.withDatabase(func(cmd *cobra.Command, args []string, database *sysdb.Postgres) error {
 			found, err := database.WorkflowResume(cmd.Context(), sysdb.WorkflowResumeParams{WorkflowIDs: args, QueueName: queue})
 			if err != nil {
 				return err
@@ -369,7 +362,7 @@ func newWorkflowResumeCommand() *cobra.Command {
 			}
 			fmt.Fprintf(cmd.OutOrStdout(), "workflow %s is %s\n", w.ID, w.Status)
 			return nil
-		},
+		}),
 	}
 	db.register(cmd)
 	cmd.Flags().StringVar(&queue, "queue", "", "queue to resume onto (default the internal queue)")
