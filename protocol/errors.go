@@ -33,6 +33,8 @@ const (
 	CodeStepConflict       Code = 206 // this step id was recorded with a different outcome
 	CodeTimeout            Code = 207 // the wait ended before the condition held
 	CodeMaxRecoveryAttempt Code = 208 // the workflow passed its maximum recovery attempts
+	CodeStreamClosed       Code = 209 // the stream was closed; nothing more can be written to it
+	CodeWorkflowActive     Code = 210 // the operation needs a workflow that has ended (cancel it first)
 )
 
 // CodeInfo describes one code for the catalog.
@@ -72,6 +74,8 @@ var Catalog = []CodeInfo{
 	{CodeStepConflict, "step_conflict", "DBOSStepNondeterminismError", false, false, "this step id was recorded with a different outcome"},
 	{CodeTimeout, "timeout", "", true, false, "the wait ended before the condition held"},
 	{CodeMaxRecoveryAttempt, "max_recovery_attempts_exceeded", "MaxRecoveryAttemptsExceededError", false, false, "the workflow passed its maximum recovery attempts"},
+	{CodeStreamClosed, "stream_closed", "DBOSException", false, false, "the stream was closed; nothing more can be written to it"},
+	{CodeWorkflowActive, "workflow_active", "DBOSException", false, false, "the operation needs a workflow that has ended"},
 }
 
 var catalogByCode = func() map[Code]CodeInfo {

@@ -153,6 +153,11 @@ type StartWorkflow struct {
 	// "reject" (default: error deduplicated) or "return_existing" (the
 	// reply names the workflow holding the id, Created false).
 	DeduplicationPolicy string `msgpack:"deduplication_policy,omitempty"`
+	// Parent, for a workflow started from workflow code, makes it that
+	// workflow's child (see ParentStep).
+	Parent *ParentStep `msgpack:"parent,omitempty"`
+	// Attributes are the workflow's attributes, a JSON object as text.
+	Attributes *string `msgpack:"attributes,omitempty"`
 }
 
 // Deduplication policies.
@@ -291,6 +296,9 @@ type WorkflowInfo struct {
 	Inputs            *string `msgpack:"inputs,omitempty"`
 	Output            *string `msgpack:"output,omitempty"`
 	Error             *string `msgpack:"error,omitempty"`
+	Attributes        *string `msgpack:"attributes,omitempty"` // JSON object text
+	DelayUntilEpochMS int64   `msgpack:"delay_until_epoch_ms,omitempty"`
+	ScheduleName      string  `msgpack:"schedule_name,omitempty"`
 }
 
 // ListWorkflows filters workflows; empty fields do not filter. Times are

@@ -127,6 +127,10 @@ type SystemDatabase interface {
 	// application versions and schedules.
 	QueueSystem
 
+	// Communication holds messages, events, streams, sleeps, fork, rewind
+	// and attributes.
+	Communication
+
 	// Close releases the database connections.
 	Close()
 }
@@ -231,6 +235,12 @@ type WorkflowInsertParams struct {
 	IsDebounced        bool
 	Serialization      *string
 	Inputs             *string
+	// ParentStep, for a child started from workflow code, records the
+	// parent's step ParentStep.FunctionID (named Name, pointing at this
+	// child) in the insert's transaction, while ParentStep.OwnerXID owns the
+	// parent (else FencedError). Another child recorded at that step is an
+	// UnexpectedStepError. ParentWorkflowID must name the same parent.
+	ParentStep *StepCaller
 }
 
 // WorkflowInsertResult is the identity of the stored row after an insert.
