@@ -47,6 +47,10 @@ type Config struct {
 	// ResultPollInterval bounds how late a waiter learns of an outcome
 	// written by someone that does not notify (default 1s).
 	ResultPollInterval time.Duration
+	// MessagePollInterval is how often waits for messages, events and
+	// stream values re-check without a notification (default 5s): only a
+	// writer that does not notify, or a lost notification, needs it.
+	MessagePollInterval time.Duration
 	// GracePeriod is how long shutdown lets running workflows finish
 	// (default 10s).
 	GracePeriod time.Duration
@@ -77,6 +81,9 @@ func (c *Config) setDefaults() {
 	}
 	if c.ResultPollInterval <= 0 {
 		c.ResultPollInterval = time.Second
+	}
+	if c.MessagePollInterval <= 0 {
+		c.MessagePollInterval = 5 * time.Second
 	}
 	if c.GracePeriod <= 0 {
 		c.GracePeriod = 10 * time.Second
@@ -120,6 +127,7 @@ type Agent struct {
 	draining  atomic.Bool
 	steps     *stepBatcher
 	waiters   *waiters
+	signals   *signals
 	schedules *scheduler
 
 	mu       sync.Mutex
@@ -151,6 +159,7 @@ func New(cfg Config) (*Agent, error) {
 	}
 	a.steps = newStepBatcher(a.db, cfg.StepBatchers, cfg.MaxStepBatch, a.log)
 	a.waiters = newWaiters(a.db, cfg.ResultPollInterval, a.log)
+	a.signals = newSignals(cfg.MessagePollInterval)
 	a.schedules = newScheduler(a)
 	return a, nil
 }
@@ -172,6 +181,7 @@ func (a *Agent) Start(ctx context.Context) error {
 	}
 	a.steps.start(a.ctx, &a.wg)
 	a.waiters.start(a.ctx, &a.wg)
+	a.signals.start(a.ctx, &a.wg)
 	a.wg.Add(2)
 	go a.sweeper(a.ctx, &a.wg)
 	go a.schedules.loop(a.ctx, &a.wg)
@@ -179,7 +189,10 @@ func (a *Agent) Start(ctx context.Context) error {
 		a.wg.Add(1)
 		go func() {
 			defer a.wg.Done()
-			_ = notes.Listen(a.ctx, []string{sysdb.ChannelWorkflowStatus, sysdb.ChannelQueue}, a.onNotification, a.onNotificationGap)
+			_ = notes.Listen(a.ctx, []string{
+				sysdb.ChannelWorkflowStatus, sysdb.ChannelQueue,
+				sysdb.ChannelNotifications, sysdb.ChannelWorkflowEvents, sysdb.ChannelStreams,
+			}, a.onNotification, a.onNotificationGap)
 		}()
 	}
 	return nil
@@ -202,6 +215,12 @@ func (a *Agent) onNotification(channel, payload string) {
 		}
 	case sysdb.ChannelQueue:
 		a.wakeQueue(payload)
+	case sysdb.ChannelNotifications:
+		a.signals.wake("m:" + payload)
+	case sysdb.ChannelWorkflowEvents:
+		a.signals.wake("e:" + payload)
+	case sysdb.ChannelStreams:
+		a.signals.wake("s:" + payload)
 	}
 }
 
@@ -221,6 +240,7 @@ func (a *Agent) checkLocalRun(workflowID string) {
 // notified meanwhile is lost, so everything re-checks.
 func (a *Agent) onNotificationGap() {
 	a.waiters.wakeAll()
+	a.signals.wakeAll()
 	a.wakeAllPollers()
 }
 

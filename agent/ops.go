@@ -84,6 +84,8 @@ func protocolError(s *Session, op string, err error) *protocol.Error {
 		fenced     *sysdb.FencedError
 		unexpected *sysdb.UnexpectedStepError
 		stepClash  *sysdb.StepConflictError
+		closed     *sysdb.StreamClosedError
+		active     *sysdb.WorkflowActiveError
 	)
 	switch {
 	case errors.As(err, &notFound):
@@ -102,6 +104,10 @@ func protocolError(s *Session, op string, err error) *protocol.Error {
 		return e
 	case errors.As(err, &stepClash):
 		return protocol.Errorf(protocol.CodeStepConflict, "%s", stepClash.Error())
+	case errors.As(err, &closed):
+		return protocol.Errorf(protocol.CodeStreamClosed, "%s", closed.Error())
+	case errors.As(err, &active):
+		return protocol.Errorf(protocol.CodeWorkflowActive, "%s", active.Error())
 	case errors.Is(err, context.DeadlineExceeded):
 		return protocol.Errorf(protocol.CodeTimeout, "%s timed out", op)
 	case errors.Is(err, context.Canceled):
@@ -128,6 +134,17 @@ func handleStartWorkflow(s *Session, env protocol.Envelope) (any, *protocol.Erro
 	}
 	if m.TimeoutMS < 0 || m.DeadlineEpochMS < 0 || m.DelayMS < 0 {
 		return nil, protocol.Errorf(protocol.CodeInvalidArgument, "%s: timeout_ms, deadline_epoch_ms and delay_ms must not be negative", env.Op)
+	}
+	if perr := checkAttributes(env.Op, m.Attributes); perr != nil {
+		return nil, perr
+	}
+	var parent *sysdb.StepCaller
+	if m.Parent != nil {
+		c, perr := s.stepCaller(env.Op, protocol.Caller{WorkflowID: m.Parent.WorkflowID, OwnerXID: m.Parent.OwnerXID, FunctionID: m.Parent.FunctionID})
+		if perr != nil {
+			return nil, perr
+		}
+		parent = &c
 	}
 	switch m.DeduplicationPolicy {
 	case "", protocol.DedupReject, protocol.DedupReturnExisting:
@@ -190,6 +207,11 @@ func handleStartWorkflow(s *Session, env protocol.Envelope) (any, *protocol.Erro
 		ApplicationName:    optional(group.app),
 		Serialization:      optional(m.Serialization),
 		Inputs:             m.Inputs,
+		Attributes:         m.Attributes,
+		ParentStep:         parent,
+	}
+	if parent != nil {
+		p.ParentWorkflowID = &parent.WorkflowID
 	}
 	if m.TimeoutMS > 0 {
 		p.TimeoutMS = &m.TimeoutMS
@@ -217,6 +239,21 @@ func handleStartWorkflow(s *Session, env protocol.Envelope) (any, *protocol.Erro
 			if gerr != nil {
 				return nil, protocolError(s, env.Op, gerr)
 			}
+			if parent != nil {
+				// The parent's step points at the workflow that holds the
+				// id, as DBOS records an attached child.
+				err := a.steps.record(s.ctx, sysdb.StepRecordParams{
+					WorkflowID:      parent.WorkflowID,
+					OwnerXID:        parent.OwnerXID,
+					FunctionID:      parent.FunctionID,
+					Name:            m.Name,
+					ChildWorkflowID: &holder,
+					ApplicationName: parent.ApplicationName,
+				})
+				if err != nil {
+					return nil, runError(s, env.Op, parent.WorkflowID, parent.OwnerXID, err)
+				}
+			}
 			return &protocol.StartWorkflowReply{WorkflowID: holder, Status: wf.Status, Created: false}, nil
 		}
 		// The holder finished between the insert and the lookup: the id
@@ -224,6 +261,9 @@ func handleStartWorkflow(s *Session, env protocol.Envelope) (any, *protocol.Erro
 		res, err = a.db.WorkflowInsert(s.ctx, p)
 	}
 	if err != nil {
+		if parent != nil {
+			return nil, runError(s, env.Op, parent.WorkflowID, parent.OwnerXID, err)
+		}
 		return nil, protocolError(s, env.Op, err)
 	}
 	reply := &protocol.StartWorkflowReply{WorkflowID: m.WorkflowID, Status: res.Status, Created: res.Created}
@@ -293,20 +333,10 @@ func handleRecordStep(s *Session, env protocol.Envelope) (any, *protocol.Error) 
 		CompletedAt:     optionalInt(m.CompletedAtMS),
 		ApplicationName: optional(group.app),
 	}
-	err := a.steps.record(s.ctx, p)
-	if err == nil {
-		return protocol.Empty{}, nil
+	if err := a.steps.record(s.ctx, p); err != nil {
+		return nil, runError(s, env.Op, m.WorkflowID, m.OwnerXID, err)
 	}
-	var fenced *sysdb.FencedError
-	if errors.As(err, &fenced) {
-		a.endRun(m.WorkflowID, m.OwnerXID)
-		// Cancellation also clears the owner: tell the run which it was, so
-		// it stops as cancelled rather than as a zombie.
-		if wf, gerr := a.db.WorkflowGet(s.ctx, m.WorkflowID); gerr == nil && wf.Status == sysdb.StatusCancelled {
-			return nil, protocol.Errorf(protocol.CodeWorkflowCancelled, "workflow %s was cancelled", m.WorkflowID)
-		}
-	}
-	return nil, protocolError(s, env.Op, err)
+	return protocol.Empty{}, nil
 }
 
 func handleFinish(s *Session, env protocol.Envelope) (any, *protocol.Error) {
@@ -416,6 +446,9 @@ func workflowInfo(wf sysdb.Workflow) protocol.WorkflowInfo {
 		Inputs:            wf.Inputs,
 		Output:            wf.Output,
 		Error:             wf.Error,
+		Attributes:        wf.Attributes,
+		DelayUntilEpochMS: derefInt(wf.DelayUntilEpochMS),
+		ScheduleName:      deref(wf.ScheduleName),
 	}
 }
 
@@ -476,19 +509,24 @@ func handleListSteps(s *Session, env protocol.Envelope) (any, *protocol.Error) {
 
 func handleCancel(s *Session, env protocol.Envelope) (any, *protocol.Error) {
 	a := s.agent
-	m, perr := decodeRef(env)
-	if perr != nil {
+	var m protocol.CancelWorkflow
+	if perr := decode(env, &m); perr != nil {
 		return nil, perr
 	}
-	found, err := a.db.WorkflowCancel(s.ctx, sysdb.WorkflowCancelParams{WorkflowIDs: []string{m.WorkflowID}})
+	if perr := required(env.Op, "workflow_id", m.WorkflowID); perr != nil {
+		return nil, perr
+	}
+	found, err := a.db.WorkflowCancel(s.ctx, sysdb.WorkflowCancelParams{WorkflowIDs: []string{m.WorkflowID}, IncludeChildren: m.CancelChildren})
 	if err != nil {
 		return nil, protocolError(s, env.Op, err)
 	}
 	if len(found) == 0 {
 		return nil, protocol.Errorf(protocol.CodeWorkflowNotFound, "workflow %s does not exist", m.WorkflowID)
 	}
-	a.cancelLocalRun(m.WorkflowID)
-	a.waiters.wake(m.WorkflowID)
+	for _, id := range found {
+		a.cancelLocalRun(id)
+		a.waiters.wake(id)
+	}
 	return protocol.Empty{}, nil
 }
 

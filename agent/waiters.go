@@ -99,23 +99,8 @@ func (w *waiters) pollLoop(ctx context.Context) {
 // A missing workflow is waited for too when waitForCreation is set (a
 // result may be awaited before the enqueue commits), else NotFoundError.
 func (w *waiters) wait(ctx context.Context, workflowID string, waitForCreation bool) (sysdb.Workflow, error) {
-	ch := make(chan struct{}, 1)
-	w.mu.Lock()
-	set := w.byID[workflowID]
-	if set == nil {
-		set = map[chan struct{}]struct{}{}
-		w.byID[workflowID] = set
-	}
-	set[ch] = struct{}{}
-	w.mu.Unlock()
-	defer func() {
-		w.mu.Lock()
-		delete(set, ch)
-		if len(set) == 0 {
-			delete(w.byID, workflowID)
-		}
-		w.mu.Unlock()
-	}()
+	ch, release := w.subscribe(workflowID)
+	defer release()
 	for {
 		wf, err := w.db.WorkflowGet(ctx, workflowID)
 		if err != nil {
@@ -131,5 +116,28 @@ func (w *waiters) wait(ctx context.Context, workflowID string, waitForCreation b
 			return sysdb.Workflow{}, ctx.Err()
 		case <-ch:
 		}
+	}
+}
+
+// subscribe returns a channel that receives a signal whenever the workflow
+// may have ended (at most one signal is buffered), and the function that
+// unsubscribes it.
+func (w *waiters) subscribe(workflowID string) (<-chan struct{}, func()) {
+	ch := make(chan struct{}, 1)
+	w.mu.Lock()
+	set := w.byID[workflowID]
+	if set == nil {
+		set = map[chan struct{}]struct{}{}
+		w.byID[workflowID] = set
+	}
+	set[ch] = struct{}{}
+	w.mu.Unlock()
+	return ch, func() {
+		w.mu.Lock()
+		delete(set, ch)
+		if len(set) == 0 && w.byID[workflowID] != nil && len(w.byID[workflowID]) == 0 {
+			delete(w.byID, workflowID)
+		}
+		w.mu.Unlock()
 	}
 }
