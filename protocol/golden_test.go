@@ -98,6 +98,24 @@ var messageTypes = map[string]func() any{
 	"WorkflowIDs":           func() any { return new(WorkflowIDs) },
 	"ListVersionsReply":     func() any { return new(ListVersionsReply) },
 	"VersionRef":            func() any { return new(VersionRef) },
+
+	"CancelWorkflow":    func() any { return new(CancelWorkflow) },
+	"Send":              func() any { return new(Send) },
+	"Recv":              func() any { return new(Recv) },
+	"RecvReply":         func() any { return new(RecvReply) },
+	"Sleep":             func() any { return new(Sleep) },
+	"SleepReply":        func() any { return new(SleepReply) },
+	"SetEvent":          func() any { return new(SetEvent) },
+	"GetEvent":          func() any { return new(GetEvent) },
+	"GetEventReply":     func() any { return new(GetEventReply) },
+	"GetAllEventsReply": func() any { return new(GetAllEventsReply) },
+	"WriteStream":       func() any { return new(WriteStream) },
+	"ReadStream":        func() any { return new(ReadStream) },
+	"ReadStreamReply":   func() any { return new(ReadStreamReply) },
+	"ForkWorkflow":      func() any { return new(ForkWorkflow) },
+	"RewindWorkflow":    func() any { return new(RewindWorkflow) },
+	"DeleteWorkflows":   func() any { return new(DeleteWorkflows) },
+	"UpdateAttributes":  func() any { return new(UpdateAttributes) },
 }
 
 func strp(s string) *string     { return &s }
@@ -154,7 +172,7 @@ func vectorDefs() []vectorDef {
 		Inputs:           strp(exampleInputs),
 		Output:           strp(`{"order":1001,"status":"shipped"}`),
 	}
-	return []vectorDef{
+	return append([]vectorDef{
 		// Handshake.
 		{name: "hello_worker", description: "A worker opens its connection: it registers two workflow functions and serves the queue \"orders\".",
 			kind: KindRequest, id: 1, op: OpHello, message: "Hello", body: &Hello{
@@ -462,6 +480,184 @@ func vectorDefs() []vectorDef {
 			kind: KindResponse, id: 43, replyTo: OpPromoteVersion, message: "Empty", body: Empty{}},
 		{name: "error_schedule_not_found", description: "A schedule op naming no schedule: invalid_argument.",
 			kind: KindResponse, id: 44, replyTo: OpGetSchedule, err: &Error{Code: CodeInvalidArgument, Message: "schedule nightly does not exist"}},
+	}, communicationVectorDefs()...)
+}
+
+// communicationVectorDefs are the vectors of messages, events, streams,
+// durable sleep, children, fork, rewind, delete and attributes. The story:
+// order-1002 (run by exampleOwner) starts the child order-1002-4, awaits it,
+// pays order-1003 a message; order-1003 (run by otherOwner) receives it,
+// sleeps, publishes events and a stream.
+func communicationVectorDefs() []vectorDef {
+	const otherOwner = "7c6b5a4938271605f4e3d2c1b0a99887"
+	payment := `{"paid":true,"amount":42}`
+	inCheckout := func(functionID int) *Caller {
+		return &Caller{WorkflowID: "order-1002", OwnerXID: exampleOwner, FunctionID: functionID}
+	}
+	inShipping := func(functionID int) Caller {
+		return Caller{WorkflowID: "order-1003", OwnerXID: otherOwner, FunctionID: functionID}
+	}
+	return []vectorDef{
+		// Children and the steps a binding records itself.
+		{name: "start_workflow_child", description: "order-1002 starts \"refund\" as its child at step 4: the binding chose the id <parent>-<function_id>; the agent records the parent's step 4 (named refund, child_workflow_id order-1002-4) with the child's row. The child carries attributes.",
+			kind: KindRequest, id: 45, op: OpStartWorkflow, message: "StartWorkflow", body: &StartWorkflow{
+				WorkflowID: "order-1002-4", Name: "refund", Inputs: strp(`{"positionalArgs":[42],"namedArgs":{}}`), Serialization: "portable_json",
+				QueueName: "refunds", Parent: &ParentStep{WorkflowID: "order-1002", OwnerXID: exampleOwner, FunctionID: 4},
+				Attributes: strp(`{"team":"payments"}`),
+			}},
+		{name: "start_workflow_child_reply", description: "The child was created on its queue (the parent's step 4 was recorded in the same transaction).",
+			kind: KindResponse, id: 45, replyTo: OpStartWorkflow, message: "StartWorkflowReply", body: &StartWorkflowReply{
+				WorkflowID: "order-1002-4", Status: "ENQUEUED", Created: true,
+			}},
+		{name: "record_step_get_result", description: "After get_result on its child, the parent records the awaited outcome as step 5, named DBOS.getResult and pointing at the child: a replay returns it without waiting.",
+			kind: KindRequest, id: 46, op: OpRecordStep, message: "RecordStep", body: &RecordStep{
+				WorkflowID: "order-1002", OwnerXID: exampleOwner, Step: Step{
+					FunctionID: 5, Name: StepGetResult, Output: strp(`{"refunded":42}`), Serialization: "portable_json",
+					ChildWorkflowID: "order-1002-4", StartedAtMS: exampleT0 + 1300, CompletedAtMS: exampleT0 + 4100,
+				}}},
+		{name: "record_step_patch", description: "A patch marker: the first run to reach patch \"new-pricing\" at step 6 records it as an ordinary step named DBOS.patch-new-pricing with no output.",
+			kind: KindRequest, id: 47, op: OpRecordStep, message: "RecordStep", body: &RecordStep{
+				WorkflowID: "order-1002", OwnerXID: exampleOwner, Step: Step{FunctionID: 6, Name: "DBOS.patch-new-pricing"}}},
+		{name: "cancel_workflow_children", description: "Cancel a workflow and every workflow it started, recursively.",
+			kind: KindRequest, id: 48, op: OpCancel, message: "CancelWorkflow", body: &CancelWorkflow{WorkflowID: "order-1002", CancelChildren: true}},
+
+		// Messages.
+		{name: "send", description: "order-1002 sends order-1003 a message on the topic \"payments\", as its step 7 (DBOS.send).",
+			kind: KindRequest, id: 49, op: OpSend, message: "Send", body: &Send{
+				Caller:   inCheckout(7),
+				Messages: []Message{{DestinationID: "order-1003", Topic: strp("payments"), Message: payment, Serialization: "portable_json"}},
+			}},
+		{name: "send_reply", description: "Delivered (or, for a send already recorded at that step, nothing sent again): an empty map.",
+			kind: KindResponse, id: 49, replyTo: OpSend, message: "Empty", body: Empty{}},
+		{name: "send_from_client", description: "A client sends two messages in one transaction on the default topic (nil), with an idempotency key, also to every fork of each destination; caller absent: nothing is recorded.",
+			kind: KindRequest, id: 50, op: OpSend, message: "Send", body: &Send{
+				Messages: []Message{
+					{DestinationID: "order-1003", Message: `"expedite"`, Serialization: "portable_json", IdempotencyKey: "ops-ticket-12"},
+					{DestinationID: "order-1004", Message: "gASVDAAAAAAAAACMCGV4cGVkaXRllC4=", Serialization: "py_pickle", IdempotencyKey: "ops-ticket-12"},
+				},
+				SendToForks: true,
+			}},
+		{name: "error_send_destination_missing", description: "A send to a workflow that does not exist: nothing is sent. From a workflow, the binding records the error as the send's step itself.",
+			kind: KindResponse, id: 51, replyTo: OpSend, err: &Error{Code: CodeWorkflowNotFound, Message: "workflow order-9999 does not exist"}},
+		{name: "recv", description: "order-1003 waits up to 60 s for a message on \"payments\" as its step 2 (DBOS.recv); its deadline is step 3 (DBOS.sleep). On timeout the agent records null (portable_json), the binding's \"nothing\".",
+			kind: KindRequest, id: 52, op: OpRecv, message: "Recv", body: &Recv{
+				Caller: inShipping(2), TimeoutFunctionID: 3, Topic: strp("payments"), TimeoutMS: 60000,
+				TimeoutOutput: strp("null"), TimeoutSerialization: "portable_json",
+			}},
+		{name: "recv_reply", description: "A message arrived: it is consumed and recorded as step 2.",
+			kind: KindResponse, id: 52, replyTo: OpRecv, message: "RecvReply", body: &RecvReply{
+				Received: true, Message: strp(payment), Serialization: "portable_json",
+			}},
+		{name: "recv_timeout_reply", description: "The deadline passed with no message: the timeout output was recorded as step 2; the binding returns its \"nothing\".",
+			kind: KindResponse, id: 53, replyTo: OpRecv, message: "RecvReply", body: &RecvReply{Received: false}},
+
+		// Durable sleep.
+		{name: "sleep", description: "order-1003 sleeps one hour as its step 4 (DBOS.sleep).",
+			kind: KindRequest, id: 54, op: OpSleep, message: "Sleep", body: &Sleep{Caller: inShipping(4), DurationMS: 3600000}},
+		{name: "sleep_reply", description: "The wake time (database clock) and what remains of it: the binding sleeps remaining_ms. Recovered after 20 minutes, the same request answers the same wake time with 40 minutes left.",
+			kind: KindResponse, id: 54, replyTo: OpSleep, message: "SleepReply", body: &SleepReply{
+				WakeAtEpochMS: exampleT0 + 3605000, RemainingMS: 3600000,
+			}},
+
+		// Events.
+		{name: "set_event", description: "order-1003 publishes \"status\" as its step 5 (DBOS.setEvent).",
+			kind: KindRequest, id: 55, op: OpSetEvent, message: "SetEvent", body: &SetEvent{
+				Caller: inShipping(5), Key: "status", Value: `"shipped"`, Serialization: "portable_json",
+			}},
+		{name: "set_event_reply", description: "Published and readers notified: an empty map.",
+			kind: KindResponse, id: 55, replyTo: OpSetEvent, message: "Empty", body: Empty{}},
+		{name: "get_event", description: "A client waits up to 30 s for order-1003's \"status\" (no caller: nothing is recorded).",
+			kind: KindRequest, id: 56, op: OpGetEvent, message: "GetEvent", body: &GetEvent{
+				WorkflowID: "order-1003", Key: "status", TimeoutMS: 30000,
+			}},
+		{name: "get_event_in_workflow", description: "order-1002 reads order-1003's \"status\" as its step 8 (DBOS.getEvent), its deadline step 9 (DBOS.sleep); a timeout records null.",
+			kind: KindRequest, id: 57, op: OpGetEvent, message: "GetEvent", body: &GetEvent{
+				WorkflowID: "order-1003", Key: "status", TimeoutMS: 30000, Caller: inCheckout(8),
+				TimeoutFunctionID: 9, TimeoutOutput: strp("null"), TimeoutSerialization: "portable_json",
+			}},
+		{name: "get_event_reply", description: "The event is set.",
+			kind: KindResponse, id: 56, replyTo: OpGetEvent, message: "GetEventReply", body: &GetEventReply{
+				Found: true, Value: strp(`"shipped"`), Serialization: "portable_json",
+			}},
+		{name: "get_event_not_found_reply", description: "The wait ended and the event is not set.",
+			kind: KindResponse, id: 57, replyTo: OpGetEvent, message: "GetEventReply", body: &GetEventReply{Found: false}},
+		{name: "get_all_events", description: "A workflow's current events.",
+			kind: KindRequest, id: 58, op: OpGetAllEvents, message: "WorkflowRef", body: &WorkflowRef{WorkflowID: "order-1003"}},
+		{name: "get_all_events_reply", description: "Every key with its latest value, by key.",
+			kind: KindResponse, id: 58, replyTo: OpGetAllEvents, message: "GetAllEventsReply", body: &GetAllEventsReply{Events: []Event{
+				{Key: "carrier", Value: "gASVBwAAAAAAAACMA1VQU5Qu", Serialization: "py_pickle"},
+				{Key: "status", Value: `"shipped"`, Serialization: "portable_json"},
+			}}},
+
+		// Streams.
+		{name: "write_stream", description: "order-1003 appends to its stream \"progress\" as its step 6 (DBOS.writeStream).",
+			kind: KindRequest, id: 59, op: OpWriteStream, message: "WriteStream", body: &WriteStream{
+				Caller: inShipping(6), Key: "progress", Value: `{"pct":50}`, Serialization: "portable_json",
+			}},
+		{name: "write_stream_reply", description: "Appended and readers notified: an empty map.",
+			kind: KindResponse, id: 59, replyTo: OpWriteStream, message: "Empty", body: Empty{}},
+		{name: "write_stream_in_step", description: "The same write from inside step 7 (in_step): no step of its own is recorded; function_id is the enclosing step's.",
+			kind: KindRequest, id: 60, op: OpWriteStream, message: "WriteStream", body: &WriteStream{
+				Caller: Caller{WorkflowID: "order-1003", OwnerXID: otherOwner, FunctionID: 7, InStep: true},
+				Key:    "progress", Value: `{"pct":90}`, Serialization: "portable_json",
+			}},
+		{name: "close_stream", description: "order-1003 closes \"progress\" as its step 8 (DBOS.closeStream); value and serialization are ignored.",
+			kind: KindRequest, id: 61, op: OpWriteStream, message: "WriteStream", body: &WriteStream{
+				Caller: inShipping(8), Key: "progress", Close: true,
+			}},
+		{name: "error_stream_closed", description: "A write to a stream that was closed.",
+			kind: KindResponse, id: 62, replyTo: OpWriteStream, err: &Error{Code: CodeStreamClosed, Message: `stream "progress" of workflow order-1003 is closed`}},
+		{name: "read_stream", description: "Read \"progress\" from offset 0, waiting up to 30 s for a value.",
+			kind: KindRequest, id: 63, op: OpReadStream, message: "ReadStream", body: &ReadStream{
+				WorkflowID: "order-1003", Key: "progress", Offset: 0, TimeoutMS: 30000,
+			}},
+		{name: "read_stream_reply", description: "Two values, then the closing marker: the stream is complete.",
+			kind: KindResponse, id: 63, replyTo: OpReadStream, message: "ReadStreamReply", body: &ReadStreamReply{
+				Values: []StreamValue{
+					{Offset: 0, Value: `{"pct":50}`, Serialization: "portable_json"},
+					{Offset: 1, Value: `{"pct":90}`, Serialization: "portable_json"},
+				},
+				Closed: true,
+			}},
+		{name: "read_stream_ended_reply", description: "Nothing past the offset and the writer ended without closing the stream: it will not grow.",
+			kind: KindResponse, id: 64, replyTo: OpReadStream, message: "ReadStreamReply", body: &ReadStreamReply{Values: []StreamValue{}, Ended: true}},
+
+		// Steering: fork, rewind, delete, attributes.
+		{name: "fork_workflow", description: "Fork order-1001 from step 3 under a chosen id, on the queue \"orders\", for version v2, with a timeout: steps 1 and 2 are copied, step 3 on runs anew.",
+			kind: KindRequest, id: 65, op: OpForkWorkflow, message: "ForkWorkflow", body: &ForkWorkflow{
+				WorkflowID: "order-1001", StartStep: 3, NewWorkflowID: "order-1001-retry", AppVersion: "v2", QueueName: "orders", TimeoutMS: 60000,
+			}},
+		{name: "fork_workflow_reply", description: "The new workflow's id (a UUID when new_workflow_id was absent); it is ENQUEUED.",
+			kind: KindResponse, id: 65, replyTo: OpForkWorkflow, message: "WorkflowRef", body: &WorkflowRef{WorkflowID: "order-1001-retry"}},
+		{name: "get_workflow_forked_reply", description: "The fork, as get_workflow shows it: forked_from names the original; it carries attributes.",
+			kind: KindResponse, id: 66, replyTo: OpGetWorkflow, message: "WorkflowInfo", body: &WorkflowInfo{
+				WorkflowID: "order-1001-retry", Status: "ENQUEUED", Name: "checkout", QueueName: "orders", ExecutorID: "local",
+				AppVersion: "v2", AppName: "shop", CreatedAtMS: exampleT0 + 9000, UpdatedAtMS: exampleT0 + 9000, TimeoutMS: 60000,
+				ForkedFrom: "order-1001", Serialization: "portable_json", Attributes: strp(`{"team":"payments"}`),
+			}},
+		{name: "rewind_workflow", description: "Cut order-1003's history at step 2 and run it again under the same id, on the queue \"orders\".",
+			kind: KindRequest, id: 67, op: OpRewindWorkflow, message: "RewindWorkflow", body: &RewindWorkflow{
+				WorkflowID: "order-1003", StartStep: 2, QueueName: "orders",
+			}},
+		{name: "rewind_workflow_reply", description: "Rewound and ENQUEUED: an empty map.",
+			kind: KindResponse, id: 67, replyTo: OpRewindWorkflow, message: "Empty", body: Empty{}},
+		{name: "error_workflow_active", description: "A rewind of a workflow that is still running: cancel it first.",
+			kind: KindResponse, id: 68, replyTo: OpRewindWorkflow, err: &Error{Code: CodeWorkflowActive,
+				Message: "workflow order-1003 is PENDING: only an ended workflow can be rewound (cancel it first)"}},
+		{name: "delete_workflows", description: "Delete two workflows, their children (recursively) and everything stored under them.",
+			kind: KindRequest, id: 69, op: OpDeleteWorkflow, message: "DeleteWorkflows", body: &DeleteWorkflows{
+				WorkflowIDs: []string{"order-1001", "order-1002"}, DeleteChildren: true,
+			}},
+		{name: "delete_workflows_reply", description: "Deleted (ids that named nothing are skipped): an empty map.",
+			kind: KindResponse, id: 69, replyTo: OpDeleteWorkflow, message: "Empty", body: Empty{}},
+		{name: "update_workflow_attributes", description: "Add a key to order-1002's attributes, keeping the others.",
+			kind: KindRequest, id: 70, op: OpUpdateAttributes, message: "UpdateAttributes", body: &UpdateAttributes{
+				WorkflowID: "order-1002", Attributes: strp(`{"vip":true}`), Merge: true,
+			}},
+		{name: "update_workflow_attributes_reply", description: "Updated: an empty map.",
+			kind: KindResponse, id: 70, replyTo: OpUpdateAttributes, message: "Empty", body: Empty{}},
+		{name: "clear_workflow_attributes", description: "Clear order-1002's attributes (attributes nil, no merge).",
+			kind: KindRequest, id: 71, op: OpUpdateAttributes, message: "UpdateAttributes", body: &UpdateAttributes{WorkflowID: "order-1002"}},
 	}
 }
 
@@ -691,7 +887,9 @@ func TestGoldenVectorsCoverEveryOpAndPush(t *testing.T) {
 		OpGetWorkflow, OpListWorkflows, OpListSteps, OpCancel, OpResume,
 		OpRegisterQueues, OpDebounceWorkflow, OpSetWorkflowDelay, OpGetQueue, OpListQueues,
 		OpCreateSchedule, OpGetSchedule, OpListSchedules, OpPauseSchedule, OpResumeSchedule, OpDeleteSchedule,
-		OpBackfillSchedule, OpTriggerSchedule, OpListVersions, OpPromoteVersion} {
+		OpBackfillSchedule, OpTriggerSchedule, OpListVersions, OpPromoteVersion,
+		OpSend, OpRecv, OpSleep, OpSetEvent, OpGetEvent, OpGetAllEvents, OpWriteStream, OpReadStream,
+		OpForkWorkflow, OpRewindWorkflow, OpDeleteWorkflow, OpUpdateAttributes} {
 		require.True(t, requests[op], "no request vector for %s", op)
 		require.True(t, replies[op], "no reply vector for %s", op)
 	}
