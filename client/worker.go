@@ -93,8 +93,8 @@ func (w *Worker) Start(ctx context.Context, req protocol.StartWorkflow) (protoco
 	if req.QueueName == "" {
 		_, req.RunHere = w.functions[req.Name]
 	}
-	var reply protocol.StartWorkflowReply
-	if err := w.Client.Call(ctx, protocol.OpStartWorkflow, &req, &reply); err != nil {
+	reply, err := w.Client.StartWorkflow(ctx, req)
+	if err != nil {
 		return reply, err
 	}
 	if reply.Run != nil {
@@ -158,6 +158,23 @@ var ErrStopped = errors.New("workflow run stopped")
 // ID is the workflow id.
 func (wf *Workflow) ID() string { return wf.run.WorkflowID }
 
+// Client is the worker's connection, for calls the Workflow methods do not
+// wrap (with a caller from NextCaller).
+func (wf *Workflow) Client() *Client { return wf.worker.Client }
+
+// NextCaller takes the next function id for a durable call made from
+// workflow code: the call records its step there, owned by this run.
+func (wf *Workflow) NextCaller() protocol.Caller {
+	return protocol.Caller{WorkflowID: wf.run.WorkflowID, OwnerXID: wf.run.OwnerXID, FunctionID: wf.nextFunctionID()}
+}
+
+func (wf *Workflow) nextFunctionID() int {
+	wf.mu.Lock()
+	defer wf.mu.Unlock()
+	wf.nextID++
+	return wf.nextID
+}
+
 // Context ends when the run is cancelled.
 func (wf *Workflow) Context() context.Context { return wf.ctx }
 
@@ -178,16 +195,16 @@ func (wf *Workflow) Step(name string, fn func(ctx context.Context) (*string, err
 	if stop != nil {
 		return nil, stop
 	}
-	if rec, ok := wf.history[id]; ok {
-		if rec.Name != name {
-			return nil, fmt.Errorf("step %d: history has %q, code runs %q", id, rec.Name, name)
+	if rec, err := wf.recorded(id, name); err != nil || rec != nil {
+		if err != nil {
+			return nil, err
 		}
 		if rec.Error != nil {
 			return nil, errors.New(*rec.Error)
 		}
 		return rec.Output, nil
 	}
-	if err := wf.ctx.Err(); err != nil {
+	if wf.ctx.Err() != nil {
 		return nil, wf.stop(ErrStopped)
 	}
 	started := time.Now().UnixMilli()
@@ -200,14 +217,47 @@ func (wf *Workflow) Step(name string, fn func(ctx context.Context) (*string, err
 		msg := stepErr.Error()
 		rec.Output, rec.Error = nil, &msg
 	}
-	if err := wf.worker.Client.Call(context.Background(), protocol.OpRecordStep, &rec, nil); err != nil {
-		var perr *protocol.Error
-		if errors.As(err, &perr) && (perr.Code == protocol.CodeFenced || perr.Code == protocol.CodeWorkflowCancelled) {
-			return nil, wf.stop(fmt.Errorf("%w: %v", ErrStopped, perr))
-		}
+	// Not the run's context: a step that ran is recorded even when a cancel
+	// arrives meanwhile (the agent then answers workflow_cancelled).
+	if err := wf.call(context.Background(), protocol.OpRecordStep, &rec, nil); err != nil {
 		return nil, err
 	}
 	return out, stepErr
+}
+
+// recorded returns what the history holds at function id, or nil; another
+// step recorded there means the code is not the code that ran.
+func (wf *Workflow) recorded(id int, name string) (*protocol.Step, error) {
+	rec, ok := wf.history[id]
+	if !ok {
+		return nil, nil
+	}
+	if rec.Name != name {
+		return nil, fmt.Errorf("step %d: history has %q, code runs %q", id, rec.Name, name)
+	}
+	return &rec, nil
+}
+
+// call makes a request on behalf of the run. An answer that the run lost
+// the workflow (fenced, cancelled) or a cancel push stops the run: every
+// later call returns ErrStopped.
+func (wf *Workflow) call(ctx context.Context, op string, req, reply any) error {
+	return wf.stopOn(wf.worker.Client.Call(ctx, op, req, reply))
+}
+
+// stopOn passes err on, first stopping the run when err says it lost the
+// workflow.
+func (wf *Workflow) stopOn(err error) error {
+	var perr *protocol.Error
+	switch {
+	case err == nil:
+		return nil
+	case errors.As(err, &perr) && (perr.Code == protocol.CodeFenced || perr.Code == protocol.CodeWorkflowCancelled):
+		return wf.stop(fmt.Errorf("%w: %v", ErrStopped, perr))
+	case wf.ctx.Err() != nil:
+		return wf.stop(ErrStopped)
+	}
+	return err
 }
 
 func (wf *Workflow) stop(err error) error {
