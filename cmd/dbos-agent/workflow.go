@@ -42,39 +42,45 @@ func openDatabase(ctx context.Context, db databaseFlags) (*sysdb.Postgres, error
 }
 
 func newWorkflowCommand() *cobra.Command {
-	cmd := &cobra.Command{Use: "workflow", Short: "List, inspect, cancel and resume workflows"}
+	cmd := &cobra.Command{Use: "workflow", Short: "List, inspect, cancel, resume, fork, rewind and delete workflows"}
 	cmd.AddCommand(newWorkflowListCommand(), newWorkflowGetCommand(), newWorkflowStepsCommand(),
-		newWorkflowCancelCommand(), newWorkflowResumeCommand())
+		newWorkflowCancelCommand(), newWorkflowResumeCommand(), newWorkflowForkCommand(), newWorkflowRewindCommand(),
+		newWorkflowDeleteCommand(), newWorkflowEventsCommand(), newWorkflowMessagesCommand(), newWorkflowStreamsCommand(),
+		newWorkflowAttributesCommand())
 	return cmd
 }
 
 // workflowView is how a workflow is shown, in tables and JSON alike.
 type workflowView struct {
-	WorkflowID       string  `json:"workflow_id"`
-	Status           string  `json:"status"`
-	Name             string  `json:"name"`
-	ClassName        string  `json:"class_name,omitempty"`
-	QueueName        string  `json:"queue_name,omitempty"`
-	ExecutorID       string  `json:"executor_id,omitempty"`
-	AppName          string  `json:"application_name,omitempty"`
-	AppVersion       string  `json:"application_version,omitempty"`
-	CreatedAt        string  `json:"created_at"`
-	UpdatedAt        string  `json:"updated_at"`
-	StartedAt        string  `json:"started_at,omitempty"`
-	CompletedAt      string  `json:"completed_at,omitempty"`
-	RecoveryAttempts int64   `json:"recovery_attempts"`
-	ParentWorkflowID string  `json:"parent_workflow_id,omitempty"`
-	Serialization    string  `json:"serialization,omitempty"`
-	Inputs           *string `json:"inputs,omitempty"`
-	Output           *string `json:"output,omitempty"`
-	Error            *string `json:"error,omitempty"`
+	WorkflowID       string `json:"workflow_id"`
+	Status           string `json:"status"`
+	Name             string `json:"name"`
+	ClassName        string `json:"class_name,omitempty"`
+	QueueName        string `json:"queue_name,omitempty"`
+	ExecutorID       string `json:"executor_id,omitempty"`
+	AppName          string `json:"application_name,omitempty"`
+	AppVersion       string `json:"application_version,omitempty"`
+	CreatedAt        string `json:"created_at"`
+	UpdatedAt        string `json:"updated_at"`
+	StartedAt        string `json:"started_at,omitempty"`
+	CompletedAt      string `json:"completed_at,omitempty"`
+	RecoveryAttempts int64  `json:"recovery_attempts"`
+	ParentWorkflowID string `json:"parent_workflow_id,omitempty"`
+	ForkedFrom       string `json:"forked_from,omitempty"`
+	// Attributes is the stored JSON object.
+	Attributes    json.RawMessage `json:"attributes,omitempty"`
+	Serialization string          `json:"serialization,omitempty"`
+	Inputs        *string         `json:"inputs,omitempty"`
+	Output        *string         `json:"output,omitempty"`
+	Error         *string         `json:"error,omitempty"`
 }
 
 func epochMS(ms int64) string {
 	if ms == 0 {
 		return ""
 	}
-	return time.UnixMilli(ms).UTC().Format(time.RFC3339Nano)
+	// Milliseconds always written, so that columns line up.
+	return time.UnixMilli(ms).UTC().Format("2006-01-02T15:04:05.000Z07:00")
 }
 
 func epochMSPtr(ms *int64) string {
@@ -91,14 +97,18 @@ func viewOf(w sysdb.Workflow) workflowView {
 		}
 		return *p
 	}
-	return workflowView{
+	v := workflowView{
 		WorkflowID: w.ID, Status: w.Status, Name: w.Name, ClassName: s(w.ClassName), QueueName: s(w.QueueName),
 		ExecutorID: s(w.ExecutorID), AppName: s(w.ApplicationName), AppVersion: s(w.ApplicationVersion),
 		CreatedAt: epochMS(w.CreatedAt), UpdatedAt: epochMS(w.UpdatedAt), StartedAt: epochMSPtr(w.StartedAt),
 		CompletedAt: epochMSPtr(w.CompletedAt), RecoveryAttempts: w.RecoveryAttempts,
-		ParentWorkflowID: s(w.ParentWorkflowID), Serialization: s(w.Serialization),
+		ParentWorkflowID: s(w.ParentWorkflowID), ForkedFrom: s(w.ForkedFrom), Serialization: s(w.Serialization),
 		Inputs: w.Inputs, Output: w.Output, Error: w.Error,
 	}
+	if w.Attributes != nil && json.Valid([]byte(*w.Attributes)) {
+		v.Attributes = json.RawMessage(*w.Attributes)
+	}
+	return v
 }
 
 func printJSON(out io.Writer, v any) error {
@@ -236,6 +246,8 @@ func newWorkflowGetCommand() *cobra.Command {
 			row("Completed", v.CompletedAt)
 			row("Recovery attempts", fmt.Sprint(v.RecoveryAttempts))
 			row("Parent", v.ParentWorkflowID)
+			row("Forked from", v.ForkedFrom)
+			row("Attributes", string(v.Attributes))
 			row("Serialization", v.Serialization)
 			row("Inputs", derefOr(v.Inputs))
 			row("Output", derefOr(v.Output))
@@ -308,36 +320,44 @@ func newWorkflowStepsCommand() *cobra.Command {
 	return cmd
 }
 
+// truncate cuts s to n characters, marking the cut.
 func truncate(s string, n int) string {
-	if len(s) <= n {
+	runes := []rune(s)
+	if len(runes) <= n {
 		return s
 	}
-	return s[:n] + "..."
+	return string(runes[:n]) + "..."
 }
 
 func newWorkflowCancelCommand() *cobra.Command {
 	var db databaseFlags
+	var children bool
 	cmd := &cobra.Command{
 		Use:   "cancel WORKFLOW_ID",
-		Short: "Cancel a workflow; its run stops at its next step",
+		Short: "Cancel a workflow (and its children); its run stops at its next step",
 		Args:  cobra.ExactArgs(1),
 		RunE: db.withDatabase(func(cmd *cobra.Command, args []string, database *sysdb.Postgres) error {
-			found, err := database.WorkflowCancel(cmd.Context(), sysdb.WorkflowCancelParams{WorkflowIDs: args})
+			tree, err := workflowTree(cmd, database, args, children)
+			if err != nil {
+				return err
+			}
+			found, err := database.WorkflowCancel(cmd.Context(), sysdb.WorkflowCancelParams{WorkflowIDs: args, IncludeChildren: children})
 			if err != nil {
 				return err
 			}
 			if len(found) == 0 {
 				return &sysdb.NotFoundError{WorkflowID: args[0]}
 			}
-			w, err := database.WorkflowGet(cmd.Context(), args[0])
-			if err != nil {
-				return err
+			for _, w := range tree {
+				if err := printStatus(cmd, database, w.id, w.childOf()); err != nil {
+					return err
+				}
 			}
-			fmt.Fprintf(cmd.OutOrStdout(), "workflow %s is %s\n", w.ID, w.Status)
 			return nil
 		}),
 	}
 	db.register(cmd)
+	cmd.Flags().BoolVar(&children, "children", false, "also cancel every workflow it started, recursively")
 	return cmd
 }
 
@@ -356,12 +376,7 @@ func newWorkflowResumeCommand() *cobra.Command {
 			if len(found) == 0 {
 				return &sysdb.NotFoundError{WorkflowID: args[0]}
 			}
-			w, err := database.WorkflowGet(cmd.Context(), args[0])
-			if err != nil {
-				return err
-			}
-			fmt.Fprintf(cmd.OutOrStdout(), "workflow %s is %s\n", w.ID, w.Status)
-			return nil
+			return printStatus(cmd, database, args[0], "")
 		}),
 	}
 	db.register(cmd)
