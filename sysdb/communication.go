@@ -38,13 +38,15 @@ type Communication interface {
 	// (Replayed), another name there is an UnexpectedStepError.
 	MessageSend(ctx context.Context, p MessageSendParams) (replayed bool, err error)
 
-	// MessagePending reports whether an unconsumed message waits on a topic.
+	// MessagePending reports whether an unconsumed message waits on a topic
+	// ("" is the default topic, NullTopic).
 	MessagePending(ctx context.Context, destinationID, topic string) (bool, error)
 
 	// MessageConsume consumes the oldest unconsumed message on the topic (if
 	// any) and records it as the step Caller.FunctionID (DBOS.recv), in one
 	// transaction. Without a message it records p.EmptyOutput. A recv step
 	// already recorded is returned as it is (Replayed) and nothing is consumed.
+	// A recv is never made from inside a step (Caller.InStep is refused).
 	MessageConsume(ctx context.Context, p MessageConsumeParams) (Received, error)
 
 	// MessageList lists the messages sent to a workflow, oldest first.
@@ -53,7 +55,8 @@ type Communication interface {
 	// SleepRecord records a durable sleep's wake time (database clock now +
 	// duration) as the step Caller.FunctionID named DBOS.sleep, unless one is
 	// recorded already, and returns the wake time that stands with what is
-	// left of it on the database clock.
+	// left of it on the database clock. From inside a step nothing is
+	// recorded: the wake time is now plus the duration.
 	SleepRecord(ctx context.Context, caller StepCaller, durationMS int64) (SleepTimes, error)
 
 	// EventSet upserts the event, appends its history row at
@@ -76,9 +79,10 @@ type Communication interface {
 	// closed stream is a StreamClosedError. A replay writes nothing.
 	StreamWrite(ctx context.Context, p StreamWriteParams) error
 
-	// StreamRead reads up to limit consecutive values from offset, stopping
-	// at the closing marker, with the writer's status from the same
-	// snapshot (nil when the workflow does not exist).
+	// StreamRead reads up to limit consecutive values from offset (limit 0:
+	// all), stopping at the closing marker, with the writer's status from the
+	// same snapshot (nil when the workflow does not exist). Closed is also
+	// set when the marker is the offset right after the last value read.
 	StreamRead(ctx context.Context, workflowID, key string, offset, limit int) (StreamRead, error)
 
 	// StreamList returns every value of every stream of a workflow, by key
@@ -91,7 +95,9 @@ type Communication interface {
 	// WorkflowFork creates p.NewID, ENQUEUED, as a copy of the original with
 	// its steps, event history, events and streams below p.StartStep, marks
 	// the original forked from. A missing original
-	// is a NotFoundError.
+	// is a NotFoundError. A fork already made under p.NewID from the same
+	// original is taken as done (a retry); any other workflow there is a
+	// ConflictingWorkflowError.
 	WorkflowFork(ctx context.Context, p WorkflowForkParams) error
 
 	// WorkflowRewind cuts an ended workflow's history at p.StartStep (steps,
@@ -152,7 +158,9 @@ type MessageConsumeParams struct {
 
 // Received is what a recv got.
 type Received struct {
-	Received      bool
+	Received bool
+	// Message and Serialization are the message received (nil unless
+	// Received; a replayed record equal to EmptyOutput is no message).
 	Message       *string
 	Serialization *string
 	// Replayed: the step was already recorded; this is its record.

@@ -133,7 +133,8 @@ func (p *Postgres) Close() {
 }
 
 // renderQueries splits the named statements of a queries file and fills in
-// the schema.
+// the schema. A statement may include a named fragment with {{> Name}}, so
+// that CTEs several statements share are written once.
 func renderQueries(text, quotedSchema string) map[string]string {
 	out := map[string]string{}
 	var name string
@@ -157,6 +158,21 @@ func renderQueries(text, quotedSchema string) map[string]string {
 		body.WriteByte('\n')
 	}
 	flush()
+	for name, q := range out {
+		for strings.Contains(q, "{{> ") {
+			start := strings.Index(q, "{{> ")
+			end := strings.Index(q[start:], "}}")
+			if end < 0 {
+				panic("sysdb: unterminated fragment in query " + name)
+			}
+			fragment, ok := out[strings.TrimSpace(q[start+4:start+end])]
+			if !ok {
+				panic("sysdb: query " + name + " includes an unknown fragment " + q[start:start+end+2])
+			}
+			q = q[:start] + fragment + q[start+end+2:]
+		}
+		out[name] = q
+	}
 	return out
 }
 
@@ -215,11 +231,25 @@ func (p *Postgres) WorkflowInsert(ctx context.Context, in WorkflowInsertParams) 
 	if in.CreatorXID == "" {
 		return WorkflowInsertResult{}, errors.New("workflow insert: a creator token is required")
 	}
+	if parent := in.ParentStep; parent != nil {
+		if err := checkCaller(parent); err != nil {
+			return WorkflowInsertResult{}, fmt.Errorf("workflow insert %s: parent step: %w", in.ID, err)
+		}
+		if in.ParentWorkflowID == nil || *in.ParentWorkflowID != parent.WorkflowID {
+			return WorkflowInsertResult{}, fmt.Errorf("workflow insert %s: the parent step is of %s but the parent workflow is %q",
+				in.ID, parent.WorkflowID, deref(in.ParentWorkflowID))
+		}
+	}
 	var res WorkflowInsertResult
 	err := p.retry(ctx, "insert workflow "+in.ID, func(ctx context.Context) error {
 		return pgx.BeginFunc(ctx, p.pool, func(tx pgx.Tx) error {
-			var className, configName, creator *string
-			err := tx.QueryRow(ctx, p.sql("WorkflowInsert"),
+			// One round trip: the parent's lock (taken first, as every
+			// fenced write takes it), the row, and the parent's step.
+			var b pgx.Batch
+			if in.ParentStep != nil {
+				b.Queue(p.sql("WorkflowOwnerLock"), in.ParentStep.WorkflowID)
+			}
+			b.Queue(p.sql("WorkflowInsert"),
 				in.ID, in.Status, in.Name, in.ClassName, in.ConfigName,
 				in.QueueName, in.QueuePartitionKey, in.DeduplicationID, in.Priority,
 				in.AuthenticatedUser, in.AssumedRole, in.AuthenticatedRoles,
@@ -228,21 +258,17 @@ func (p *Postgres) WorkflowInsert(ctx context.Context, in WorkflowInsertParams) 
 				in.ParentWorkflowID, in.Attributes, in.ScheduleName,
 				in.DebounceDeadline, in.IsDebounced, in.Serialization,
 				in.CreatorXID,
-			).Scan(&res.Status, &res.Name, &className, &configName, &res.QueueName, &res.QueuePartitionKey,
-				&res.TimeoutMS, &res.DeadlineEpochMS, &res.OwnerXID, &creator)
-			if err != nil {
-				var pgErr *pgconn.PgError
-				if errors.As(err, &pgErr) && pgErr.Code == "23505" {
-					return &DeduplicatedError{WorkflowID: in.ID, QueueName: deref(in.QueueName), DeduplicationID: deref(in.DeduplicationID)}
-				}
-				return err
+			)
+			if c := in.ParentStep; c != nil {
+				b.Queue(p.sql("ChildStepRecord"), c.WorkflowID, c.OwnerXID, c.FunctionID, in.Name, in.ID, c.ApplicationName)
 			}
-			res.Created = creator != nil && *creator == in.CreatorXID
-			if !res.Created {
-				if reason := insertConflict(in, res, className, configName); reason != "" {
-					return &ConflictingWorkflowError{WorkflowID: in.ID, Reason: reason}
-				}
-				return nil // the existing row stands; its inputs are already stored
+			br := tx.SendBatch(ctx, &b)
+			err := p.readInsertBatch(br, in, &res)
+			if closeErr := br.Close(); err == nil {
+				err = closeErr
+			}
+			if err != nil || !res.Created {
+				return err // the existing row stands; its inputs are already stored
 			}
 			_, err = tx.Exec(ctx, p.sql("WorkflowInputInsert"), in.ID, in.Inputs)
 			return err
@@ -255,6 +281,49 @@ func (p *Postgres) WorkflowInsert(ctx context.Context, in WorkflowInsertParams) 
 		p.notes.add(ChannelQueue, *res.QueueName)
 	}
 	return res, nil
+}
+
+// readInsertBatch reads WorkflowInsert's batch: the parent's fence, the
+// stored row, and the parent's step pointing at it.
+func (p *Postgres) readInsertBatch(br pgx.BatchResults, in WorkflowInsertParams, res *WorkflowInsertResult) error {
+	if in.ParentStep != nil {
+		var owner *string
+		lockErr := br.QueryRow().Scan(&owner)
+		if err := ownerError(*in.ParentStep, lockErr, owner); err != nil {
+			return err
+		}
+	}
+	var className, configName, creator *string
+	err := br.QueryRow().Scan(&res.Status, &res.Name, &className, &configName, &res.QueueName, &res.QueuePartitionKey,
+		&res.TimeoutMS, &res.DeadlineEpochMS, &res.OwnerXID, &creator)
+	if err != nil {
+		var pgErr *pgconn.PgError
+		if errors.As(err, &pgErr) && pgErr.Code == "23505" {
+			return &DeduplicatedError{WorkflowID: in.ID, QueueName: deref(in.QueueName), DeduplicationID: deref(in.DeduplicationID)}
+		}
+		return err
+	}
+	res.Created = creator != nil && *creator == in.CreatorXID
+	if !res.Created {
+		if reason := insertConflict(in, *res, className, configName); reason != "" {
+			return &ConflictingWorkflowError{WorkflowID: in.ID, Reason: reason}
+		}
+	}
+	if c := in.ParentStep; c != nil {
+		var inserted bool
+		var name, child *string
+		if err := br.QueryRow().Scan(&inserted, &name, &child); err != nil {
+			return err
+		}
+		if !inserted && deref(child) != in.ID {
+			recorded := deref(name)
+			if child != nil {
+				recorded += " (child " + *child + ")"
+			}
+			return &UnexpectedStepError{WorkflowID: c.WorkflowID, FunctionID: c.FunctionID, Recorded: recorded, Attempted: in.Name + " (child " + in.ID + ")"}
+		}
+	}
+	return nil
 }
 
 // insertConflict says how an existing row differs from an insert request in

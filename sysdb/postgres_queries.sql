@@ -477,3 +477,394 @@ SELECT workflow_uuid, function_id, function_name, output, error, serialization, 
 FROM {{schema}}.operation_outputs
 WHERE workflow_uuid = ANY($1)
 ORDER BY workflow_uuid, function_id
+
+-- ---------------------------------------------------------------------------
+-- Messages, events, streams, sleeps, fork, rewind and attributes
+-- (Communication). A write made for a running workflow is sent in one batch
+-- after WorkflowOwnerLock: one round trip, one implicit transaction, and the
+-- statement's snapshot is taken once the lock is held, so it sees every
+-- write of the runs that held the lock before.
+
+-- name: WorkflowOwnerLock
+-- The same lock StepRecordMany takes: every change of owner_xid (finish,
+-- cancel, recovery, claim) waits for it, and so does every other fenced write.
+SELECT owner_xid FROM {{schema}}.workflow_status WHERE workflow_uuid = $1 FOR NO KEY UPDATE
+
+-- name: StepGate
+-- Shared CTEs of a write recorded as a step. The including statement defines
+-- "blocked" first (a row there means the write must not happen: a missing
+-- destination, a closed stream). $1 the caller's workflow (NULL: no caller),
+-- $2 its owner token, $3 the step id, $4 the step name, $5 whether to record
+-- the step (false from inside a step), $6 the application name. "allowed"
+-- has a row when the write may go ahead: the caller owns its workflow,
+-- nothing blocks, and the step (when recorded) is this call's. A step met
+-- at the id is left as it is, and the write skipped: the caller compares the
+-- name recorded.
+fence AS (
+    SELECT 1 WHERE $1::text IS NULL OR EXISTS (
+        SELECT 1 FROM {{schema}}.workflow_status WHERE workflow_uuid = $1 AND owner_xid = $2::text)
+), recorded AS (
+    SELECT function_name FROM {{schema}}.operation_outputs
+    WHERE $5::boolean AND workflow_uuid = $1 AND function_id = $3::int4
+), step AS (
+    INSERT INTO {{schema}}.operation_outputs (
+        workflow_uuid, function_id, function_name, started_at_epoch_ms, completed_at_epoch_ms, application_name
+    )
+    SELECT $1, $3, $4::text, (EXTRACT(epoch FROM now()) * 1000)::bigint, (EXTRACT(epoch FROM now()) * 1000)::bigint, $6::text
+    FROM fence
+    WHERE $5 AND NOT EXISTS (SELECT 1 FROM recorded) AND NOT EXISTS (SELECT 1 FROM blocked)
+    ON CONFLICT (workflow_uuid, function_id) DO NOTHING
+    RETURNING 1
+), allowed AS (
+    SELECT 1 FROM fence
+    WHERE NOT EXISTS (SELECT 1 FROM blocked) AND (NOT $5 OR EXISTS (SELECT 1 FROM step))
+)
+
+-- name: StepGateResult
+-- The first columns every StepGate statement returns.
+EXISTS (SELECT 1 FROM fence), (SELECT function_name FROM recorded), EXISTS (SELECT 1 FROM step),
+EXISTS (SELECT 1 FROM blocked)
+
+-- name: MessageSend
+-- $7..$12 the messages (destination, topic, message, serialization, random
+-- id, idempotency key), $13 whether to deliver to the destinations' forks
+-- too. Forks are resolved here, in the insert's snapshot. A message's id is
+-- "<idempotency key>::<destination>", else its random id (a fork's copy: a
+-- uuid derived from it), so a retried send inserts nothing twice. Missing
+-- destinations block the whole send; created_at is the database clock.
+WITH RECURSIVE msgs AS (
+    SELECT * FROM unnest($7::text[], $8::text[], $9::text[], $10::text[], $11::text[], $12::text[])
+        WITH ORDINALITY AS m(destination, topic, message, serialization, random_id, idempotency_key, ord)
+), forks(root, id) AS (
+    SELECT w.forked_from, w.workflow_uuid FROM {{schema}}.workflow_status w
+    WHERE $13::boolean AND w.forked_from IN (SELECT destination FROM msgs)
+    UNION
+    SELECT f.root, w.workflow_uuid FROM {{schema}}.workflow_status w JOIN forks f ON w.forked_from = f.id
+), blocked AS (
+    SELECT DISTINCT m.destination FROM msgs m
+    WHERE NOT EXISTS (SELECT 1 FROM {{schema}}.workflow_status w WHERE w.workflow_uuid = m.destination)
+), {{> StepGate}}, sent AS (
+    INSERT INTO {{schema}}.notifications (destination_uuid, topic, message, serialization, message_uuid, created_at_epoch_ms)
+    SELECT t.target, t.topic, t.message, t.serialization,
+           COALESCE(t.idempotency_key || '::' || t.target,
+                    CASE WHEN t.depth = 0 THEN t.random_id ELSE md5(t.random_id || '::' || t.target)::uuid::text END),
+           (EXTRACT(epoch FROM now()) * 1000)::bigint
+    FROM (
+        SELECT m.*, m.destination AS target, 0 AS depth FROM msgs m
+        UNION ALL
+        SELECT m.*, f.id, 1 FROM msgs m JOIN forks f ON f.root = m.destination
+    ) t
+    WHERE EXISTS (SELECT 1 FROM allowed)
+    ORDER BY t.ord, t.depth, t.target
+    ON CONFLICT (message_uuid) DO NOTHING
+    RETURNING 1
+)
+SELECT {{> StepGateResult}}, ARRAY(SELECT destination FROM blocked ORDER BY destination), (SELECT count(*) FROM sent)
+
+-- name: MessagePending
+SELECT EXISTS (
+    SELECT 1 FROM {{schema}}.notifications WHERE destination_uuid = $1 AND topic = $2 AND NOT consumed
+)
+
+-- name: MessageConsume
+-- $1 workflow, $2 owner, $3 step id, $4 topic, $5/$6 what to record when no
+-- message waits, $7 application name. The oldest message is taken with SKIP
+-- LOCKED, so concurrent consumers never get the same one, and only when the
+-- step is not recorded yet. The step insert has no ON CONFLICT: meeting a
+-- record fails the statement, which puts the message back.
+WITH fence AS (
+    SELECT 1 FROM {{schema}}.workflow_status WHERE workflow_uuid = $1 AND owner_xid = $2
+), recorded AS (
+    SELECT function_name, output, serialization FROM {{schema}}.operation_outputs
+    WHERE workflow_uuid = $1 AND function_id = $3
+), consumed AS (
+    UPDATE {{schema}}.notifications SET consumed = true, consumed_by_function_id = $3
+    WHERE message_uuid = (
+        SELECT message_uuid FROM {{schema}}.notifications
+        WHERE destination_uuid = $1 AND topic = $4 AND NOT consumed
+          AND EXISTS (SELECT 1 FROM fence) AND NOT EXISTS (SELECT 1 FROM recorded)
+        ORDER BY created_at_epoch_ms
+        LIMIT 1
+        FOR UPDATE SKIP LOCKED
+    )
+    RETURNING message, serialization
+), step AS (
+    INSERT INTO {{schema}}.operation_outputs (
+        workflow_uuid, function_id, function_name, output, serialization,
+        started_at_epoch_ms, completed_at_epoch_ms, application_name
+    )
+    SELECT $1, $3, 'DBOS.recv',
+           CASE WHEN c.message IS NULL THEN $5::text ELSE c.message END,
+           CASE WHEN c.message IS NULL THEN $6::text ELSE c.serialization END,
+           (EXTRACT(epoch FROM now()) * 1000)::bigint, (EXTRACT(epoch FROM now()) * 1000)::bigint, $7::text
+    FROM fence LEFT JOIN consumed c ON true
+    WHERE NOT EXISTS (SELECT 1 FROM recorded)
+    RETURNING output, serialization
+)
+SELECT EXISTS (SELECT 1 FROM fence),
+       (SELECT function_name FROM recorded), (SELECT output FROM recorded), (SELECT serialization FROM recorded),
+       EXISTS (SELECT 1 FROM step), EXISTS (SELECT 1 FROM consumed),
+       (SELECT output FROM step), (SELECT serialization FROM step)
+
+-- name: MessageList
+SELECT destination_uuid, topic, message, serialization, message_uuid, created_at_epoch_ms,
+       consumed, consumed_by_function_id
+FROM {{schema}}.notifications
+WHERE destination_uuid = $1
+ORDER BY created_at_epoch_ms, message_uuid
+
+-- name: SleepRecord
+-- $1 workflow, $2 owner, $3 step id, $4 duration in ms, $5 whether to record,
+-- $6 application name. The wake time is recorded as DBOS Python does: JSON
+-- epoch seconds. Two racing calls agree: the loser reads the winner's.
+WITH fence AS (
+    SELECT 1 FROM {{schema}}.workflow_status WHERE workflow_uuid = $1 AND owner_xid = $2
+), recorded AS (
+    SELECT function_name, output FROM {{schema}}.operation_outputs
+    WHERE $5::boolean AND workflow_uuid = $1 AND function_id = $3
+), step AS (
+    INSERT INTO {{schema}}.operation_outputs (
+        workflow_uuid, function_id, function_name, output, serialization,
+        started_at_epoch_ms, completed_at_epoch_ms, application_name
+    )
+    SELECT $1, $3, 'DBOS.sleep', to_json(round(EXTRACT(epoch FROM now()) + $4::bigint / 1000.0, 6))::text, 'portable_json',
+           (EXTRACT(epoch FROM now()) * 1000)::bigint, (EXTRACT(epoch FROM now()) * 1000)::bigint, $6::text
+    FROM fence
+    WHERE $5 AND NOT EXISTS (SELECT 1 FROM recorded)
+    ON CONFLICT (workflow_uuid, function_id) DO NOTHING
+    RETURNING output
+)
+SELECT EXISTS (SELECT 1 FROM fence), (SELECT function_name FROM recorded),
+       COALESCE((SELECT output FROM step), (SELECT output FROM recorded)),
+       (EXTRACT(epoch FROM now()) * 1000)::bigint
+
+-- name: EventSet
+-- $7 key, $8 value, $9 serialization. The history row is keyed by the step
+-- id: from inside a step, the step's id.
+WITH blocked AS (
+    SELECT 1 WHERE false
+), {{> StepGate}}, event AS (
+    INSERT INTO {{schema}}.workflow_events (workflow_uuid, key, value, serialization)
+    SELECT $1, $7, $8, $9 FROM allowed
+    ON CONFLICT (workflow_uuid, key) DO UPDATE SET value = EXCLUDED.value, serialization = EXCLUDED.serialization
+    RETURNING 1
+), history AS (
+    INSERT INTO {{schema}}.workflow_events_history (workflow_uuid, function_id, key, value, serialization)
+    SELECT $1, $3, $7, $8, $9 FROM allowed
+    ON CONFLICT (workflow_uuid, function_id, key) DO UPDATE SET value = EXCLUDED.value, serialization = EXCLUDED.serialization
+    RETURNING 1
+)
+SELECT {{> StepGateResult}}, EXISTS (SELECT 1 FROM event) AND EXISTS (SELECT 1 FROM history)
+
+-- name: EventGet
+SELECT value, serialization FROM {{schema}}.workflow_events WHERE workflow_uuid = $1 AND key = $2
+
+-- name: EventList
+SELECT key, value, serialization FROM {{schema}}.workflow_events WHERE workflow_uuid = $1 ORDER BY key
+
+-- name: EventHistory
+SELECT function_id, key, value, serialization FROM {{schema}}.workflow_events_history
+WHERE workflow_uuid = $1
+ORDER BY function_id, key
+
+-- name: StreamClosed
+-- Whether a streams row is a closing marker: the portable one every SDK
+-- writes now, or the bare sentinel the Go SDK writes.
+((value = '"__DBOS_STREAM_CLOSED__"' AND serialization = 'portable_json') OR value = '__DBOS_STREAM_CLOSED__')
+
+-- name: StreamWrite
+-- $7 key, $8 value, $9 serialization. The offset is the next free one; a
+-- writer that did not take the workflow's lock can race for it (a unique
+-- violation the caller retries).
+WITH blocked AS (
+    SELECT 1 FROM {{schema}}.streams
+    WHERE workflow_uuid = $1 AND key = $7 AND {{> StreamClosed}}
+    LIMIT 1
+), {{> StepGate}}, written AS (
+    INSERT INTO {{schema}}.streams (workflow_uuid, key, value, "offset", function_id, serialization)
+    SELECT $1, $7, $8,
+           COALESCE((SELECT MAX("offset") FROM {{schema}}.streams WHERE workflow_uuid = $1 AND key = $7), -1) + 1,
+           $3, $9
+    FROM allowed
+    RETURNING "offset"
+)
+SELECT {{> StepGateResult}}, EXISTS (SELECT 1 FROM written)
+
+-- name: StreamRead
+-- The writer's status and the stream's values in [$3, $4] from one
+-- snapshot ($4 NULL: to the end); the caller keeps the consecutive ones.
+SELECT w.status, s."offset", s.value, s.serialization, s.function_id
+FROM {{schema}}.workflow_status w
+LEFT JOIN {{schema}}.streams s
+  ON s.workflow_uuid = w.workflow_uuid AND s.key = $2 AND s."offset" >= $3
+ AND ($4::int4 IS NULL OR s."offset" <= $4)
+WHERE w.workflow_uuid = $1
+ORDER BY s."offset"
+
+-- name: StreamList
+SELECT key, "offset", value, serialization, function_id FROM {{schema}}.streams
+WHERE workflow_uuid = $1
+ORDER BY key, "offset"
+
+-- name: StepGet
+SELECT function_id, function_name, output, error, serialization, child_workflow_id,
+       started_at_epoch_ms, completed_at_epoch_ms
+FROM {{schema}}.operation_outputs
+WHERE workflow_uuid = $1 AND function_id = $2
+
+-- name: ChildStepRecord
+-- A parent's step pointing at the child it started, while the parent's run
+-- still owns it (its row is locked by WorkflowOwnerLock first). Returns
+-- whether this call recorded it, and what the step holds.
+WITH inserted AS (
+    INSERT INTO {{schema}}.operation_outputs (
+        workflow_uuid, function_id, function_name, child_workflow_id,
+        started_at_epoch_ms, completed_at_epoch_ms, application_name
+    )
+    SELECT $1, $3, $4, $5,
+           (EXTRACT(epoch FROM now()) * 1000)::bigint, (EXTRACT(epoch FROM now()) * 1000)::bigint, $6
+    FROM {{schema}}.workflow_status
+    WHERE workflow_uuid = $1 AND owner_xid = $2
+    ON CONFLICT (workflow_uuid, function_id) DO NOTHING
+    RETURNING 1
+)
+SELECT EXISTS (SELECT 1 FROM inserted), o.function_name, o.child_workflow_id
+FROM (SELECT 1) AS one
+LEFT JOIN {{schema}}.operation_outputs o ON o.workflow_uuid = $1 AND o.function_id = $3
+
+-- name: WorkflowFork
+-- One statement: the fork is inserted (a fork already made under that id by
+-- an earlier attempt is left alone) and everything else is copied only when
+-- this statement inserted it. $1 original, $2 fork, $3 start step, $4
+-- application version (NULL: the original's), $5 queue, $6 partition key,
+-- $7 timeout, $8 owner when the original has none, $9/$10 child ids
+-- replaced (old, new).
+WITH original AS (
+    SELECT w.*, COALESCE(i.inputs, w.inputs) AS original_inputs
+    FROM {{schema}}.workflow_status w
+    LEFT JOIN {{schema}}.workflow_input i ON i.workflow_uuid = w.workflow_uuid
+    WHERE w.workflow_uuid = $1
+), forked AS (
+    INSERT INTO {{schema}}.workflow_status (
+        workflow_uuid, status, name, class_name, config_name, application_id,
+        authenticated_user, authenticated_roles, assumed_role, serialization, attributes, application_name,
+        forked_from, queue_name, queue_partition_key, application_version, workflow_timeout_ms,
+        recovery_attempts, created_at, updated_at
+    )
+    SELECT $2, 'ENQUEUED', o.name, o.class_name, o.config_name, o.application_id,
+           o.authenticated_user, o.authenticated_roles, o.assumed_role, o.serialization, o.attributes,
+           COALESCE(o.application_name, $8::text),
+           $1, $5, $6, COALESCE($4::text, o.application_version), $7,
+           0, (EXTRACT(epoch FROM now()) * 1000)::bigint, (EXTRACT(epoch FROM now()) * 1000)::bigint
+    FROM original o
+    ON CONFLICT (workflow_uuid) DO NOTHING
+    RETURNING workflow_uuid, application_name
+), inputs AS (
+    INSERT INTO {{schema}}.workflow_input (workflow_uuid, inputs)
+    SELECT f.workflow_uuid, o.original_inputs FROM forked f CROSS JOIN original o
+    ON CONFLICT (workflow_uuid) DO UPDATE SET inputs = EXCLUDED.inputs
+    RETURNING 1
+), marked AS (
+    UPDATE {{schema}}.workflow_status SET was_forked_from = TRUE
+    WHERE workflow_uuid = $1 AND EXISTS (SELECT 1 FROM forked)
+    RETURNING 1
+), steps AS (
+    INSERT INTO {{schema}}.operation_outputs (
+        workflow_uuid, function_id, function_name, output, error, serialization, child_workflow_id,
+        started_at_epoch_ms, completed_at_epoch_ms, application_name
+    )
+    SELECT f.workflow_uuid, s.function_id, s.function_name, s.output, s.error, s.serialization,
+           COALESCE(r.new_id, s.child_workflow_id), s.started_at_epoch_ms, s.completed_at_epoch_ms, f.application_name
+    FROM forked f
+    JOIN {{schema}}.operation_outputs s ON s.workflow_uuid = $1 AND s.function_id < $3::int4
+    LEFT JOIN unnest($9::text[], $10::text[]) AS r(old_id, new_id) ON r.old_id = s.child_workflow_id
+    WHERE $3 > 1
+    RETURNING 1
+), history AS (
+    INSERT INTO {{schema}}.workflow_events_history (workflow_uuid, function_id, key, value, serialization)
+    SELECT f.workflow_uuid, h.function_id, h.key, h.value, h.serialization
+    FROM forked f
+    JOIN {{schema}}.workflow_events_history h ON h.workflow_uuid = $1 AND h.function_id < $3
+    WHERE $3 > 1
+    RETURNING 1
+), events AS (
+    INSERT INTO {{schema}}.workflow_events (workflow_uuid, key, value, serialization)
+    SELECT DISTINCT ON (h.key) f.workflow_uuid, h.key, h.value, h.serialization
+    FROM forked f
+    JOIN {{schema}}.workflow_events_history h ON h.workflow_uuid = $1 AND h.function_id < $3
+    WHERE $3 > 1
+    ORDER BY h.key, h.function_id DESC
+    RETURNING 1
+), streams AS (
+    INSERT INTO {{schema}}.streams (workflow_uuid, key, value, "offset", function_id, serialization)
+    SELECT f.workflow_uuid, s.key, s.value, s."offset", s.function_id, s.serialization
+    FROM forked f
+    JOIN {{schema}}.streams s ON s.workflow_uuid = $1 AND s.function_id < $3
+    WHERE $3 > 1
+    RETURNING 1
+)
+SELECT EXISTS (SELECT 1 FROM original), EXISTS (SELECT 1 FROM forked),
+       (SELECT forked_from FROM {{schema}}.workflow_status WHERE workflow_uuid = $2)
+
+-- name: WorkflowRewind
+-- One statement: the cut applies only when the status update does, which a
+-- concurrent change of the row (a resume, a claim) stops. Events whose key
+-- the discarded run published are restored to the last value published
+-- below the cut (workflow_events_history is the undo log), or unpublished.
+-- $1 workflow, $2 start step, $3 queue, $4 partition key, $5 application
+-- version (NULL keeps the recorded one).
+WITH current_status AS (
+    SELECT status FROM {{schema}}.workflow_status WHERE workflow_uuid = $1
+), rewound AS (
+    UPDATE {{schema}}.workflow_status
+    SET status = 'ENQUEUED', queue_name = $3, queue_partition_key = $4,
+        application_version = COALESCE($5::text, application_version),
+        recovery_attempts = 0, workflow_deadline_epoch_ms = NULL, deduplication_id = NULL, owner_xid = NULL,
+        started_at_epoch_ms = NULL, completed_at = NULL, output = NULL, error = NULL,
+        updated_at = (EXTRACT(epoch FROM now()) * 1000)::bigint
+    WHERE workflow_uuid = $1 AND COALESCE(status, '') NOT IN ('PENDING', 'ENQUEUED', 'DELAYED')
+    RETURNING 1
+), discarded AS (
+    SELECT DISTINCT key FROM {{schema}}.workflow_events_history WHERE workflow_uuid = $1 AND function_id >= $2::int4
+), surviving AS (
+    SELECT DISTINCT ON (h.key) h.key, h.value, h.serialization
+    FROM {{schema}}.workflow_events_history h JOIN discarded d ON d.key = h.key
+    WHERE h.workflow_uuid = $1 AND h.function_id < $2
+    ORDER BY h.key, h.function_id DESC
+), restored AS (
+    INSERT INTO {{schema}}.workflow_events (workflow_uuid, key, value, serialization)
+    SELECT $1, key, value, serialization FROM surviving WHERE EXISTS (SELECT 1 FROM rewound)
+    ON CONFLICT (workflow_uuid, key) DO UPDATE SET value = EXCLUDED.value, serialization = EXCLUDED.serialization
+    RETURNING 1
+), unpublished AS (
+    DELETE FROM {{schema}}.workflow_events e
+    WHERE e.workflow_uuid = $1 AND e.key IN (SELECT key FROM discarded)
+      AND e.key NOT IN (SELECT key FROM surviving) AND EXISTS (SELECT 1 FROM rewound)
+    RETURNING 1
+), reopened AS (
+    DELETE FROM {{schema}}.streams
+    WHERE workflow_uuid = $1 AND function_id >= $2 AND {{> StreamClosed}} AND EXISTS (SELECT 1 FROM rewound)
+    RETURNING 1
+), steps AS (
+    DELETE FROM {{schema}}.operation_outputs
+    WHERE workflow_uuid = $1 AND function_id >= $2 AND EXISTS (SELECT 1 FROM rewound)
+    RETURNING 1
+), history AS (
+    DELETE FROM {{schema}}.workflow_events_history
+    WHERE workflow_uuid = $1 AND function_id >= $2 AND EXISTS (SELECT 1 FROM rewound)
+    RETURNING 1
+), messages AS (
+    DELETE FROM {{schema}}.notifications
+    WHERE destination_uuid = $1 AND (consumed_by_function_id >= $2 OR NOT consumed) AND EXISTS (SELECT 1 FROM rewound)
+    RETURNING 1
+), outcome AS (
+    DELETE FROM {{schema}}.workflow_output WHERE workflow_uuid = $1 AND EXISTS (SELECT 1 FROM rewound)
+    RETURNING 1
+)
+SELECT (SELECT status FROM current_status), EXISTS (SELECT 1 FROM rewound)
+
+-- name: WorkflowSetAttributes
+UPDATE {{schema}}.workflow_status
+SET attributes = CASE WHEN $3 THEN COALESCE(attributes, '{}'::jsonb) || $2::jsonb ELSE $2::jsonb END,
+    updated_at = (EXTRACT(epoch FROM now()) * 1000)::bigint
+WHERE workflow_uuid = $1

@@ -115,19 +115,7 @@ func scanQueue(row pgx.Row) (QueueConfig, error) {
 // deleting a name that is not registered is a QueueNotFoundError, so that an
 // operator's typo is not reported as done.
 func (p *Postgres) QueueDelete(ctx context.Context, name string) error {
-	var deleted int64
-	err := p.retry(ctx, "delete queue "+name, func(ctx context.Context) error {
-		tag, err := p.pool.Exec(ctx, p.sql("QueueDelete"), name)
-		deleted = tag.RowsAffected()
-		return err
-	})
-	if err != nil {
-		return err
-	}
-	if deleted == 0 {
-		return &QueueNotFoundError{Name: name}
-	}
-	return nil
+	return p.execTouching(ctx, "delete queue "+name, &QueueNotFoundError{Name: name}, p.sql("QueueDelete"), name)
 }
 
 // QueuePartitions implements QueueSystem.
@@ -502,6 +490,11 @@ func (p *Postgres) ScheduleDelete(ctx context.Context, name string) error {
 // scheduleExec runs a statement on one schedule and reports a
 // ScheduleNotFoundError when it touched nothing.
 func (p *Postgres) scheduleExec(ctx context.Context, what, name, query string, args ...any) error {
+	return p.execTouching(ctx, what, &ScheduleNotFoundError{Name: name}, query, args...)
+}
+
+// execTouching runs a statement and returns notFound when it touched no row.
+func (p *Postgres) execTouching(ctx context.Context, what string, notFound error, query string, args ...any) error {
 	var affected int64
 	err := p.retry(ctx, what, func(ctx context.Context) error {
 		tag, err := p.pool.Exec(ctx, query, args...)
@@ -512,7 +505,7 @@ func (p *Postgres) scheduleExec(ctx context.Context, what, name, query string, a
 		return err
 	}
 	if affected == 0 {
-		return &ScheduleNotFoundError{Name: name}
+		return notFound
 	}
 	return nil
 }

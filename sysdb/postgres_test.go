@@ -160,20 +160,25 @@ func openFresh(t *testing.T, opts sysdb.PostgresOptions) (*sysdb.Postgres, strin
 // TestPostgresReconnects kills the pool's connections from outside before
 // each kind of operation: every one must still succeed, retried on a new
 // connection.
-func TestPostgresReconnects(t *testing.T) {
-	t.Parallel()
-	ctx := t.Context()
+// reconnecting opens a system database whose connections kill terminates:
+// kill waits until those backends are gone, so the next operation is sure to
+// meet a dead connection. (The pool may open new ones meanwhile, for
+// instance to send a notification after a commit: only the killed ones are
+// waited for.) retried checks that operations met dead connections and
+// retried.
+func reconnecting(t *testing.T) (db *sysdb.Postgres, kill func(), retried func()) {
 	label := pgtest.UniqueName("reconnect_")
 	core, logs := observer.New(zapcore.WarnLevel)
-	db, _ := openFresh(t, sysdb.PostgresOptions{ConnectionLabel: label, MaxConns: 2, Logger: zap.New(core)})
+	db, _ = openFresh(t, sysdb.PostgresOptions{ConnectionLabel: label, MaxConns: 2, Logger: zap.New(core)})
 	admin := pgtest.Connect(t, pgtest.URL(t))
-
-	// kill terminates every connection of the pool and waits until those
-	// backends are gone, so the next operation is sure to meet a dead
-	// connection. (The pool may open new ones meanwhile, for instance to send
-	// a notification after a commit: only the killed ones are waited for.)
-	kill := func() {
+	retried = func() {
 		t.Helper()
+		require.NotZero(t, logs.FilterMessage("system database connection failed, retrying").Len(),
+			"the operations above should have met dead connections and retried")
+	}
+	return db, func() {
+		t.Helper()
+		ctx := t.Context()
 		var killed []int32
 		require.NoError(t, admin.QueryRow(ctx,
 			`SELECT coalesce(array_agg(pid) FILTER (WHERE pg_terminate_backend(pid)), '{}') FROM pg_stat_activity WHERE application_name = $1`,
@@ -187,7 +192,13 @@ func TestPostgresReconnects(t *testing.T) {
 			}
 			time.Sleep(5 * time.Millisecond)
 		}
-	}
+	}, retried
+}
+
+func TestPostgresReconnects(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	db, kill, retried := reconnecting(t)
 
 	_, err := db.WorkflowInsert(ctx, sysdb.WorkflowInsertParams{ID: "wf", Name: "wf", Status: sysdb.StatusPending, CreatorXID: "t1", ExecutorID: "local"})
 	require.NoError(t, err)
@@ -227,8 +238,7 @@ func TestPostgresReconnects(t *testing.T) {
 	require.NoError(t, err, "list after connection loss")
 	require.Len(t, listed, 2)
 
-	require.NotZero(t, logs.FilterMessage("system database connection failed, retrying").Len(),
-		"the operations above should have met dead connections and retried")
+	retried()
 }
 
 func TestPostgresBadURL(t *testing.T) {
@@ -546,24 +556,12 @@ func TestPostgresRedactsPasswordInErrors(t *testing.T) {
 func TestPostgresQueueNotifications(t *testing.T) {
 	t.Parallel()
 	ctx := t.Context()
-	// NOTIFY channels are database-wide: a database of its own keeps other
-	// tests' enqueues out of this listener.
-	url := pgtest.Database(t)
-	db, err := sysdb.OpenPostgres(ctx, url, sysdb.PostgresOptions{})
-	require.NoError(t, err)
-	t.Cleanup(db.Close)
-	listener := pgtest.Connect(t, url)
-	_, err = listener.Exec(ctx, "LISTEN "+pgx.Identifier{sysdb.ChannelQueue}.Sanitize())
-	require.NoError(t, err)
-
+	db, _, listener := listening(t, sysdb.ChannelQueue)
 	next := func() string {
 		t.Helper()
-		waitCtx, cancel := context.WithTimeout(ctx, 10*time.Second)
-		defer cancel()
-		n, err := listener.WaitForNotification(waitCtx)
-		require.NoError(t, err, "no notification came")
-		require.Equal(t, sysdb.ChannelQueue, n.Channel)
-		return n.Payload
+		channel, payload := nextNotification(t, listener)
+		require.Equal(t, sysdb.ChannelQueue, channel)
+		return payload
 	}
 	insert := func(p sysdb.WorkflowInsertParams) {
 		t.Helper()
@@ -612,7 +610,7 @@ func TestPostgresQueueNotifications(t *testing.T) {
 	insert(sysdb.WorkflowInsertParams{ID: "queued", Status: sysdb.StatusEnqueued, QueueName: sysdbtest.Ptr("q1"), DeduplicationID: sysdbtest.Ptr("k")})
 	expect("q1")
 	enqueue("queued", "q1") // another request meets the existing row
-	_, err = db.WorkflowInsert(ctx, sysdb.WorkflowInsertParams{ID: "dup", Name: "wf", Status: sysdb.StatusEnqueued,
+	_, err := db.WorkflowInsert(ctx, sysdb.WorkflowInsertParams{ID: "dup", Name: "wf", Status: sysdb.StatusEnqueued,
 		QueueName: sysdbtest.Ptr("q1"), DeduplicationID: sysdbtest.Ptr("k"), CreatorXID: "x", ExecutorID: "local"})
 	var dedup *sysdb.DeduplicatedError
 	require.ErrorAs(t, err, &dedup)
@@ -673,4 +671,31 @@ func TestPostgresQueueNotifications(t *testing.T) {
 	require.NoError(t, err)
 	require.ElementsMatch(t, []string{"rec-1", "rec-2", "rec-direct-2"}, recovered)
 	expect("q7", sysdb.InternalQueueName)
+}
+
+// listening opens a system database in a database of its own (NOTIFY
+// channels are database-wide: other tests' writes stay out) and a
+// connection listening on channels there. It returns the database URL too.
+func listening(t *testing.T, channels ...string) (*sysdb.Postgres, string, *pgx.Conn) {
+	t.Helper()
+	url := pgtest.Database(t)
+	db, err := sysdb.OpenPostgres(t.Context(), url, sysdb.PostgresOptions{})
+	require.NoError(t, err)
+	t.Cleanup(db.Close)
+	listener := pgtest.Connect(t, url)
+	for _, ch := range channels {
+		_, err = listener.Exec(t.Context(), "LISTEN "+pgx.Identifier{ch}.Sanitize())
+		require.NoError(t, err)
+	}
+	return db, url, listener
+}
+
+// nextNotification waits for the listener's next notification.
+func nextNotification(t *testing.T, listener *pgx.Conn) (channel, payload string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+	defer cancel()
+	n, err := listener.WaitForNotification(ctx)
+	require.NoError(t, err, "no notification came")
+	return n.Channel, n.Payload
 }

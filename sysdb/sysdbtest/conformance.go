@@ -96,6 +96,7 @@ func Run(t *testing.T, open func(t *testing.T) sysdb.SystemDatabase) {
 		{"ScheduleStatusAndDelete", testScheduleStatusAndDelete},
 		{"ScheduleLastFired", testScheduleLastFired},
 	}
+	cases = append(cases, communicationCases...)
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			t.Parallel()
