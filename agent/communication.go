@@ -17,8 +17,10 @@ const maxSendMessages = 10_000
 // most when the request names no limit.
 const defaultStreamReadLimit = 1000
 
-func init() {
-	for op, h := range map[string]handler{
+// communicationHandlers are the ops of messages, events, streams, sleeps and
+// steering.
+func communicationHandlers() map[string]handler {
+	return map[string]handler{
 		protocol.OpSend:             handleSend,
 		protocol.OpRecv:             handleRecv,
 		protocol.OpSleep:            handleSleep,
@@ -31,8 +33,6 @@ func init() {
 		protocol.OpRewindWorkflow:   handleRewindWorkflow,
 		protocol.OpDeleteWorkflow:   handleDeleteWorkflows,
 		protocol.OpUpdateAttributes: handleUpdateAttributes,
-	} {
-		handlers[op] = h
 	}
 }
 

@@ -46,6 +46,9 @@ func init() {
 		protocol.OpBackfillSchedule: handleBackfillSchedule,
 		protocol.OpTriggerSchedule:  handleTriggerSchedule,
 	}
+	for op, h := range communicationHandlers() {
+		handlers[op] = h
+	}
 }
 
 func decode(env protocol.Envelope, v any) *protocol.Error {
