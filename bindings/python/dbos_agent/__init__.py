@@ -9,9 +9,11 @@ the agent sends with each run.
 
 from . import _error as error
 from ._client import DBOSClient, EnqueueOptions
+from ._comm import SendMessage
 from ._core import (
     DuplicationPolicy,
     SetEnqueueOptions,
+    SetWorkflowAttributes,
     SetWorkflowID,
     SetWorkflowTimeout,
     StepInfo,
@@ -36,8 +38,10 @@ from ._error import (
     DBOSMaxStepRetriesExceeded,
     DBOSNonExistentWorkflowError,
     DBOSNotSupportedError,
+    DBOSPatchNondeterminismError,
     DBOSQueueDeduplicatedError,
     DBOSStepNondeterminismError,
+    DBOSStreamTimeoutError,
     DBOSUnexpectedStepError,
     DBOSWorkflowCancelledError,
     DBOSWorkflowConflictIDError,
@@ -69,7 +73,9 @@ __all__ = [
     "VersionInfo",
     "WorkflowSchedule",
     "WorkflowIDReusePolicy",
+    "SendMessage",
     "SetEnqueueOptions",
+    "SetWorkflowAttributes",
     "SetWorkflowID",
     "SetWorkflowTimeout",
     "StepInfo",
@@ -92,8 +98,10 @@ __all__ = [
     "DBOSMaxStepRetriesExceeded",
     "DBOSNonExistentWorkflowError",
     "DBOSNotSupportedError",
+    "DBOSPatchNondeterminismError",
     "DBOSQueueDeduplicatedError",
     "DBOSStepNondeterminismError",
+    "DBOSStreamTimeoutError",
     "DBOSUnexpectedStepError",
     "DBOSWorkflowCancelledError",
     "DBOSWorkflowConflictIDError",

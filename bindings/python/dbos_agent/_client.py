@@ -8,16 +8,23 @@ import logging
 import os
 import time
 from datetime import datetime
-from typing import TYPE_CHECKING, Any, Dict, List, Optional, TypedDict, TypeVar, Union
+from typing import TYPE_CHECKING, Any, AsyncGenerator, Dict, Generator, List, Optional, TypedDict, TypeVar, Union
 
+from . import _comm as comm
 from . import _protocol as proto
+from ._comm import SendMessage
 from ._core import (
     Engine,
+    ParentStep,
     StepInfo,
     WorkflowHandle,
     WorkflowHandleAsync,
     WorkflowStatus,
     _EnqueueOptions,
+    drive,
+    drive_async,
+    drive_values,
+    drive_values_async,
     validate_duplication_policy,
     validate_priority,
 )
@@ -56,9 +63,9 @@ class EnqueueOptions(_EnqueueOptionsRequired, total=False):
     serialization_type: WorkflowSerializationFormat
     class_name: str
     instance_name: str
+    attributes: Dict[str, Any]
     # Accepted by DBOS Python; refused here until the agent serves them.
     authenticated_roles: List[str]
-    attributes: Dict[str, Any]
     application_name: Optional[str]
     otel_context: Any
     shard_key: str
@@ -66,7 +73,6 @@ class EnqueueOptions(_EnqueueOptionsRequired, total=False):
 
 _UNSUPPORTED_OPTIONS = {
     "authenticated_roles": None,
-    "attributes": "workflow attributes",
     "otel_context": None,
     "shard_key": "sharded system databases",
 }
@@ -80,6 +86,7 @@ def enqueue_request(
     kwargs: Dict[str, Any],
     call: str,
     own_app: str,
+    parent: Optional[ParentStep] = None,
 ) -> Dict[str, Any]:
     """The start_workflow request for ``EnqueueOptions``, as DBOS Python
     builds the row: a timeout starts counting when the workflow is dequeued,
@@ -109,7 +116,7 @@ def enqueue_request(
     return engine.start_request(
         opts["workflow_name"], tuple(args), kwargs,
         tag=tag_for(opts.get("serialization_type"), serializer),
-        workflow_id=opts.get("workflow_id"),
+        workflow_id=opts.get("workflow_id") or (parent.child_id() if parent is not None else None),
         queue_name=opts["queue_name"],
         run_here=False,
         class_name=opts.get("class_name"),
@@ -124,6 +131,8 @@ def enqueue_request(
         ),
         authenticated_user=opts.get("authenticated_user"),
         timeout_ms=int(timeout * 1000) if timeout else None,
+        attributes=opts.get("attributes"),
+        parent=parent,
     )
 
 
@@ -212,15 +221,27 @@ class DBOSClient:
             raise DBOSNonExistentWorkflowError("target", workflow_id)
         return WorkflowHandleAsync(self._engine, workflow_id)
 
-    def cancel_workflow(self, workflow_id: str, *, cancel_children: bool = False) -> None:
-        if cancel_children:
-            raise DBOSNotSupportedError("DBOSClient.cancel_workflow(cancel_children=True)", "child workflows")
-        self._engine.cancel(workflow_id)
+    def cancel_workflow(self, workflow_id: str, *, cancel_children: bool = False, shard_key: Optional[str] = None) -> None:
+        """Cancel a workflow (with ``cancel_children``, every workflow it
+        started too, recursively)."""
+        self.cancel_workflows([workflow_id], cancel_children=cancel_children, shard_key=shard_key)
 
-    async def cancel_workflow_async(self, workflow_id: str, *, cancel_children: bool = False) -> None:
-        if cancel_children:
-            raise DBOSNotSupportedError("DBOSClient.cancel_workflow_async(cancel_children=True)", "child workflows")
-        await self._engine.cancel_async(workflow_id)
+    async def cancel_workflow_async(
+        self, workflow_id: str, *, cancel_children: bool = False, shard_key: Optional[str] = None
+    ) -> None:
+        await self.cancel_workflows_async([workflow_id], cancel_children=cancel_children, shard_key=shard_key)
+
+    def cancel_workflows(
+        self, workflow_ids: List[str], *, cancel_children: bool = False, shard_key: Optional[str] = None
+    ) -> None:
+        sched.refuse_shard_key("DBOSClient.cancel_workflows", shard_key)
+        self._engine.cancel(workflow_ids, cancel_children)
+
+    async def cancel_workflows_async(
+        self, workflow_ids: List[str], *, cancel_children: bool = False, shard_key: Optional[str] = None
+    ) -> None:
+        sched.refuse_shard_key("DBOSClient.cancel_workflows_async", shard_key)
+        await self._engine.cancel_async(workflow_ids, cancel_children)
 
     def resume_workflow(self, workflow_id: str, *, queue_name: Optional[str] = None) -> "WorkflowHandle[Any]":
         self._engine.resume(workflow_id, queue_name)
@@ -465,23 +486,256 @@ class DBOSClient:
     def delete_queue(self, name: str) -> None:
         raise DBOSNotSupportedError("DBOSClient.delete_queue", "the agent has no call to delete a queue's configuration")
 
-    def _later(self, call: str, what: str) -> Any:
-        raise DBOSNotSupportedError(f"DBOSClient.{call}", what)
+    # -- messages, events and streams (never recorded: a client is not a
+    # workflow)
 
-    def send(self, *args: Any, **kwargs: Any) -> None:
-        self._later("send", "messages come with a later release")
+    def send(
+        self,
+        destination_id: str,
+        message: Any,
+        topic: Optional[str] = None,
+        idempotency_key: Optional[str] = None,
+        *,
+        serialization_type: Optional[WorkflowSerializationFormat] = WorkflowSerializationFormat.DEFAULT,
+        send_to_forks: bool = False,
+        shard_key: Optional[str] = None,
+    ) -> None:
+        """Send a message to a workflow (see ``DBOS.send``)."""
+        messages = [SendMessage(destination_id, message, topic, idempotency_key, shard_key)]
+        drive(self._engine, comm.send_op(self._serializer, None, messages, serialization_type, "DBOS.send", send_to_forks))
 
-    async def send_async(self, *args: Any, **kwargs: Any) -> None:
-        self._later("send_async", "messages come with a later release")
+    async def send_async(
+        self,
+        destination_id: str,
+        message: Any,
+        topic: Optional[str] = None,
+        idempotency_key: Optional[str] = None,
+        *,
+        serialization_type: Optional[WorkflowSerializationFormat] = WorkflowSerializationFormat.DEFAULT,
+        send_to_forks: bool = False,
+        shard_key: Optional[str] = None,
+    ) -> None:
+        messages = [SendMessage(destination_id, message, topic, idempotency_key, shard_key)]
+        op = comm.send_op(self._serializer, None, messages, serialization_type, "DBOS.send", send_to_forks)
+        await drive_async(self._engine, op)
 
-    def get_event(self, *args: Any, **kwargs: Any) -> Any:
-        self._later("get_event", "events come with a later release")
+    def send_bulk(
+        self,
+        messages: List[SendMessage],
+        *,
+        serialization_type: Optional[WorkflowSerializationFormat] = WorkflowSerializationFormat.DEFAULT,
+        send_to_forks: bool = False,
+    ) -> None:
+        """Send many messages in one transaction: all of them or none."""
+        op = comm.send_op(self._serializer, None, messages, serialization_type, "DBOS.sendBulk", send_to_forks)
+        drive(self._engine, op)
 
-    async def get_event_async(self, *args: Any, **kwargs: Any) -> Any:
-        self._later("get_event_async", "events come with a later release")
+    async def send_bulk_async(
+        self,
+        messages: List[SendMessage],
+        *,
+        serialization_type: Optional[WorkflowSerializationFormat] = WorkflowSerializationFormat.DEFAULT,
+        send_to_forks: bool = False,
+    ) -> None:
+        op = comm.send_op(self._serializer, None, messages, serialization_type, "DBOS.sendBulk", send_to_forks)
+        await drive_async(self._engine, op)
 
-    def read_stream(self, *args: Any, **kwargs: Any) -> Any:
-        self._later("read_stream", "streams come with a later release")
+    def get_event(self, workflow_id: str, key: str, timeout_seconds: float = 60, *, shard_key: Optional[str] = None) -> Any:
+        """A workflow's event, waiting up to ``timeout_seconds`` (None when it
+        was not set)."""
+        sched.refuse_shard_key("DBOSClient.get_event", shard_key)
+        return drive(self._engine, comm.get_event_op(self._serializer, None, workflow_id, key, timeout_seconds))
 
-    def fork_workflow(self, *args: Any, **kwargs: Any) -> Any:
-        self._later("fork_workflow", "fork comes with a later release")
+    async def get_event_async(
+        self, workflow_id: str, key: str, timeout_seconds: float = 60, *, shard_key: Optional[str] = None
+    ) -> Any:
+        sched.refuse_shard_key("DBOSClient.get_event_async", shard_key)
+        return await drive_async(self._engine, comm.get_event_op(self._serializer, None, workflow_id, key, timeout_seconds))
+
+    def get_all_events(self, workflow_id: str) -> Dict[str, Any]:
+        """Every event a workflow has set, by key."""
+        return drive(self._engine, comm.get_all_events_op(self._serializer, workflow_id))
+
+    async def get_all_events_async(self, workflow_id: str) -> Dict[str, Any]:
+        return await drive_async(self._engine, comm.get_all_events_op(self._serializer, workflow_id))
+
+    def read_stream(
+        self,
+        workflow_id: str,
+        key: str,
+        *,
+        offset: int = 0,
+        polling_interval_sec: Optional[float] = None,
+        timeout_seconds: Optional[float] = None,
+        shard_key: Optional[str] = None,
+    ) -> Generator[Any, Any, None]:
+        """Yield a stream's values until it is closed or its workflow ends
+        (see ``DBOS.read_stream``)."""
+        comm.check_stream_read_args(timeout_seconds, polling_interval_sec)
+        sched.refuse_shard_key("DBOSClient.read_stream", shard_key)
+        yield from drive_values(
+            self._engine, comm.read_stream_op(self._serializer, None, workflow_id, key, offset, timeout_seconds)
+        )
+
+    async def read_stream_async(
+        self,
+        workflow_id: str,
+        key: str,
+        *,
+        offset: int = 0,
+        polling_interval_sec: Optional[float] = None,
+        timeout_seconds: Optional[float] = None,
+        shard_key: Optional[str] = None,
+    ) -> AsyncGenerator[Any, None]:
+        comm.check_stream_read_args(timeout_seconds, polling_interval_sec)
+        sched.refuse_shard_key("DBOSClient.read_stream_async", shard_key)
+        reader = comm.read_stream_op(self._serializer, None, workflow_id, key, offset, timeout_seconds)
+        async for value in drive_values_async(self._engine, reader):
+            yield value
+
+    def read_stream_offset(
+        self,
+        workflow_id: str,
+        key: str,
+        offset: int,
+        *,
+        polling_interval_sec: Optional[float] = None,
+        timeout_seconds: Optional[float] = None,
+        shard_key: Optional[str] = None,
+    ) -> Any:
+        """The value at one offset of a stream, waiting for it."""
+        comm.check_stream_read_args(timeout_seconds, polling_interval_sec)
+        sched.refuse_shard_key("DBOSClient.read_stream_offset", shard_key)
+        op = comm.read_stream_offset_op(self._serializer, None, workflow_id, key, offset, timeout_seconds)
+        return drive(self._engine, op)
+
+    async def read_stream_offset_async(
+        self,
+        workflow_id: str,
+        key: str,
+        offset: int,
+        *,
+        polling_interval_sec: Optional[float] = None,
+        timeout_seconds: Optional[float] = None,
+        shard_key: Optional[str] = None,
+    ) -> Any:
+        comm.check_stream_read_args(timeout_seconds, polling_interval_sec)
+        sched.refuse_shard_key("DBOSClient.read_stream_offset_async", shard_key)
+        op = comm.read_stream_offset_op(self._serializer, None, workflow_id, key, offset, timeout_seconds)
+        return await drive_async(self._engine, op)
+
+    # -- fork, rewind, delete and attributes
+
+    def fork_workflow(
+        self,
+        workflow_id: str,
+        start_step: int,
+        *,
+        application_version: Optional[str] = None,
+        queue_name: Optional[str] = None,
+        queue_partition_key: Optional[str] = None,
+        replacement_children: Optional[Dict[str, str]] = None,
+        timeout_seconds: Optional[float] = None,
+        shard_key: Optional[str] = None,
+    ) -> "WorkflowHandle[Any]":
+        """Start a copy of a workflow from a step (see ``DBOS.fork_workflow``)."""
+        sched.refuse_shard_key("DBOSClient.fork_workflow", shard_key)
+        op = comm.fork_op(
+            workflow_id, start_step, application_version=application_version, queue_name=queue_name,
+            queue_partition_key=queue_partition_key, replacement_children=replacement_children,
+            timeout_seconds=timeout_seconds,
+        )
+        return WorkflowHandle(self._engine, drive(self._engine, op))
+
+    async def fork_workflow_async(
+        self,
+        workflow_id: str,
+        start_step: int,
+        *,
+        application_version: Optional[str] = None,
+        queue_name: Optional[str] = None,
+        queue_partition_key: Optional[str] = None,
+        replacement_children: Optional[Dict[str, str]] = None,
+        timeout_seconds: Optional[float] = None,
+        shard_key: Optional[str] = None,
+    ) -> "WorkflowHandleAsync[Any]":
+        sched.refuse_shard_key("DBOSClient.fork_workflow_async", shard_key)
+        op = comm.fork_op(
+            workflow_id, start_step, application_version=application_version, queue_name=queue_name,
+            queue_partition_key=queue_partition_key, replacement_children=replacement_children,
+            timeout_seconds=timeout_seconds,
+        )
+        return WorkflowHandleAsync(self._engine, await drive_async(self._engine, op))
+
+    def rewind_workflow(
+        self,
+        workflow_id: str,
+        *,
+        start_step: Optional[int] = None,
+        application_version: Optional[str] = None,
+        queue_name: Optional[str] = None,
+        queue_partition_key: Optional[str] = None,
+        shard_key: Optional[str] = None,
+    ) -> "WorkflowHandle[Any]":
+        """Run an ended workflow again from a step (see ``DBOS.rewind_workflow``)."""
+        sched.refuse_shard_key("DBOSClient.rewind_workflow", shard_key)
+        op = comm.rewind_op(
+            workflow_id, start_step, application_version=application_version, queue_name=queue_name,
+            queue_partition_key=queue_partition_key,
+        )
+        drive(self._engine, op)
+        return WorkflowHandle(self._engine, workflow_id)
+
+    async def rewind_workflow_async(
+        self,
+        workflow_id: str,
+        *,
+        start_step: Optional[int] = None,
+        application_version: Optional[str] = None,
+        queue_name: Optional[str] = None,
+        queue_partition_key: Optional[str] = None,
+        shard_key: Optional[str] = None,
+    ) -> "WorkflowHandleAsync[Any]":
+        sched.refuse_shard_key("DBOSClient.rewind_workflow_async", shard_key)
+        op = comm.rewind_op(
+            workflow_id, start_step, application_version=application_version, queue_name=queue_name,
+            queue_partition_key=queue_partition_key,
+        )
+        await drive_async(self._engine, op)
+        return WorkflowHandleAsync(self._engine, workflow_id)
+
+    def delete_workflow(self, workflow_id: str, *, delete_children: bool = False, shard_key: Optional[str] = None) -> None:
+        self.delete_workflows([workflow_id], delete_children=delete_children, shard_key=shard_key)
+
+    async def delete_workflow_async(
+        self, workflow_id: str, *, delete_children: bool = False, shard_key: Optional[str] = None
+    ) -> None:
+        await self.delete_workflows_async([workflow_id], delete_children=delete_children, shard_key=shard_key)
+
+    def delete_workflows(
+        self, workflow_ids: List[str], *, delete_children: bool = False, shard_key: Optional[str] = None
+    ) -> None:
+        """Delete workflows with everything stored under them (with
+        ``delete_children``, the workflows they started, recursively)."""
+        sched.refuse_shard_key("DBOSClient.delete_workflows", shard_key)
+        drive(self._engine, comm.delete_op(workflow_ids, delete_children))
+
+    async def delete_workflows_async(
+        self, workflow_ids: List[str], *, delete_children: bool = False, shard_key: Optional[str] = None
+    ) -> None:
+        sched.refuse_shard_key("DBOSClient.delete_workflows_async", shard_key)
+        await drive_async(self._engine, comm.delete_op(workflow_ids, delete_children))
+
+    def update_workflow_attributes(
+        self, workflow_id: str, attributes: Optional[Dict[str, Any]], *, merge: bool = False, shard_key: Optional[str] = None
+    ) -> None:
+        """Replace a workflow's attributes (None clears them), or merge
+        top-level keys into them."""
+        sched.refuse_shard_key("DBOSClient.update_workflow_attributes", shard_key)
+        drive(self._engine, comm.update_attributes_op(workflow_id, attributes, merge))
+
+    async def update_workflow_attributes_async(
+        self, workflow_id: str, attributes: Optional[Dict[str, Any]], *, merge: bool = False, shard_key: Optional[str] = None
+    ) -> None:
+        sched.refuse_shard_key("DBOSClient.update_workflow_attributes_async", shard_key)
+        await drive_async(self._engine, comm.update_attributes_op(workflow_id, attributes, merge))

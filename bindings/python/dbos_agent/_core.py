@@ -16,6 +16,7 @@ from __future__ import annotations
 import asyncio
 import contextvars
 import inspect
+import json
 import logging
 import threading
 import time
@@ -24,9 +25,11 @@ from concurrent.futures import Future
 from datetime import datetime, timezone
 from typing import (
     Any,
+    AsyncGenerator,
     Awaitable,
     Callable,
     Dict,
+    Generator,
     Generic,
     List,
     Literal,
@@ -151,11 +154,26 @@ class WorkflowRun:
         self._function_id = 0
         self._stop_reason: Optional[str] = None
         self.stop_event = threading.Event()
+        self._stop_listeners: List[Callable[[], None]] = []
 
     def next_function_id(self) -> int:
         with self._lock:
             self._function_id += 1
             return self._function_id
+
+    def peek_function_id(self) -> int:
+        """The function id the next durable operation will take."""
+        with self._lock:
+            return self._function_id + 1
+
+    def take_function_id(self, expected: int) -> bool:
+        """Take the next function id if it is still ``expected`` (False when
+        another task of the workflow took it meanwhile)."""
+        with self._lock:
+            if self._function_id + 1 != expected:
+                return False
+            self._function_id = expected
+            return True
 
     def stop(self, reason: str) -> None:
         """Stop the run: "cancelled", "fenced" or "disconnected". The first
@@ -163,7 +181,26 @@ class WorkflowRun:
         with self._lock:
             if self._stop_reason is None:
                 self._stop_reason = reason
+            listeners, self._stop_listeners = self._stop_listeners, []
         self.stop_event.set()
+        for fn in listeners:
+            fn()
+
+    def on_stop(self, fn: Callable[[], None]) -> Callable[[], None]:
+        """Call ``fn`` when the run stops (at once if it has); returns the
+        function that forgets it."""
+        with self._lock:
+            if self._stop_reason is None:
+                self._stop_listeners.append(fn)
+
+                def forget() -> None:
+                    with self._lock:
+                        if fn in self._stop_listeners:
+                            self._stop_listeners.remove(fn)
+
+                return forget
+        fn()
+        return lambda: None
 
     @property
     def stop_reason(self) -> Optional[str]:
@@ -281,6 +318,54 @@ class SetWorkflowTimeout:
     def __exit__(self, *exc: Any) -> None:
         assert self._token is not None
         _workflow_timeout.reset(self._token)
+
+
+_workflow_attributes: "contextvars.ContextVar[Optional[Dict[str, Any]]]" = contextvars.ContextVar(
+    "dbos_agent_workflow_attributes", default=None
+)
+
+
+def validate_workflow_attributes(attributes: Optional[Dict[str, Any]]) -> Optional[str]:
+    """DBOS Python's check of workflow attributes (a JSON-serializable dict,
+    or None); returns their JSON text."""
+    if attributes is None:
+        return None
+    if not isinstance(attributes, dict):
+        raise DBOSException(f"Invalid workflow attributes {attributes}. Attributes must be a dict.")
+    try:
+        return json.dumps(attributes)
+    except (TypeError, ValueError) as e:
+        raise DBOSException(f"Invalid workflow attributes {attributes}. Attributes must be JSON-serializable.") from e
+
+
+class SetWorkflowAttributes:
+    """Attach attributes (a JSON-serializable dict) to the workflows started
+    or enqueued in the block, as in DBOS Python::
+
+        with SetWorkflowAttributes({"customer": "acme"}):
+            handle = queue.enqueue(process_order, 42)
+
+    They are stored with the workflow's status (``WorkflowStatus.attributes``)
+    and are not inherited by its children; ``DBOS.update_workflow_attributes``
+    changes them later."""
+
+    def __init__(self, attributes: Optional[Dict[str, Any]]) -> None:
+        validate_workflow_attributes(attributes)
+        self.attributes = dict(attributes) if attributes is not None else None
+        self._token: Optional[contextvars.Token[Optional[Dict[str, Any]]]] = None
+
+    def __enter__(self) -> "SetWorkflowAttributes":
+        self._token = _workflow_attributes.set(self.attributes)
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        assert self._token is not None
+        _workflow_attributes.reset(self._token)
+
+
+def current_attributes() -> Optional[Dict[str, Any]]:
+    """The attributes SetWorkflowAttributes set for the next workflows."""
+    return _workflow_attributes.get()
 
 
 def current_timeout_ms() -> Optional[int]:
@@ -510,10 +595,15 @@ def status_from_info(info: Dict[str, Any], serializer: Serializer) -> WorkflowSt
     st.was_forked_from = False
     st.parent_workflow_id = _opt(info, "parent_workflow_id")
     st.dequeued_at = _opt(info, "started_at_epoch_ms")
-    st.delay_until_epoch_ms = None
+    st.delay_until_epoch_ms = _opt(info, "delay_until_epoch_ms")
     st.completed_at = _opt(info, "completed_at_epoch_ms")
     st.attributes = None
-    st.schedule_name = None
+    if info.get("attributes") is not None:
+        try:
+            st.attributes = json.loads(info["attributes"])
+        except ValueError as e:
+            logger.warning("attributes of workflow %s are not JSON: %s", wid, e)
+    st.schedule_name = _opt(info, "schedule_name")
     st.application_name = _opt(info, "app_name")
     st.shard_key = None
     st.parent_shard_key = None
@@ -695,21 +785,31 @@ class Engine:
         except AgentErrorReply as e:
             raise map_agent_error(e, workflow_id=workflow_id) from None
 
-    def start(self, body: Dict[str, Any]) -> Tuple[Dict[str, Any], int]:
+    def start(self, body: Dict[str, Any], parent: Optional["ParentStep"] = None) -> Tuple[Dict[str, Any], int]:
         """start_workflow; also returns the generation of the connection that
-        answered, which a run granted in the reply belongs to."""
-        conn = self._link().connection()
+        answered, which a run granted in the reply belongs to. A child is
+        started on its parent run's connection, and the parent's fencing or
+        cancellation stops the parent."""
+        conn = run_connection(self, parent.run) if parent is not None else self._link().connection()
         try:
             return conn.request(proto.OP_START_WORKFLOW, body).result(), conn.generation
-        except AgentErrorReply as e:
-            raise map_agent_error(e, workflow_id=body.get("workflow_id")) from None
+        except BaseException as e:
+            raise self._start_failed(body, parent, e) from None
 
-    async def start_async(self, body: Dict[str, Any]) -> Tuple[Dict[str, Any], int]:
-        conn = await self._link().connection_async()
+    async def start_async(self, body: Dict[str, Any], parent: Optional["ParentStep"] = None) -> Tuple[Dict[str, Any], int]:
+        conn = run_connection(self, parent.run) if parent is not None else await self._link().connection_async()
         try:
             return await asyncio.wrap_future(conn.request(proto.OP_START_WORKFLOW, body)), conn.generation
-        except AgentErrorReply as e:
-            raise map_agent_error(e, workflow_id=body.get("workflow_id")) from None
+        except BaseException as e:
+            raise self._start_failed(body, parent, e) from None
+
+    @staticmethod
+    def _start_failed(body: Dict[str, Any], parent: Optional["ParentStep"], e: BaseException) -> BaseException:
+        if parent is not None:
+            return _record_failed(parent.run, parent.function_id, body["name"], e, body.get("workflow_id"))
+        if isinstance(e, AgentErrorReply):
+            return map_agent_error(e, workflow_id=body.get("workflow_id"))
+        return e
 
     # -- runs
 
@@ -827,18 +927,26 @@ class Engine:
         steps = self._page(reply.get("steps") or [], limit, offset)
         return [step_info(s, self.serializer, load_output) for s in steps]
 
-    def cancel(self, workflow_id: str) -> None:
-        try:
-            self.call(proto.OP_CANCEL, {"workflow_id": workflow_id}, workflow_id=workflow_id)
-        except DBOSNonExistentWorkflowError:
-            # DBOS Python's cancel of an unknown id does nothing.
-            pass
+    def cancel(self, workflow_ids: List[str], cancel_children: bool = False) -> None:
+        """Cancel workflows (with ``cancel_children``, every workflow they
+        started, recursively)."""
+        for wid in workflow_ids:
+            try:
+                self.call(proto.OP_CANCEL, self._cancel_body(wid, cancel_children), workflow_id=wid)
+            except DBOSNonExistentWorkflowError:
+                # DBOS Python's cancel of an unknown id does nothing.
+                pass
 
-    async def cancel_async(self, workflow_id: str) -> None:
-        try:
-            await self.call_async(proto.OP_CANCEL, {"workflow_id": workflow_id}, workflow_id=workflow_id)
-        except DBOSNonExistentWorkflowError:
-            pass
+    async def cancel_async(self, workflow_ids: List[str], cancel_children: bool = False) -> None:
+        for wid in workflow_ids:
+            try:
+                await self.call_async(proto.OP_CANCEL, self._cancel_body(wid, cancel_children), workflow_id=wid)
+            except DBOSNonExistentWorkflowError:
+                pass
+
+    @staticmethod
+    def _cancel_body(workflow_id: str, cancel_children: bool) -> Dict[str, Any]:
+        return {"workflow_id": workflow_id, "cancel_children": cancel_children or None}
 
     def resume(self, workflow_id: str, queue_name: Optional[str]) -> None:
         self.call(proto.OP_RESUME, {"workflow_id": workflow_id, "queue_name": queue_name}, workflow_id=workflow_id)
@@ -863,9 +971,12 @@ class Engine:
         enqueue: Optional[_EnqueueOptions] = None,
         authenticated_user: Optional[str] = None,
         timeout_ms: Optional[int] = None,
+        attributes: Optional[Dict[str, Any]] = None,
+        parent: "Optional[ParentStep]" = None,
     ) -> Dict[str, Any]:
         """The start_workflow request. A started workflow's deadline is now
-        plus its timeout; an enqueued one gets its deadline when dequeued."""
+        plus its timeout; an enqueued one gets its deadline when dequeued. A
+        child without a timeout of its own keeps its parent's deadline."""
         if enqueue is not None:
             if queue_name is None:
                 given = enqueue.enqueue_only_options()
@@ -894,6 +1005,13 @@ class Engine:
             body["timeout_ms"] = timeout_ms
             if queue_name is None:
                 body["deadline_epoch_ms"] = now + timeout_ms
+        elif parent is not None and parent.run.deadline_epoch_ms:
+            body["deadline_epoch_ms"] = parent.run.deadline_epoch_ms
+        if parent is not None:
+            body["parent"] = parent.wire()
+            if authenticated_user is None:
+                body["authenticated_user"] = parent.run.authenticated_user
+        body["attributes"] = validate_workflow_attributes(attributes)
         if enqueue is not None and queue_name is not None:
             body["deduplication_id"] = enqueue.deduplication_id
             body["priority"] = enqueue.priority
@@ -995,6 +1113,9 @@ class Engine:
         """Run a sync workflow body and record its outcome. A stopped run
         raises its stop error and records nothing."""
         token = _current.set(_Ctx(self, run))
+        # SetWorkflowAttributes around a call is for the called workflow, not
+        # for the children it starts.
+        attributes_token = _workflow_attributes.set(None)
         try:
             output: Any = None
             error: Optional[BaseException] = None
@@ -1017,6 +1138,7 @@ class Engine:
                 raise self._finish_failed(run, e) from None
             return self._finished(run, reply, output, error)
         finally:
+            _workflow_attributes.reset(attributes_token)
             _current.reset(token)
             self.unregister_run(run)
 
@@ -1024,6 +1146,9 @@ class Engine:
         self, run: WorkflowRun, reg: WorkflowRegistration, args: Tuple[Any, ...], kwargs: Dict[str, Any]
     ) -> Any:
         token = _current.set(_Ctx(self, run))
+        # SetWorkflowAttributes around a call is for the called workflow, not
+        # for the children it starts.
+        attributes_token = _workflow_attributes.set(None)
         try:
             output: Any = None
             error: Optional[BaseException] = None
@@ -1046,6 +1171,7 @@ class Engine:
                 raise self._finish_failed(run, e) from None
             return self._finished(run, reply, output, error)
         finally:
+            _workflow_attributes.reset(attributes_token)
             _current.reset(token)
             self.unregister_run(run)
 
@@ -1117,9 +1243,13 @@ class Engine:
 # Steps
 
 
-def _replay(run: WorkflowRun, fid: int, rec: Dict[str, Any], name: str, serializer: Serializer) -> Any:
-    if rec.get("name") != name:
-        raise DBOSUnexpectedStepError(run.workflow_id, fid, name, rec.get("name", ""))
+def _replay(
+    run: WorkflowRun, fid: int, rec: Dict[str, Any], name: str, serializer: Serializer, *, empty_ok: bool = False
+) -> Any:
+    """The recorded outcome of a step: its output, or its error raised. DBOS
+    records some operations (send, setEvent, patches...) with neither; they
+    replay as None (``empty_ok``)."""
+    check_recorded_name(run, fid, rec, name)
     tag = rec.get("serialization") or None
     if rec.get("error") is not None:
         err = deserialize_exception(rec["error"], tag, serializer)
@@ -1127,13 +1257,29 @@ def _replay(run: WorkflowRun, fid: int, rec: Dict[str, Any], name: str, serializ
         raise err
     if rec.get("output") is not None:
         return deserialize_value(rec["output"], tag, serializer)
+    if empty_ok:
+        return None
     raise Exception("Output and error are both None")
 
 
-def _record_body(run: WorkflowRun, fid: int, name: str, started: int, output: Any, error: Optional[BaseException], serializer: Serializer, child_workflow_id: Optional[str] = None) -> Dict[str, Any]:
-    # Step outcomes use the default format whatever the workflow's format,
-    # as in DBOS Python.
-    body: Dict[str, Any] = {
+def check_recorded_name(run: WorkflowRun, fid: int, rec: Dict[str, Any], name: str) -> None:
+    if rec.get("name") != name:
+        raise DBOSUnexpectedStepError(run.workflow_id, fid, name, rec.get("name", ""))
+
+
+def raw_record_body(
+    run: WorkflowRun,
+    fid: int,
+    name: str,
+    started: int,
+    output: Optional[str],
+    error: Optional[str],
+    serialization: Optional[str],
+    child_workflow_id: Optional[str] = None,
+) -> Dict[str, Any]:
+    """A record_step request for an outcome already serialized (None and
+    None: a step with neither, as DBOS records a patch)."""
+    return {
         "workflow_id": run.workflow_id,
         "owner_xid": run.owner_xid,
         "function_id": fid,
@@ -1141,16 +1287,26 @@ def _record_body(run: WorkflowRun, fid: int, name: str, started: int, output: An
         "started_at_epoch_ms": started,
         "completed_at_epoch_ms": _now_ms(),
         "child_workflow_id": child_workflow_id,
+        "output": output,
+        "error": error,
+        "serialization": serialization,
     }
+
+
+def _record_body(run: WorkflowRun, fid: int, name: str, started: int, output: Any, error: Optional[BaseException], serializer: Serializer, child_workflow_id: Optional[str] = None) -> Dict[str, Any]:
+    # Step outcomes use the default format whatever the workflow's format,
+    # as in DBOS Python.
     if error is None:
-        body["output"], body["serialization"] = serialize_value(output, None, serializer)
-    else:
-        body["error"], body["serialization"] = serialize_exception(error, None, serializer)
-    return body
+        data, tag = serialize_value(output, None, serializer)
+        return raw_record_body(run, fid, name, started, data, None, tag, child_workflow_id)
+    data, tag = serialize_exception(error, None, serializer)
+    return raw_record_body(run, fid, name, started, None, data, tag, child_workflow_id)
 
 
-def _record_failed(run: WorkflowRun, fid: int, name: str, e: BaseException) -> BaseException:
-    """The exception a failed record_step raises inside the workflow."""
+def _record_failed(run: WorkflowRun, fid: int, name: str, e: BaseException, target: Optional[str] = None) -> BaseException:
+    """The exception a failed request made on behalf of a run raises inside
+    the workflow: the run's own fencing or cancellation stops it; other
+    errors are about ``target`` (default: the run's workflow)."""
     if isinstance(e, AgentErrorReply):
         if e.code == 204:
             run.stop("cancelled")
@@ -1158,7 +1314,7 @@ def _record_failed(run: WorkflowRun, fid: int, name: str, e: BaseException) -> B
         if e.code == 203:
             run.stop("fenced")
             return run.stop_error()
-        return map_agent_error(e, workflow_id=run.workflow_id, step_id=fid, step_name=name)
+        return map_agent_error(e, workflow_id=target or run.workflow_id, step_id=fid, step_name=name)
     if isinstance(e, DBOSAgentUnavailableError):
         run.stop("disconnected")
         return run.stop_error()
@@ -1190,6 +1346,211 @@ async def _record_async(engine: Engine, run: WorkflowRun, body: Dict[str, Any]) 
         await asyncio.wrap_future(run_connection(engine, run).request(proto.OP_RECORD_STEP, body))
     except BaseException as e:
         raise _record_failed(run, body["function_id"], body["name"], e) from None
+
+
+# ---------------------------------------------------------------------------
+# Operations written once for sync and async callers
+#
+# An operation is a generator that yields what it needs done (a request to
+# the agent, a local pause, or for a stream reader a value for its caller) and
+# gets each answer back: ``drive`` runs it on the calling thread,
+# ``drive_async`` on the event loop, so the logic of a call (function ids,
+# replay, what is recorded) is written once.
+
+
+class Call:
+    """A request to the agent. With ``run`` it is made on behalf of that run:
+    on its connection, a wait the run's stopping interrupts, and errors that
+    fence or cancel the run stop it; other errors name ``target``."""
+
+    __slots__ = ("op", "body", "run", "fid", "name", "target")
+
+    def __init__(
+        self,
+        op: str,
+        body: Dict[str, Any],
+        run: Optional[WorkflowRun] = None,
+        fid: int = 0,
+        name: str = "",
+        target: Optional[str] = None,
+    ):
+        self.op = op
+        self.body = body
+        self.run = run
+        self.fid = fid
+        self.name = name
+        self.target = target
+
+
+class Pause:
+    """Wait ``seconds`` here (a durable sleep's remainder); the run stopping
+    ends it with the run's stop error."""
+
+    __slots__ = ("seconds", "run")
+
+    def __init__(self, seconds: float, run: WorkflowRun):
+        self.seconds = seconds
+        self.run = run
+
+
+class Emit:
+    """A value a stream reader hands to its caller."""
+
+    __slots__ = ("value",)
+
+    def __init__(self, value: Any):
+        self.value = value
+
+
+Op = Generator[Union[Call, Pause, Emit], Any, T]
+
+
+def record_call(run: WorkflowRun, body: Dict[str, Any]) -> Call:
+    return Call(proto.OP_RECORD_STEP, body, run, body["function_id"], body["name"])
+
+
+def _perform(engine: Engine, item: Union[Call, Pause]) -> Any:
+    if isinstance(item, Pause):
+        if item.run.stop_event.wait(item.seconds):
+            item.run.raise_if_stopped()
+        return None
+    run = item.run
+    if run is None:
+        return engine.call(item.op, item.body, workflow_id=item.target)
+    try:
+        fut = run_connection(engine, run).request(item.op, item.body)
+        wake = threading.Event()
+        fut.add_done_callback(lambda _: wake.set())
+        forget = run.on_stop(wake.set)
+        try:
+            wake.wait()
+        finally:
+            forget()
+        if not fut.done():
+            fut.cancel()
+            run.raise_if_stopped()
+        return fut.result()
+    except BaseException as e:
+        raise _record_failed(run, item.fid, item.name, e, item.target) from None
+
+
+async def _perform_async(engine: Engine, item: Union[Call, Pause]) -> Any:
+    run = item.run
+    if run is None:
+        assert isinstance(item, Call)
+        return await engine.call_async(item.op, item.body, workflow_id=item.target)
+    loop = asyncio.get_running_loop()
+    stopped: "asyncio.Future[None]" = loop.create_future()
+
+    def wake() -> None:
+        if not stopped.done():
+            stopped.set_result(None)
+
+    def on_stop() -> None:
+        loop.call_soon_threadsafe(wake)
+
+    forget = run.on_stop(on_stop)
+    try:
+        if isinstance(item, Pause):
+            await asyncio.wait([stopped], timeout=item.seconds)
+            run.raise_if_stopped()
+            return None
+        try:
+            reply: "asyncio.Future[Dict[str, Any]]" = asyncio.wrap_future(
+                run_connection(engine, run).request(item.op, item.body)
+            )
+            await asyncio.wait([reply, cast("asyncio.Future[Any]", stopped)], return_when=asyncio.FIRST_COMPLETED)
+            if not reply.done():
+                reply.cancel()
+                run.raise_if_stopped()
+            return reply.result()
+        except BaseException as e:
+            raise _record_failed(run, item.fid, item.name, e, item.target) from None
+    finally:
+        forget()
+        stopped.cancel()
+
+
+def _advance(gen: "Op[Any]", reply: Any, error: Optional[BaseException]) -> Union[Call, Pause, Emit]:
+    return gen.throw(error) if error is not None else gen.send(reply)
+
+
+def drive(engine: Engine, gen: "Op[T]") -> T:
+    """Run an operation on this thread."""
+    reply: Any = None
+    error: Optional[BaseException] = None
+    while True:
+        try:
+            item = _advance(gen, reply, error)
+        except StopIteration as stop:
+            return cast(T, stop.value)
+        assert not isinstance(item, Emit)
+        reply, error = None, None
+        try:
+            reply = _perform(engine, item)
+        except BaseException as e:
+            error = e
+
+
+async def drive_async(engine: Engine, gen: "Op[T]") -> T:
+    """Run an operation on the event loop."""
+    reply: Any = None
+    error: Optional[BaseException] = None
+    while True:
+        try:
+            item = _advance(gen, reply, error)
+        except StopIteration as stop:
+            return cast(T, stop.value)
+        assert not isinstance(item, Emit)
+        reply, error = None, None
+        try:
+            reply = await _perform_async(engine, item)
+        except BaseException as e:
+            error = e
+
+
+def drive_values(engine: Engine, gen: "Op[None]") -> Generator[Any, None, None]:
+    """Run a stream reader on this thread, yielding the values it emits."""
+    reply: Any = None
+    error: Optional[BaseException] = None
+    try:
+        while True:
+            try:
+                item = _advance(gen, reply, error)
+            except StopIteration:
+                return
+            reply, error = None, None
+            if isinstance(item, Emit):
+                yield item.value
+                continue
+            try:
+                reply = _perform(engine, item)
+            except BaseException as e:
+                error = e
+    finally:
+        gen.close()
+
+
+async def drive_values_async(engine: Engine, gen: "Op[None]") -> AsyncGenerator[Any, None]:
+    """Run a stream reader on the event loop, yielding the values it emits."""
+    reply: Any = None
+    error: Optional[BaseException] = None
+    try:
+        while True:
+            try:
+                item = _advance(gen, reply, error)
+            except StopIteration:
+                return
+            reply, error = None, None
+            if isinstance(item, Emit):
+                yield item.value
+                continue
+            try:
+                reply = await _perform_async(engine, item)
+            except BaseException as e:
+                error = e
+    finally:
+        gen.close()
 
 
 def _serialize_for_record(
@@ -1344,43 +1705,103 @@ async def call_as_step_async(name: str, fn: Callable[[], Awaitable[T]]) -> T:
     return out
 
 
+class ParentStep:
+    """The step of a running workflow that starts a child workflow: the
+    child's row and this step (pointing at it) are written together."""
+
+    __slots__ = ("run", "function_id")
+
+    def __init__(self, run: WorkflowRun, function_id: int):
+        self.run = run
+        self.function_id = function_id
+
+    def child_id(self) -> str:
+        """DBOS's id of a child started here without SetWorkflowID."""
+        return f"{self.run.workflow_id}-{self.function_id}"
+
+    def wire(self) -> Dict[str, Any]:
+        return {"workflow_id": self.run.workflow_id, "owner_xid": self.run.owner_xid, "function_id": self.function_id}
+
+
+def start_position(what: str, name: str, serializer: Serializer) -> Tuple[Optional[ParentStep], Optional[str]]:
+    """Where a workflow started here stands in the calling workflow, as DBOS
+    Python numbers it: outside a workflow (None, None); in one, the parent
+    step the start takes and, when that step is recorded (replay), the child
+    it started, which is not started again (a recorded error is raised)."""
+    ctx = _current.get()
+    if ctx is None:
+        return None, None
+    if ctx.step_id is not None:
+        raise DBOSException(f"{what} from inside a step: start child workflows from the workflow itself")
+    run = ctx.run
+    fid = run.next_function_id()
+    rec = run.history.get(fid)
+    if rec is None:
+        run.check_live()
+        return ParentStep(run, fid), None
+    check_recorded_name(run, fid, rec, name)
+    if rec.get("error") is not None:
+        err = deserialize_exception(rec["error"], rec.get("serialization") or None, serializer)
+        assert err is not None
+        raise err
+    child = rec.get("child_workflow_id")
+    if not child:
+        raise DBOSException(f"step {fid} of workflow {run.workflow_id} ({name}) records no child workflow")
+    return ParentStep(run, fid), child
+
+
+GET_RESULT_STEP = "DBOS.getResult"
+
+
+def await_result_op(engine: Engine, workflow_id: str, run: WorkflowRun, fid: int) -> "Op[Any]":
+    """Waiting for a workflow's outcome from workflow code: the step
+    DBOS.getResult at ``fid``, recording the outcome as stored (replay
+    returns it without waiting)."""
+    rec = run.history.get(fid)
+    if rec is not None:
+        return _replay(run, fid, rec, GET_RESULT_STEP, engine.serializer, empty_ok=True)
+    started = _now_ms()
+    reply = yield Call(proto.OP_GET_RESULT, {"workflow_id": workflow_id}, run, fid, GET_RESULT_STEP, workflow_id)
+    reply.setdefault("workflow_id", workflow_id)
+    status, tag = reply.get("status"), reply.get("serialization") or None
+    if status == "SUCCESS" and reply.get("output") is not None:
+        body = raw_record_body(run, fid, GET_RESULT_STEP, started, reply["output"], None, tag, workflow_id)
+    elif status == "ERROR" and reply.get("error") is not None:
+        body = raw_record_body(run, fid, GET_RESULT_STEP, started, None, reply["error"], tag, workflow_id)
+    else:
+        try:
+            value = engine._result_value(reply)
+            body = _record_body(run, fid, GET_RESULT_STEP, started, value, None, engine.serializer, workflow_id)
+        except Exception as e:
+            body = _record_body(run, fid, GET_RESULT_STEP, started, None, e, engine.serializer, workflow_id)
+    yield record_call(run, body)
+    return engine._result_value(reply)
+
+
 def _get_result_recorded(engine: Engine, workflow_id: str, wait: Callable[[], T]) -> T:
-    """``get_result`` inside a workflow: wait, then record a DBOS.getResult
-    step naming the awaited workflow (as DBOS Python does; replay waits again
-    and finds the step recorded)."""
+    """``get_result``: inside a workflow the step DBOS.getResult, else a
+    plain wait."""
     ctx = _current.get()
     if ctx is None or ctx.step_id is not None:
         return wait()
-    run = ctx.run
-    fid = run.next_function_id()
-    started = _now_ms()
-    try:
-        out = wait()
-    except Exception as e:
-        if fid not in run.history:
-            _record(ctx.engine, run, _record_body(run, fid, "DBOS.getResult", started, None, e, engine.serializer, workflow_id))
-        raise
-    if fid not in run.history:
-        _record(ctx.engine, run, _record_body(run, fid, "DBOS.getResult", started, out, None, engine.serializer, workflow_id))
-    return out
+    return cast(T, drive(engine, await_result_op(engine, workflow_id, ctx.run, ctx.run.next_function_id())))
 
 
 async def _get_result_recorded_async(engine: Engine, workflow_id: str, wait: Callable[[], Awaitable[T]]) -> T:
     ctx = _current.get()
     if ctx is None or ctx.step_id is not None:
         return await wait()
-    run = ctx.run
-    fid = run.next_function_id()
-    started = _now_ms()
-    try:
-        out = await wait()
-    except Exception as e:
-        if fid not in run.history:
-            await _record_async(ctx.engine, run, _record_body(run, fid, "DBOS.getResult", started, None, e, engine.serializer, workflow_id))
-        raise
-    if fid not in run.history:
-        await _record_async(ctx.engine, run, _record_body(run, fid, "DBOS.getResult", started, out, None, engine.serializer, workflow_id))
-    return out
+    op = await_result_op(engine, workflow_id, ctx.run, ctx.run.next_function_id())
+    return cast(T, await drive_async(engine, op))
+
+
+def child_outcome_body(
+    engine: Engine, parent: WorkflowRun, fid: int, child_id: str, started: int, output: Any, error: Optional[BaseException]
+) -> Dict[str, Any]:
+    """The DBOS.getResult step of a child called directly and run here: its
+    outcome as it returned, in the default format (as DBOS Python records
+    it)."""
+    return _record_body(parent, fid, GET_RESULT_STEP, started, output, error, engine.serializer, child_id)
 
 
 # ---------------------------------------------------------------------------

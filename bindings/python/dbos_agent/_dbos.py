@@ -15,10 +15,12 @@ from datetime import datetime
 from typing import (
     TYPE_CHECKING,
     Any,
+    AsyncGenerator,
     Awaitable,
     Callable,
     Coroutine,
     Dict,
+    Generator,
     List,
     Optional,
     Sequence,
@@ -29,7 +31,9 @@ from typing import (
     cast,
 )
 
+from . import _comm as comm
 from . import _protocol as proto
+from ._comm import SendMessage
 from ._core import (
     DEFAULT_MAX_RECOVERY_ATTEMPTS,
     Engine,
@@ -40,15 +44,29 @@ from ._core import (
     WorkflowRegistration,
     WorkflowRun,
     WorkflowStatus,
+    Op,
+    ParentStep,
+    _Ctx,
     _enqueue_options,
     _get_result_recorded,
     _get_result_recorded_async,
+    _now_ms,
+    _record,
+    _record_async,
+    await_result_op,
     call_as_step,
     call_as_step_async,
+    child_outcome_body,
+    current_attributes,
     current_ctx,
     current_timeout_ms,
+    drive,
+    drive_async,
+    drive_values,
+    drive_values_async,
     run_step_async,
     run_step_sync,
+    start_position,
     take_assigned_id,
 )
 from ._error import (
@@ -141,11 +159,6 @@ def _registration_of(func: Callable[..., Any]) -> WorkflowRegistration:
         name = getattr(func, "__name__", repr(func))
         raise DBOSWorkflowFunctionNotFoundError("<NONE>", f"{name} is not a registered workflow function")
     return reg
-
-
-def _refuse_child(what: str) -> None:
-    if current_ctx() is not None:
-        raise DBOSNotSupportedError(f"{what} from inside a workflow or step (child workflows)")
 
 
 class classproperty:
@@ -471,63 +484,119 @@ class DBOS:
     # ------------------------------------------------------------------
     # Starting workflows
 
-    def _start_body(self, reg: WorkflowRegistration, args: Tuple[Any, ...], kwargs: Dict[str, Any], queue_name: Optional[str]) -> Dict[str, Any]:
-        return self._engine.start_request(
+    def _prepare_start(
+        self, reg: WorkflowRegistration, args: Tuple[Any, ...], kwargs: Dict[str, Any], queue_name: Optional[str], what: str
+    ) -> Tuple[Optional[ParentStep], Optional[Dict[str, Any]], str]:
+        """The start of a workflow: (the parent step when started from
+        workflow code, the start_workflow request, the workflow's id). A
+        child whose start is recorded (replay) is not started again: the
+        request is None and the id the recorded one."""
+        parent, recorded = start_position(what, reg.name, self._serializer)
+        assigned = take_assigned_id()
+        if recorded is not None:
+            return parent, None, recorded
+        body = self._engine.start_request(
             reg.name, args, kwargs,
             tag=tag_for(reg.serialization_type, self._serializer),
-            workflow_id=take_assigned_id(),
+            workflow_id=assigned or (parent.child_id() if parent is not None else None),
             queue_name=queue_name,
             run_here=queue_name is None,
             enqueue=_enqueue_options.get(),
             timeout_ms=current_timeout_ms(),
+            attributes=current_attributes(),
+            parent=parent,
         )
+        return parent, body, body["workflow_id"]
 
     def _call_workflow(self, reg: WorkflowRegistration, args: Tuple[Any, ...], kwargs: Dict[str, Any]) -> Any:
-        _refuse_child(f"calling workflow {reg.name}")
         if reg.is_async:
             raise DBOSException(f"workflow {reg.name} is async: await it")
-        body = self._start_body(reg, args, kwargs, None)
-        reply, generation = self._engine.start(body)
-        wid = body["workflow_id"]
-        grant = reply.get("run")
-        if grant:
-            run = WorkflowRun(grant, generation)
-            self._engine.register_run(run)
-            try:
-                return self._engine.execute_sync(run, reg, args, kwargs)
-            except (DBOSWorkflowCancelledError, DBOSWorkflowConflictIDError):
-                pass  # this run stopped: the recorded outcome decides
-        return self._engine.await_result(wid)
+        engine = self._engine
+        parent, body, wid = self._prepare_start(reg, args, kwargs, None, f"calling workflow {reg.name}")
+        if body is not None:
+            reply, generation = engine.start(body, parent)
+            wid = reply.get("workflow_id") or wid
+            grant = reply.get("run")
+            if grant:
+                run = WorkflowRun(grant, generation)
+                engine.register_run(run)
+                if parent is not None:
+                    return self._run_child(parent.run, run, reg, args, kwargs)
+                try:
+                    return engine.execute_sync(run, reg, args, kwargs)
+                except (DBOSWorkflowCancelledError, DBOSWorkflowConflictIDError):
+                    pass  # this run stopped: the recorded outcome decides
+        return _get_result_recorded(engine, wid, lambda: engine.await_result(wid))
+
+    def _run_child(self, parent: WorkflowRun, run: WorkflowRun, reg: WorkflowRegistration, args: Tuple[Any, ...], kwargs: Dict[str, Any]) -> Any:
+        """Run a child called directly from workflow code here, then record
+        its outcome as the parent's next step (DBOS.getResult)."""
+        engine = self._engine
+        fid = parent.next_function_id()
+        started = _now_ms()
+        try:
+            output = engine.execute_sync(run, reg, args, kwargs)
+        except (DBOSWorkflowCancelledError, DBOSWorkflowConflictIDError):
+            # The child stopped here: wait for the outcome that stands.
+            return drive(engine, await_result_op(engine, run.workflow_id, parent, fid))
+        except Exception as e:
+            _record(engine, parent, child_outcome_body(engine, parent, fid, run.workflow_id, started, None, e))
+            raise
+        _record(engine, parent, child_outcome_body(engine, parent, fid, run.workflow_id, started, output, None))
+        return output
 
     async def _call_workflow_async(self, reg: WorkflowRegistration, args: Tuple[Any, ...], kwargs: Dict[str, Any]) -> Any:
-        _refuse_child(f"calling workflow {reg.name}")
-        body = self._start_body(reg, args, kwargs, None)
-        reply, generation = await self._engine.start_async(body)
-        wid = body["workflow_id"]
-        grant = reply.get("run")
-        if grant:
-            run = WorkflowRun(grant, generation)
-            self._engine.register_run(run)
-            try:
-                return await self._engine.execute_async(run, reg, args, kwargs)
-            except (DBOSWorkflowCancelledError, DBOSWorkflowConflictIDError):
-                pass
-        return await self._engine.await_result_async(wid)
+        engine = self._engine
+        parent, body, wid = self._prepare_start(reg, args, kwargs, None, f"calling workflow {reg.name}")
+        if body is not None:
+            reply, generation = await engine.start_async(body, parent)
+            wid = reply.get("workflow_id") or wid
+            grant = reply.get("run")
+            if grant:
+                run = WorkflowRun(grant, generation)
+                engine.register_run(run)
+                if parent is not None:
+                    return await self._run_child_async(parent.run, run, reg, args, kwargs)
+                try:
+                    return await engine.execute_async(run, reg, args, kwargs)
+                except (DBOSWorkflowCancelledError, DBOSWorkflowConflictIDError):
+                    pass
+        return await _get_result_recorded_async(engine, wid, lambda: engine.await_result_async(wid))
 
-    def _start(self, reg: WorkflowRegistration, args: Tuple[Any, ...], kwargs: Dict[str, Any], queue_name: Optional[str]) -> "WorkflowHandle[Any]":
-        body = self._start_body(reg, args, kwargs, queue_name)
-        reply, generation = self._engine.start(body)
+    async def _run_child_async(
+        self, parent: WorkflowRun, run: WorkflowRun, reg: WorkflowRegistration, args: Tuple[Any, ...], kwargs: Dict[str, Any]
+    ) -> Any:
+        engine = self._engine
+        fid = parent.next_function_id()
+        started = _now_ms()
+        try:
+            output = await engine.execute_async(run, reg, args, kwargs)
+        except (DBOSWorkflowCancelledError, DBOSWorkflowConflictIDError):
+            return await drive_async(engine, await_result_op(engine, run.workflow_id, parent, fid))
+        except Exception as e:
+            await _record_async(engine, parent, child_outcome_body(engine, parent, fid, run.workflow_id, started, None, e))
+            raise
+        await _record_async(engine, parent, child_outcome_body(engine, parent, fid, run.workflow_id, started, output, None))
+        return output
+
+    def _start(self, reg: WorkflowRegistration, args: Tuple[Any, ...], kwargs: Dict[str, Any], queue_name: Optional[str], what: str) -> "WorkflowHandle[Any]":
+        parent, body, wid = self._prepare_start(reg, args, kwargs, queue_name, what)
+        if body is None:
+            return WorkflowHandle(self._engine, wid)
+        reply, generation = self._engine.start(body, parent)
         grant = reply.get("run")
         fut: "Optional[Future[Any]]" = None
         if grant:
             fut = self._engine.run_in_background(WorkflowRun(grant, generation), reg, {"args": args, "kwargs": kwargs})
         # With duplication_policy "return-existing" the reply names the
         # workflow that holds the deduplication id.
-        return WorkflowHandle(self._engine, reply.get("workflow_id") or body["workflow_id"], fut)
+        return WorkflowHandle(self._engine, reply.get("workflow_id") or wid, fut)
 
-    async def _start_async(self, reg: WorkflowRegistration, args: Tuple[Any, ...], kwargs: Dict[str, Any], queue_name: Optional[str]) -> "WorkflowHandleAsync[Any]":
-        body = self._start_body(reg, args, kwargs, queue_name)
-        reply, generation = await self._engine.start_async(body)
+    async def _start_async(self, reg: WorkflowRegistration, args: Tuple[Any, ...], kwargs: Dict[str, Any], queue_name: Optional[str], what: str) -> "WorkflowHandleAsync[Any]":
+        parent, body, wid = self._prepare_start(reg, args, kwargs, queue_name, what)
+        if body is None:
+            return WorkflowHandleAsync(self._engine, wid)
+        reply, generation = await self._engine.start_async(body, parent)
         grant = reply.get("run")
         task: "Optional[asyncio.Future[Any]]" = None
         if grant:
@@ -538,22 +607,22 @@ class DBOS:
                 self._engine.keep_task(task)
             else:
                 task = asyncio.wrap_future(self._engine.run_in_background(run, reg, {"args": args, "kwargs": kwargs}))
-        return WorkflowHandleAsync(self._engine, reply.get("workflow_id") or body["workflow_id"], task)
+        return WorkflowHandleAsync(self._engine, reply.get("workflow_id") or wid, task)
 
     @classmethod
     def start_workflow(cls, func: Callable[..., R], *args: Any, **kwargs: Any) -> "WorkflowHandle[R]":
         """Start a workflow in the background and return its handle."""
         reg = _registration_of(func)
-        _refuse_child(f"starting workflow {reg.name}")
-        return cast("WorkflowHandle[R]", _dbos()._start(reg, args, kwargs, None))
+        return cast("WorkflowHandle[R]", _dbos()._start(reg, args, kwargs, None, f"starting workflow {reg.name}"))
 
     @classmethod
     async def start_workflow_async(cls, func: Callable[..., Coroutine[Any, Any, R]], *args: Any, **kwargs: Any) -> "WorkflowHandleAsync[R]":
         """Start a workflow (on this event loop when it is async) and return
         its handle."""
         reg = _registration_of(func)
-        _refuse_child(f"starting workflow {reg.name}")
-        return cast("WorkflowHandleAsync[R]", await _dbos()._start_async(reg, args, kwargs, None))
+        return cast(
+            "WorkflowHandleAsync[R]", await _dbos()._start_async(reg, args, kwargs, None, f"starting workflow {reg.name}")
+        )
 
     # ------------------------------------------------------------------
     # Workflow management
@@ -601,19 +670,35 @@ class DBOS:
         return await call_as_step_async("DBOS.getStatus", lambda: engine.get_status_async(workflow_id))
 
     @classmethod
-    def cancel_workflow(cls, workflow_id: str, *, cancel_children: bool = False) -> None:
-        """Cancel a workflow: it stops at its next step and is not recovered."""
-        if cancel_children:
-            raise DBOSNotSupportedError("DBOS.cancel_workflow(cancel_children=True)", "child workflows")
-        engine = _dbos()._engine
-        call_as_step("DBOS.cancelWorkflow", lambda: engine.cancel(workflow_id))
+    def cancel_workflow(cls, workflow_id: str, *, cancel_children: bool = False, shard_key: Optional[str] = None) -> None:
+        """Cancel a workflow: it stops at its next step and is not recovered.
+        With ``cancel_children``, every workflow it started is cancelled too,
+        recursively."""
+        cls.cancel_workflows([workflow_id], cancel_children=cancel_children, shard_key=shard_key)
 
     @classmethod
-    async def cancel_workflow_async(cls, workflow_id: str, *, cancel_children: bool = False) -> None:
-        if cancel_children:
-            raise DBOSNotSupportedError("DBOS.cancel_workflow_async(cancel_children=True)", "child workflows")
+    async def cancel_workflow_async(
+        cls, workflow_id: str, *, cancel_children: bool = False, shard_key: Optional[str] = None
+    ) -> None:
+        await cls.cancel_workflows_async([workflow_id], cancel_children=cancel_children, shard_key=shard_key)
+
+    @classmethod
+    def cancel_workflows(
+        cls, workflow_ids: List[str], *, cancel_children: bool = False, shard_key: Optional[str] = None
+    ) -> None:
+        """Cancel several workflows (and with ``cancel_children`` their
+        children, recursively)."""
+        sched.refuse_shard_key("DBOS.cancel_workflows", shard_key)
         engine = _dbos()._engine
-        await call_as_step_async("DBOS.cancelWorkflow", lambda: engine.cancel_async(workflow_id))
+        call_as_step("DBOS.cancelWorkflow", lambda: engine.cancel(workflow_ids, cancel_children))
+
+    @classmethod
+    async def cancel_workflows_async(
+        cls, workflow_ids: List[str], *, cancel_children: bool = False, shard_key: Optional[str] = None
+    ) -> None:
+        sched.refuse_shard_key("DBOS.cancel_workflows_async", shard_key)
+        engine = _dbos()._engine
+        await call_as_step_async("DBOS.cancelWorkflow", lambda: engine.cancel_async(workflow_ids, cancel_children))
 
     @classmethod
     def resume_workflow(cls, workflow_id: str, *, queue_name: Optional[str] = None) -> "WorkflowHandle[Any]":
@@ -827,44 +912,49 @@ class DBOS:
     def enqueue_workflow(cls, queue_name: str, func: Callable[..., R], *args: Any, **kwargs: Any) -> "WorkflowHandle[R]":
         """Enqueue a workflow on a queue by the queue's name."""
         reg = _registration_of(func)
-        _refuse_child(f"enqueueing workflow {reg.name}")
-        return cast("WorkflowHandle[R]", _dbos()._start(reg, args, kwargs, queue_name))
+        return cast("WorkflowHandle[R]", _dbos()._start(reg, args, kwargs, queue_name, f"enqueueing workflow {reg.name}"))
 
     @classmethod
     async def enqueue_workflow_async(
         cls, queue_name: str, func: Callable[..., Coroutine[Any, Any, R]], *args: Any, **kwargs: Any
     ) -> "WorkflowHandleAsync[R]":
         reg = _registration_of(func)
-        _refuse_child(f"enqueueing workflow {reg.name}")
-        return cast("WorkflowHandleAsync[R]", await _dbos()._start_async(reg, args, kwargs, queue_name))
+        what = f"enqueueing workflow {reg.name}"
+        return cast("WorkflowHandleAsync[R]", await _dbos()._start_async(reg, args, kwargs, queue_name, what))
+
+    def _enqueue_with_options(
+        self, options: "EnqueueOptions", args: Tuple[Any, ...], kwargs: Dict[str, Any], call: str
+    ) -> Tuple[Optional[ParentStep], Optional[Dict[str, Any]], str]:
+        """As _prepare_start, for an enqueue by the workflow's name."""
+        from ._client import enqueue_request
+
+        parent, recorded = start_position(call, str(options.get("workflow_name", "")), self._serializer)
+        if recorded is not None:
+            return parent, None, recorded
+        body = enqueue_request(self._engine, self._serializer, options, args, kwargs, call, self._app_name, parent)
+        return parent, body, body["workflow_id"]
 
     @classmethod
     def enqueue_workflow_with_options(cls, options: "EnqueueOptions", *args: Any, **kwargs: Any) -> "WorkflowHandle[Any]":
         """Enqueue a workflow by name with ``DBOSClient.enqueue``'s options;
         another process may implement it."""
-        from ._client import enqueue_request
-
-        _refuse_child("DBOS.enqueue_workflow_with_options")
         inst = _dbos()
-        body = enqueue_request(
-            inst._engine, inst._serializer, options, args, kwargs, "DBOS.enqueue_workflow_with_options", inst._app_name
-        )
-        reply, _ = inst._engine.start(body)
-        return WorkflowHandle(inst._engine, reply.get("workflow_id") or body["workflow_id"])
+        parent, body, wid = inst._enqueue_with_options(options, args, kwargs, "DBOS.enqueue_workflow_with_options")
+        if body is not None:
+            reply, _ = inst._engine.start(body, parent)
+            wid = reply.get("workflow_id") or wid
+        return WorkflowHandle(inst._engine, wid)
 
     @classmethod
     async def enqueue_workflow_with_options_async(
         cls, options: "EnqueueOptions", *args: Any, **kwargs: Any
     ) -> "WorkflowHandleAsync[Any]":
-        from ._client import enqueue_request
-
-        _refuse_child("DBOS.enqueue_workflow_with_options_async")
         inst = _dbos()
-        body = enqueue_request(
-            inst._engine, inst._serializer, options, args, kwargs, "DBOS.enqueue_workflow_with_options_async", inst._app_name
-        )
-        reply, _ = await inst._engine.start_async(body)
-        return WorkflowHandleAsync(inst._engine, reply.get("workflow_id") or body["workflow_id"])
+        parent, body, wid = inst._enqueue_with_options(options, args, kwargs, "DBOS.enqueue_workflow_with_options_async")
+        if body is not None:
+            reply, _ = await inst._engine.start_async(body, parent)
+            wid = reply.get("workflow_id") or wid
+        return WorkflowHandleAsync(inst._engine, wid)
 
     @classmethod
     def set_workflow_delay(
@@ -1170,36 +1260,428 @@ class DBOS:
         return ctx.run.authenticated_user if ctx is not None else None
 
     # ------------------------------------------------------------------
-    # Later issues: these raise rather than do less than DBOS Python.
+    # Messages, events, streams and durable sleep (see _comm for where each
+    # call is a step)
 
-    send = staticmethod(_unsupported("DBOS.send", "messages come with a later release"))
-    send_async = staticmethod(_unsupported("DBOS.send_async", "messages come with a later release"))
-    recv = staticmethod(_unsupported("DBOS.recv", "messages come with a later release"))
-    recv_async = staticmethod(_unsupported("DBOS.recv_async", "messages come with a later release"))
-    set_event = staticmethod(_unsupported("DBOS.set_event", "events come with a later release"))
-    set_event_async = staticmethod(_unsupported("DBOS.set_event_async", "events come with a later release"))
-    get_event = staticmethod(_unsupported("DBOS.get_event", "events come with a later release"))
-    get_event_async = staticmethod(_unsupported("DBOS.get_event_async", "events come with a later release"))
-    get_all_events = staticmethod(_unsupported("DBOS.get_all_events", "events come with a later release"))
-    sleep = staticmethod(_unsupported("DBOS.sleep", "durable sleep comes with a later release"))
-    sleep_async = staticmethod(_unsupported("DBOS.sleep_async", "durable sleep comes with a later release"))
-    write_stream = staticmethod(_unsupported("DBOS.write_stream", "streams come with a later release"))
-    write_stream_async = staticmethod(_unsupported("DBOS.write_stream_async", "streams come with a later release"))
-    close_stream = staticmethod(_unsupported("DBOS.close_stream", "streams come with a later release"))
-    read_stream = staticmethod(_unsupported("DBOS.read_stream", "streams come with a later release"))
-    read_stream_async = staticmethod(_unsupported("DBOS.read_stream_async", "streams come with a later release"))
-    fork_workflow = staticmethod(_unsupported("DBOS.fork_workflow", "fork comes with a later release"))
-    fork_workflow_async = staticmethod(_unsupported("DBOS.fork_workflow_async", "fork comes with a later release"))
+    @classmethod
+    def send(
+        cls,
+        destination_id: str,
+        message: Any,
+        topic: Optional[str] = None,
+        *,
+        idempotency_key: Optional[str] = None,
+        serialization_type: Optional[WorkflowSerializationFormat] = WorkflowSerializationFormat.DEFAULT,
+        send_to_forks: bool = False,
+        shard_key: Optional[str] = None,
+    ) -> None:
+        """Send a message to a workflow (on ``topic``, default the default
+        topic). With ``idempotency_key`` it is delivered at most once to its
+        destination; with ``send_to_forks``, also to every workflow forked
+        from it, recursively."""
+        messages = [SendMessage(destination_id, message, topic, idempotency_key, shard_key)]
+        _run_op(lambda ser, ctx: comm.send_op(ser, ctx, messages, serialization_type, "DBOS.send", send_to_forks))
+
+    @classmethod
+    async def send_async(
+        cls,
+        destination_id: str,
+        message: Any,
+        topic: Optional[str] = None,
+        *,
+        idempotency_key: Optional[str] = None,
+        serialization_type: Optional[WorkflowSerializationFormat] = WorkflowSerializationFormat.DEFAULT,
+        send_to_forks: bool = False,
+        shard_key: Optional[str] = None,
+    ) -> None:
+        messages = [SendMessage(destination_id, message, topic, idempotency_key, shard_key)]
+        await _run_op_async(lambda ser, ctx: comm.send_op(ser, ctx, messages, serialization_type, "DBOS.send", send_to_forks))
+
+    @classmethod
+    def send_bulk(
+        cls,
+        messages: List[SendMessage],
+        *,
+        serialization_type: Optional[WorkflowSerializationFormat] = WorkflowSerializationFormat.DEFAULT,
+        send_to_forks: bool = False,
+    ) -> None:
+        """Send many messages in one transaction: all of them or none."""
+        _run_op(lambda ser, ctx: comm.send_op(ser, ctx, messages, serialization_type, "DBOS.sendBulk", send_to_forks))
+
+    @classmethod
+    async def send_bulk_async(
+        cls,
+        messages: List[SendMessage],
+        *,
+        serialization_type: Optional[WorkflowSerializationFormat] = WorkflowSerializationFormat.DEFAULT,
+        send_to_forks: bool = False,
+    ) -> None:
+        await _run_op_async(
+            lambda ser, ctx: comm.send_op(ser, ctx, messages, serialization_type, "DBOS.sendBulk", send_to_forks)
+        )
+
+    @classmethod
+    def recv(cls, topic: Optional[str] = None, timeout_seconds: float = 60) -> Any:
+        """Receive the oldest message sent to this workflow on ``topic``,
+        waiting up to ``timeout_seconds`` (None when none came). Only from
+        workflow code; a recovered recv waits only what is left of its
+        timeout."""
+        return _run_op(lambda ser, ctx: comm.recv_op(ser, ctx, topic, timeout_seconds))
+
+    @classmethod
+    async def recv_async(cls, topic: Optional[str] = None, timeout_seconds: float = 60) -> Any:
+        return await _run_op_async(lambda ser, ctx: comm.recv_op(ser, ctx, topic, timeout_seconds))
+
+    @classmethod
+    def sleep(cls, seconds: float) -> None:
+        """A durable sleep: its wake time is recorded, so a recovered
+        workflow sleeps only what is left of it."""
+        _run_op(lambda ser, ctx: comm.sleep_op(ctx, seconds))
+
+    @classmethod
+    async def sleep_async(cls, seconds: float) -> None:
+        await _run_op_async(lambda ser, ctx: comm.sleep_op(ctx, seconds))
+
+    @classmethod
+    def set_event(
+        cls, key: str, value: Any, *, serialization_type: Optional[WorkflowSerializationFormat] = WorkflowSerializationFormat.DEFAULT
+    ) -> None:
+        """Publish ``value`` under ``key`` for this workflow (from workflow
+        code or a step); ``get_event`` reads it."""
+        _run_op(lambda ser, ctx: comm.set_event_op(ser, ctx, key, value, serialization_type))
+
+    @classmethod
+    async def set_event_async(
+        cls, key: str, value: Any, *, serialization_type: Optional[WorkflowSerializationFormat] = WorkflowSerializationFormat.DEFAULT
+    ) -> None:
+        await _run_op_async(lambda ser, ctx: comm.set_event_op(ser, ctx, key, value, serialization_type))
+
+    @classmethod
+    def get_event(cls, workflow_id: str, key: str, timeout_seconds: float = 60, *, shard_key: Optional[str] = None) -> Any:
+        """A workflow's event, waiting up to ``timeout_seconds`` for it to be
+        set (None when it was not)."""
+        sched.refuse_shard_key("DBOS.get_event", shard_key)
+        return _run_op(lambda ser, ctx: comm.get_event_op(ser, ctx, workflow_id, key, timeout_seconds))
+
+    @classmethod
+    async def get_event_async(
+        cls, workflow_id: str, key: str, timeout_seconds: float = 60, *, shard_key: Optional[str] = None
+    ) -> Any:
+        sched.refuse_shard_key("DBOS.get_event_async", shard_key)
+        return await _run_op_async(lambda ser, ctx: comm.get_event_op(ser, ctx, workflow_id, key, timeout_seconds))
+
+    @classmethod
+    def get_all_events(cls, workflow_id: str, *, shard_key: Optional[str] = None) -> Dict[str, Any]:
+        """Every event a workflow has set, by key."""
+        sched.refuse_shard_key("DBOS.get_all_events", shard_key)
+        inst = _dbos()
+        return call_as_step(
+            "DBOS.get_events", lambda: drive(inst._engine, comm.get_all_events_op(inst._serializer, workflow_id))
+        )
+
+    @classmethod
+    async def get_all_events_async(cls, workflow_id: str, *, shard_key: Optional[str] = None) -> Dict[str, Any]:
+        sched.refuse_shard_key("DBOS.get_all_events_async", shard_key)
+        inst = _dbos()
+        return await call_as_step_async(
+            "DBOS.get_events", lambda: drive_async(inst._engine, comm.get_all_events_op(inst._serializer, workflow_id))
+        )
+
+    @classmethod
+    def write_stream(
+        cls, key: str, value: Any, *, serialization_type: Optional[WorkflowSerializationFormat] = WorkflowSerializationFormat.DEFAULT
+    ) -> None:
+        """Append a value to this workflow's stream ``key`` (from workflow
+        code or a step)."""
+        _run_op(lambda ser, ctx: comm.write_stream_op(ser, ctx, key, value, serialization_type))
+
+    @classmethod
+    async def write_stream_async(
+        cls, key: str, value: Any, *, serialization_type: Optional[WorkflowSerializationFormat] = WorkflowSerializationFormat.DEFAULT
+    ) -> None:
+        await _run_op_async(lambda ser, ctx: comm.write_stream_op(ser, ctx, key, value, serialization_type))
+
+    @classmethod
+    def close_stream(cls, key: str) -> None:
+        """Close this workflow's stream ``key``: readers end there."""
+        _run_op(lambda ser, ctx: comm.write_stream_op(ser, ctx, key, None, None, close=True))
+
+    @classmethod
+    async def close_stream_async(cls, key: str) -> None:
+        await _run_op_async(lambda ser, ctx: comm.write_stream_op(ser, ctx, key, None, None, close=True))
+
+    @classmethod
+    def read_stream(
+        cls,
+        workflow_id: str,
+        key: str,
+        *,
+        offset: int = 0,
+        polling_interval_sec: Optional[float] = None,
+        timeout_seconds: Optional[float] = None,
+        shard_key: Optional[str] = None,
+    ) -> Generator[Any, Any, None]:
+        """Yield a stream's values from ``offset`` until it is closed or its
+        workflow ends; a wait longer than ``timeout_seconds`` for the next
+        value raises DBOSStreamTimeoutError. In workflow code each value read
+        is a step. (The agent wakes readers: ``polling_interval_sec`` is
+        accepted for compatibility.)"""
+        comm.check_stream_read_args(timeout_seconds, polling_interval_sec)
+        sched.refuse_shard_key("DBOS.read_stream", shard_key)
+        inst = _dbos()
+        reader = comm.read_stream_op(inst._serializer, current_ctx(), workflow_id, key, offset, timeout_seconds)
+        yield from drive_values(inst._engine, reader)
+
+    @classmethod
+    async def read_stream_async(
+        cls,
+        workflow_id: str,
+        key: str,
+        *,
+        offset: int = 0,
+        polling_interval_sec: Optional[float] = None,
+        timeout_seconds: Optional[float] = None,
+        shard_key: Optional[str] = None,
+    ) -> AsyncGenerator[Any, None]:
+        comm.check_stream_read_args(timeout_seconds, polling_interval_sec)
+        sched.refuse_shard_key("DBOS.read_stream_async", shard_key)
+        inst = _dbos()
+        reader = comm.read_stream_op(inst._serializer, current_ctx(), workflow_id, key, offset, timeout_seconds)
+        async for value in drive_values_async(inst._engine, reader):
+            yield value
+
+    @classmethod
+    def read_stream_offset(
+        cls,
+        workflow_id: str,
+        key: str,
+        offset: int,
+        *,
+        polling_interval_sec: Optional[float] = None,
+        timeout_seconds: Optional[float] = None,
+        shard_key: Optional[str] = None,
+    ) -> Any:
+        """The value at one offset of a stream, waiting for it to be written
+        (DBOSStreamTimeoutError past the timeout, or when the stream ends
+        before it)."""
+        comm.check_stream_read_args(timeout_seconds, polling_interval_sec)
+        sched.refuse_shard_key("DBOS.read_stream_offset", shard_key)
+        return _run_op(lambda ser, ctx: comm.read_stream_offset_op(ser, ctx, workflow_id, key, offset, timeout_seconds))
+
+    @classmethod
+    async def read_stream_offset_async(
+        cls,
+        workflow_id: str,
+        key: str,
+        offset: int,
+        *,
+        polling_interval_sec: Optional[float] = None,
+        timeout_seconds: Optional[float] = None,
+        shard_key: Optional[str] = None,
+    ) -> Any:
+        comm.check_stream_read_args(timeout_seconds, polling_interval_sec)
+        sched.refuse_shard_key("DBOS.read_stream_offset_async", shard_key)
+        return await _run_op_async(
+            lambda ser, ctx: comm.read_stream_offset_op(ser, ctx, workflow_id, key, offset, timeout_seconds)
+        )
+
+    # ------------------------------------------------------------------
+    # Patches
+
+    @classmethod
+    def patch(cls, patch_name: str) -> bool:
+        """True where the workflow runs (or ran) the patched code, False when
+        it is a replay of an execution that started before the patch."""
+        return _run_op(lambda ser, ctx: comm.patch_op(ctx, patch_name, "DBOS.patch", deprecate=False))
+
+    @classmethod
+    async def patch_async(cls, patch_name: str) -> bool:
+        return await _run_op_async(lambda ser, ctx: comm.patch_op(ctx, patch_name, "DBOS.patch_async", deprecate=False))
+
+    @classmethod
+    def deprecate_patch(cls, patch_name: str) -> bool:
+        """Always True: the step after a removed ``patch`` keeps its place in
+        executions that recorded the patch, and new executions record none."""
+        return _run_op(lambda ser, ctx: comm.patch_op(ctx, patch_name, "DBOS.deprecate_patch", deprecate=True))
+
+    @classmethod
+    async def deprecate_patch_async(cls, patch_name: str) -> bool:
+        return await _run_op_async(
+            lambda ser, ctx: comm.patch_op(ctx, patch_name, "DBOS.deprecate_patch_async", deprecate=True)
+        )
+
+    # ------------------------------------------------------------------
+    # Fork, rewind, delete and attributes (steps inside a workflow)
+
+    @classmethod
+    def fork_workflow(
+        cls,
+        workflow_id: str,
+        start_step: int,
+        *,
+        application_version: Optional[str] = None,
+        queue_name: Optional[str] = None,
+        queue_partition_key: Optional[str] = None,
+        replacement_children: Optional[Dict[str, str]] = None,
+        timeout_seconds: Optional[float] = None,
+        shard_key: Optional[str] = None,
+    ) -> "WorkflowHandle[Any]":
+        """Start a new workflow (SetWorkflowID's id, else a new one) that
+        replays the steps of ``workflow_id`` below ``start_step`` and runs
+        the rest anew, on ``queue_name`` (default the internal queue)."""
+        sched.refuse_shard_key("DBOS.fork_workflow", shard_key)
+        engine = _dbos()._engine
+        op = functools.partial(
+            comm.fork_op, workflow_id, start_step, application_version=application_version, queue_name=queue_name,
+            queue_partition_key=queue_partition_key, replacement_children=replacement_children,
+            timeout_seconds=timeout_seconds,
+        )
+        new_id = call_as_step("DBOS.forkWorkflow", lambda: drive(engine, op()))
+        return cls.retrieve_workflow(new_id)
+
+    @classmethod
+    async def fork_workflow_async(
+        cls,
+        workflow_id: str,
+        start_step: int,
+        *,
+        application_version: Optional[str] = None,
+        queue_name: Optional[str] = None,
+        queue_partition_key: Optional[str] = None,
+        replacement_children: Optional[Dict[str, str]] = None,
+        timeout_seconds: Optional[float] = None,
+        shard_key: Optional[str] = None,
+    ) -> "WorkflowHandleAsync[Any]":
+        sched.refuse_shard_key("DBOS.fork_workflow_async", shard_key)
+        engine = _dbos()._engine
+        op = functools.partial(
+            comm.fork_op, workflow_id, start_step, application_version=application_version, queue_name=queue_name,
+            queue_partition_key=queue_partition_key, replacement_children=replacement_children,
+            timeout_seconds=timeout_seconds,
+        )
+        new_id = await call_as_step_async("DBOS.forkWorkflow", lambda: drive_async(engine, op()))
+        return await cls.retrieve_workflow_async(new_id)
+
+    @classmethod
+    def rewind_workflow(
+        cls,
+        workflow_id: str,
+        *,
+        start_step: Optional[int] = None,
+        application_version: Optional[str] = None,
+        queue_name: Optional[str] = None,
+        queue_partition_key: Optional[str] = None,
+        shard_key: Optional[str] = None,
+    ) -> "WorkflowHandle[Any]":
+        """Run an ended workflow again under its id from ``start_step``
+        (default the first): the steps from there on are forgotten. An
+        active workflow cannot be rewound (cancel it first)."""
+        sched.refuse_shard_key("DBOS.rewind_workflow", shard_key)
+        engine = _dbos()._engine
+        op = functools.partial(
+            comm.rewind_op, workflow_id, start_step, application_version=application_version,
+            queue_name=queue_name, queue_partition_key=queue_partition_key,
+        )
+        call_as_step("DBOS.rewindWorkflow", lambda: drive(engine, op()))
+        return WorkflowHandle(engine, workflow_id)
+
+    @classmethod
+    async def rewind_workflow_async(
+        cls,
+        workflow_id: str,
+        *,
+        start_step: Optional[int] = None,
+        application_version: Optional[str] = None,
+        queue_name: Optional[str] = None,
+        queue_partition_key: Optional[str] = None,
+        shard_key: Optional[str] = None,
+    ) -> "WorkflowHandleAsync[Any]":
+        sched.refuse_shard_key("DBOS.rewind_workflow_async", shard_key)
+        engine = _dbos()._engine
+        op = functools.partial(
+            comm.rewind_op, workflow_id, start_step, application_version=application_version,
+            queue_name=queue_name, queue_partition_key=queue_partition_key,
+        )
+        await call_as_step_async("DBOS.rewindWorkflow", lambda: drive_async(engine, op()))
+        return WorkflowHandleAsync(engine, workflow_id)
+
+    @classmethod
+    def delete_workflow(cls, workflow_id: str, *, delete_children: bool = False, shard_key: Optional[str] = None) -> None:
+        """Delete a workflow with everything stored under it (with
+        ``delete_children``, the workflows it started too, recursively)."""
+        cls.delete_workflows([workflow_id], delete_children=delete_children, shard_key=shard_key)
+
+    @classmethod
+    async def delete_workflow_async(
+        cls, workflow_id: str, *, delete_children: bool = False, shard_key: Optional[str] = None
+    ) -> None:
+        await cls.delete_workflows_async([workflow_id], delete_children=delete_children, shard_key=shard_key)
+
+    @classmethod
+    def delete_workflows(
+        cls, workflow_ids: List[str], *, delete_children: bool = False, shard_key: Optional[str] = None
+    ) -> None:
+        sched.refuse_shard_key("DBOS.delete_workflows", shard_key)
+        engine = _dbos()._engine
+        call_as_step("DBOS.deleteWorkflow", lambda: drive(engine, comm.delete_op(workflow_ids, delete_children)))
+
+    @classmethod
+    async def delete_workflows_async(
+        cls, workflow_ids: List[str], *, delete_children: bool = False, shard_key: Optional[str] = None
+    ) -> None:
+        sched.refuse_shard_key("DBOS.delete_workflows_async", shard_key)
+        engine = _dbos()._engine
+        await call_as_step_async(
+            "DBOS.deleteWorkflow", lambda: drive_async(engine, comm.delete_op(workflow_ids, delete_children))
+        )
+
+    @classmethod
+    def update_workflow_attributes(
+        cls, workflow_id: str, attributes: Optional[Dict[str, Any]], *, merge: bool = False, shard_key: Optional[str] = None
+    ) -> None:
+        """Replace a workflow's attributes (None clears them), or with
+        ``merge`` set the given top-level keys and keep the others."""
+        sched.refuse_shard_key("DBOS.update_workflow_attributes", shard_key)
+        engine = _dbos()._engine
+        call_as_step(
+            "DBOS.updateWorkflowAttributes",
+            lambda: drive(engine, comm.update_attributes_op(workflow_id, attributes, merge)),
+        )
+
+    @classmethod
+    async def update_workflow_attributes_async(
+        cls, workflow_id: str, attributes: Optional[Dict[str, Any]], *, merge: bool = False, shard_key: Optional[str] = None
+    ) -> None:
+        sched.refuse_shard_key("DBOS.update_workflow_attributes_async", shard_key)
+        engine = _dbos()._engine
+        await call_as_step_async(
+            "DBOS.updateWorkflowAttributes",
+            lambda: drive_async(engine, comm.update_attributes_op(workflow_id, attributes, merge)),
+        )
+
+    # ------------------------------------------------------------------
+    # Not served: these raise rather than do less than DBOS Python.
+
     wait_first = staticmethod(_unsupported("DBOS.wait_first"))
     dbos_class = staticmethod(_unsupported("DBOS.dbos_class", "workflows on classes"))
     run_step = staticmethod(_unsupported("DBOS.run_step"))
-    patch = staticmethod(_unsupported("DBOS.patch"))
-    delete_workflow = staticmethod(_unsupported("DBOS.delete_workflow"))
     transaction = staticmethod(_unsupported("DBOS.transaction", "transactions on an application database"))
     delete_queue = staticmethod(_unsupported("DBOS.delete_queue", "the agent has no call to delete a queue's configuration"))
     delete_queue_async = staticmethod(
         _unsupported("DBOS.delete_queue_async", "the agent has no call to delete a queue's configuration")
     )
+
+
+def _run_op(make: "Callable[[Serializer, Optional[_Ctx]], Op[R]]") -> R:
+    """Run an operation of _comm for the calling code (a workflow, a step or
+    none) on this thread."""
+    inst = _dbos()
+    return drive(inst._engine, make(inst._serializer, current_ctx()))
+
+
+async def _run_op_async(make: "Callable[[Serializer, Optional[_Ctx]], Op[R]]") -> R:
+    inst = _dbos()
+    return await drive_async(inst._engine, make(inst._serializer, current_ctx()))
 
 
 def _log_run_outcome(workflow_id: str, fut: "Future[Any]") -> None:
@@ -1481,13 +1963,11 @@ class Queue:
         queue's limits allow. ``SetEnqueueOptions`` and ``SetWorkflowTimeout``
         around the call apply to it."""
         reg = _registration_of(func)
-        _refuse_child(f"enqueueing workflow {reg.name}")
-        return cast("WorkflowHandle[R]", _dbos()._start(reg, args, kwargs, self.name))
+        return cast("WorkflowHandle[R]", _dbos()._start(reg, args, kwargs, self.name, f"enqueueing workflow {reg.name}"))
 
     async def enqueue_async(self, func: Callable[..., Any], *args: Any, **kwargs: Any) -> "WorkflowHandleAsync[Any]":
         reg = _registration_of(func)
-        _refuse_child(f"enqueueing workflow {reg.name}")
-        return await _dbos()._start_async(reg, args, kwargs, self.name)
+        return await _dbos()._start_async(reg, args, kwargs, self.name, f"enqueueing workflow {reg.name}")
 
 
 def _validate_queue(

@@ -179,7 +179,9 @@ class Debouncer(Generic[R]):
 
         dbos = _dbos()
         if current_ctx() is not None:
-            raise DBOSNotSupportedError("Debouncer.debounce from inside a workflow or step (child workflows)")
+            raise DBOSNotSupportedError(
+                "Debouncer.debounce from inside a workflow or step", "the agent's debounce cannot record the caller's step"
+            )
         refuse_other_application("Debouncer", self.application_name, dbos._app_name)
         if current_timeout_ms() is not None:
             raise DBOSNotSupportedError("Debouncer.debounce inside SetWorkflowTimeout", "timeouts of debounced workflows")

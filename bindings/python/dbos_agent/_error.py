@@ -238,6 +238,40 @@ class DBOSStepNondeterminismError(DBOSException):
         return (self.__class__, self.inputs)
 
 
+class DBOSStreamTimeoutError(DBOSException):
+    """No value arrived on a stream within the timeout (without a timeout:
+    the stream ended before the offset asked for, so none ever will)."""
+
+    def __init__(self, workflow_id: str, key: str, timeout_seconds: Optional[float] = None):
+        self.workflow_id = workflow_id
+        self.key = key
+        self.timeout_seconds = timeout_seconds
+        within = f" within {timeout_seconds} seconds" if timeout_seconds is not None else ""
+        super().__init__(
+            f"No value arrived on stream {key} of workflow {workflow_id}{within}",
+            dbos_error_code=DBOSErrorCode.StreamTimeout.value,
+        )
+
+    def __reduce__(self) -> Any:
+        return (self.__class__, (self.workflow_id, self.key, self.timeout_seconds))
+
+
+class DBOSPatchNondeterminismError(DBOSException):
+    """A patch's position in the workflow's history would depend on task
+    scheduling (``DBOS.patch_async`` called concurrently)."""
+
+    def __init__(self, workflow_id: str, patch_name: str, details: str) -> None:
+        self.inputs = (workflow_id, patch_name, details)
+        super().__init__(
+            f"Cannot deterministically apply patch {patch_name} in workflow {workflow_id}: {details}. "
+            "Check that your workflow is deterministic.",
+            dbos_error_code=DBOSErrorCode.PatchNondeterminism.value,
+        )
+
+    def __reduce__(self) -> Any:
+        return (self.__class__, self.inputs)
+
+
 class DBOSQueueDeduplicatedError(DBOSException):
     """The queue already holds an active workflow with this deduplication id."""
 
@@ -395,6 +429,8 @@ ERROR_CATALOG: Dict[int, "tuple[str, str, bool]"] = {
     206: ("step_conflict", "DBOSStepNondeterminismError", False),
     207: ("timeout", "", True),
     208: ("max_recovery_attempts_exceeded", "MaxRecoveryAttemptsExceededError", False),
+    209: ("stream_closed", "DBOSException", False),
+    210: ("workflow_active", "DBOSException", False),
 }
 
 
@@ -447,6 +483,6 @@ def map_agent_error(
         return DBOSStepNondeterminismError(wid, step_id if step_id is not None else 0)
     if code == 208:
         return MaxRecoveryAttemptsExceededError(wid)
-    if code in (100, 104, 108):
+    if code in (100, 104, 108, 209, 210):
         return DBOSException(f"{err.name}: {msg}")
     return DBOSAgentError(msg, code, err.name, data or None)

@@ -50,6 +50,20 @@ OP_TRIGGER_SCHEDULE = "trigger_schedule"
 OP_LIST_VERSIONS = "list_versions"
 OP_PROMOTE_VERSION = "promote_version"
 
+# Messages, events, streams, durable sleep and steering.
+OP_SEND = "send"
+OP_RECV = "recv"
+OP_SLEEP = "sleep"
+OP_SET_EVENT = "set_event"
+OP_GET_EVENT = "get_event"
+OP_GET_ALL_EVENTS = "get_all_events"
+OP_WRITE_STREAM = "write_stream"
+OP_READ_STREAM = "read_stream"
+OP_FORK_WORKFLOW = "fork_workflow"
+OP_REWIND_WORKFLOW = "rewind_workflow"
+OP_DELETE_WORKFLOWS = "delete_workflows"
+OP_UPDATE_ATTRIBUTES = "update_workflow_attributes"
+
 # Deduplication policies as the agent names them.
 DEDUP_REJECT = "reject"
 DEDUP_RETURN_EXISTING = "return_existing"

@@ -196,6 +196,42 @@ def pg_connect():  # type: ignore[no-untyped-def]
     return psycopg.connect(database_url(), autocommit=True)
 
 
+def query(sql: str, params: tuple = ()) -> List[tuple]:  # type: ignore[type-arg]
+    """Rows of a query on the test database (to look at what the agent
+    stored, as the official SDKs would read it)."""
+    with pg_connect() as conn:
+        return conn.execute(sql, params).fetchall()
+
+
+def new_id(prefix: str) -> str:
+    return f"{prefix}-{secrets.token_hex(5)}"
+
+
+_gates: Dict[str, threading.Event] = {}
+
+
+def gate(key: str) -> threading.Event:
+    """An event a test workflow waits on and the test sets, by key."""
+    return _gates.setdefault(key, threading.Event())
+
+
+def step_names(workflow_id: str) -> List[str]:
+    from dbos_agent import DBOS
+
+    return [s["function_name"] for s in DBOS.list_workflow_steps(workflow_id)]
+
+
+def wait_until(cond: Callable[[], bool], what: str, timeout: float = 60.0) -> None:
+    """Until cond() holds, for state of another process that sends no signal
+    (a step recorded by its run): polled every 50 ms."""
+    pause = threading.Event()
+    deadline = time.monotonic() + timeout
+    while not cond():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"not within {timeout}s: {what}")
+        pause.wait(0.05)
+
+
 def drop_schema(schema: str) -> None:
     with pg_connect() as conn:
         conn.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')
@@ -203,7 +239,11 @@ def drop_schema(schema: str) -> None:
 
 @pytest.fixture(scope="session")
 def agent_binary(tmp_path_factory: pytest.TempPathFactory) -> str:
-    """The agent, built once per session from this checkout."""
+    """The agent, built once per session from this checkout (or the binary
+    env DBOS_AGENT_BINARY names)."""
+    prebuilt = os.environ.get("DBOS_AGENT_BINARY")
+    if prebuilt:
+        return prebuilt
     out = tmp_path_factory.mktemp("bin") / "dbos-agent"
     subprocess.run(["go", "build", "-o", str(out), "./cmd/dbos-agent"], cwd=REPO, check=True)
     return str(out)

@@ -232,3 +232,44 @@ def test_queue_schedule_and_version_calls_take_dbos_pythons_arguments() -> None:
                  "VersionInfo", "DuplicationPolicy", "WorkflowIDReusePolicy", "EnqueueOptions"]:
         assert hasattr(dbos, name) and hasattr(dbos_agent, name), name
     assert set(dbos_agent.EnqueueOptions.__annotations__) >= set(dbos.EnqueueOptions.__annotations__)
+
+
+def test_communication_and_steering_calls_take_dbos_pythons_arguments() -> None:
+    import dataclasses
+    import inspect
+
+    import dbos
+
+    def params(fn: Any) -> list:  # type: ignore[type-arg]
+        out = []
+        for p in inspect.signature(fn).parameters.values():
+            plain = p.default is inspect.Parameter.empty or isinstance(p.default, (int, float, str, type(None)))
+            out.append((p.name, p.kind, p.default if plain else type(p.default).__name__))
+        return out
+
+    both = [
+        "send", "send_async", "send_bulk", "send_bulk_async", "get_event", "get_event_async", "read_stream",
+        "read_stream_async", "read_stream_offset", "read_stream_offset_async", "fork_workflow", "fork_workflow_async",
+        "rewind_workflow", "rewind_workflow_async", "delete_workflow", "delete_workflow_async", "delete_workflows",
+        "delete_workflows_async", "update_workflow_attributes", "update_workflow_attributes_async",
+        "cancel_workflow", "cancel_workflow_async", "cancel_workflows", "cancel_workflows_async",
+    ]
+    dbos_only = [
+        "recv", "recv_async", "sleep", "sleep_async", "set_event", "set_event_async", "get_all_events",
+        "get_all_events_async", "write_stream", "write_stream_async", "close_stream", "close_stream_async", "patch",
+        "patch_async", "deprecate_patch", "deprecate_patch_async",
+    ]
+    for m in both + dbos_only:
+        assert params(getattr(dbos_agent.DBOS, m)) == params(getattr(dbos.DBOS, m)), m
+    for m in both:
+        assert params(getattr(dbos_agent.DBOSClient, m)) == params(getattr(dbos.DBOSClient, m)), m
+    for m in ("read_stream", "read_stream_async"):
+        for ours, theirs in ((dbos_agent.DBOS, dbos.DBOS), (dbos_agent.DBOSClient, dbos.DBOSClient)):
+            assert inspect.isgeneratorfunction(getattr(ours, m)) == inspect.isgeneratorfunction(getattr(theirs, m))
+            assert inspect.isasyncgenfunction(getattr(ours, m)) == inspect.isasyncgenfunction(getattr(theirs, m))
+    assert params(dbos_agent.SetWorkflowAttributes.__init__) == params(dbos.SetWorkflowAttributes.__init__)
+    assert [f.name for f in dataclasses.fields(dbos_agent.SendMessage)] == [
+        f.name for f in dataclasses.fields(dbos.SendMessage)
+    ]
+    for name in ("SendMessage", "SetWorkflowAttributes"):
+        assert hasattr(dbos, name) and hasattr(dbos_agent, name), name

@@ -15,6 +15,7 @@ from dbos_agent import (
     DBOS,
     DBOSAwaitedWorkflowCancelledError,
     DBOSClient,
+    DBOSException,
     DBOSMaxStepRetriesExceeded,
     DBOSNonExistentWorkflowError,
     DBOSNotSupportedError,
@@ -186,16 +187,6 @@ def introspecting_workflow(other_id: str) -> Dict[str, Any]:
     result = DBOS.retrieve_workflow(other_id).get_result()
     listed = DBOS.list_workflows(workflow_ids=[other_id])
     return {"status": status.status if status else None, "result": result, "listed": len(listed)}
-
-
-@DBOS.workflow()
-def child_calling_workflow() -> None:
-    order_workflow(1)
-
-
-@DBOS.workflow()
-def unsupported_call_workflow() -> None:
-    DBOS.sleep(1)
 
 
 queue_gate = threading.Event()
@@ -488,16 +479,28 @@ def test_list_workflows_filters(dbos: Any) -> None:
 
 
 def test_unsupported_calls_raise_naming_the_call(dbos: Any) -> None:
-    with pytest.raises(DBOSNotSupportedError, match="DBOS.send is not supported"):
-        DBOS.send("wf", "msg")
-    with pytest.raises(DBOSNotSupportedError, match="DBOS.sleep"):
-        unsupported_call_workflow()
-    with pytest.raises(DBOSNotSupportedError, match="child workflows"):
-        child_calling_workflow()
-    with pytest.raises(DBOSNotSupportedError, match="DBOS.set_event"):
-        DBOS.set_event("k", "v")
+    with pytest.raises(DBOSNotSupportedError, match="DBOS.transaction is not supported"):
+        DBOS.transaction()
+    with pytest.raises(DBOSNotSupportedError, match="DBOS.wait_first"):
+        DBOS.wait_first([])
     with pytest.raises(DBOSNotSupportedError):
         Queue("sharded", shard_key="s")
+    with pytest.raises(DBOSNotSupportedError, match="shard_key"):
+        DBOS.get_event("wf", "k", shard_key="s")
+
+
+def test_workflow_only_calls_raise_outside_a_workflow(dbos: Any) -> None:
+    # As in DBOS Python: these need a workflow to act for.
+    with pytest.raises(DBOSException, match="recv\\(\\) must be called from within a workflow"):
+        DBOS.recv()
+    with pytest.raises(DBOSException, match="sleep\\(\\) must be called from within a workflow"):
+        DBOS.sleep(1)
+    with pytest.raises(DBOSException, match="set_event\\(\\) must be called from within a workflow or step"):
+        DBOS.set_event("k", "v")
+    with pytest.raises(DBOSException, match="write_stream\\(\\) must be called"):
+        DBOS.write_stream("k", "v")
+    with pytest.raises(DBOSException, match="DBOS.patch must be called from a workflow"):
+        DBOS.patch("p")
 
 
 def test_binding_client_enqueues_waits_and_manages(dbos: Any, agent_env: AgentEnv) -> None:
