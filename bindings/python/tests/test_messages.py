@@ -13,6 +13,7 @@ import pytest
 
 from dbos_agent import (
     DBOS,
+    DBOSAwaitedWorkflowCancelledError,
     DBOSClient,
     DBOSNonExistentWorkflowError,
     Queue,
@@ -21,8 +22,9 @@ from dbos_agent import (
     SetWorkflowID,
     WorkflowSerializationFormat,
 )
+from dbos_agent import _dbos as dbos_module
 
-from conftest import AgentEnv, new_id, query, step_names
+from conftest import AgentEnv, new_id, query, step_names, wait_until
 
 WAIT = 30.0
 msg_queue = Queue("pytest_messages")
@@ -232,3 +234,32 @@ def test_async_twins_send_and_recv(dbos: Any, agent_env: AgentEnv) -> None:
         return await handle.get_result()
 
     assert sorted(asyncio.run(main())) == [1, 2]
+
+
+@DBOS.workflow()
+def long_sleeper() -> str:
+    DBOS.sleep(WAIT)
+    return "woke"
+
+
+@DBOS.workflow()
+async def long_async_sleeper() -> str:
+    await DBOS.sleep_async(WAIT)
+    return "woke"
+
+
+def test_cancel_interrupts_waits_in_recv_and_sleep(dbos: Any) -> None:
+    runs = dbos_module._instance._engine.runs  # type: ignore[union-attr]
+    handles = []
+    for wf, args in ((receiver, (1, "never", WAIT)), (long_sleeper, ()), (long_async_sleeper, ())):
+        wid = new_id("interrupted")
+        with SetWorkflowID(wid):
+            handles.append(DBOS.start_workflow(wf, *args))
+        wait_until(lambda: len(DBOS.list_workflow_steps(wid)) == 1, f"{wid} waits")
+    for h in handles:
+        DBOS.cancel_workflow(h.workflow_id)
+    for h in handles:
+        with pytest.raises(DBOSAwaitedWorkflowCancelledError):
+            h.get_result()
+        # The run here stopped waiting at once, long before its timeout.
+        wait_until(lambda: h.workflow_id not in runs, f"{h.workflow_id} stops", timeout=5)
