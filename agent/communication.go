@@ -153,12 +153,19 @@ func recordedStep(s *Session, caller sysdb.StepCaller, name string) (*sysdb.Step
 	return st, nil
 }
 
+func checkTimeoutFunctionID(op string, caller sysdb.StepCaller, timeoutFunctionID int) *protocol.Error {
+	if timeoutFunctionID < 1 || timeoutFunctionID == caller.FunctionID {
+		return protocol.Errorf(protocol.CodeInvalidArgument, "%s: timeout_function_id must be at least 1 and differ from caller.function_id", op)
+	}
+	return nil
+}
+
 // timeoutDeadline records (or reads back) the durable deadline of a wait as
 // the step DBOS.sleep at timeoutFunctionID, and returns it on this agent's
 // clock.
 func timeoutDeadline(s *Session, op string, caller sysdb.StepCaller, timeoutFunctionID int, timeoutMS int64) (time.Time, *protocol.Error) {
-	if timeoutFunctionID < 1 || timeoutFunctionID == caller.FunctionID {
-		return time.Time{}, protocol.Errorf(protocol.CodeInvalidArgument, "%s: timeout_function_id must be at least 1 and differ from caller.function_id", op)
+	if perr := checkTimeoutFunctionID(op, caller, timeoutFunctionID); perr != nil {
+		return time.Time{}, perr
 	}
 	sleepCaller := caller
 	sleepCaller.FunctionID = timeoutFunctionID
@@ -185,10 +192,28 @@ func handleRecv(s *Session, env protocol.Envelope) (any, *protocol.Error) {
 	if m.TimeoutMS < 0 {
 		return nil, protocol.Errorf(protocol.CodeInvalidArgument, "%s: timeout_ms must not be negative", env.Op)
 	}
-	topic := topicOrNull(m.Topic)
-	wake, release := a.signals.subscribe(messageKey(caller.WorkflowID, topic))
+	if perr := checkTimeoutFunctionID(env.Op, caller, m.TimeoutFunctionID); perr != nil {
+		return nil, perr
+	}
+	wake, release := a.signals.subscribe(messageKey(caller.WorkflowID, topicOrNull(m.Topic)))
 	defer release()
 
+	// Taking a waiting message is also the check for one. The deadline is
+	// recorded first, as DBOS Python lays a recv out (N, then its DBOS.sleep
+	// at N+1), even when the message is there already.
+	consume := sysdb.MessageConsumeParams{
+		Caller:             caller,
+		Topic:              m.Topic,
+		RequireMessage:     true,
+		EmptyOutput:        m.TimeoutOutput,
+		EmptySerialization: optional(m.TimeoutSerialization),
+	}
+	var got sysdb.Received
+	take := func(ctx context.Context) (bool, error) {
+		var err error
+		got, err = a.db.MessageConsume(ctx, consume)
+		return err == nil && (got.Received || got.Replayed), err
+	}
 	st, err := recordedStep(s, caller, protocol.StepRecv)
 	if err != nil {
 		return nil, protocolError(s, env.Op, err)
@@ -200,21 +225,23 @@ func handleRecv(s *Session, env protocol.Envelope) (any, *protocol.Error) {
 	if perr != nil {
 		return nil, perr
 	}
-	if _, err := awaitCondition(s.ctx, deadline, func(ctx context.Context) (bool, error) {
-		return a.db.MessagePending(ctx, caller.WorkflowID, topic)
-	}, wake); err != nil {
-		return nil, protocolError(s, env.Op, err)
-	}
-	got, err := a.db.MessageConsume(s.ctx, sysdb.MessageConsumeParams{
-		Caller:             caller,
-		Topic:              m.Topic,
-		EmptyOutput:        m.TimeoutOutput,
-		EmptySerialization: optional(m.TimeoutSerialization),
-	})
+	done, err := awaitCondition(s.ctx, deadline, take, wake)
 	if err != nil {
 		return nil, runError(s, env.Op, caller.WorkflowID, caller.OwnerXID, err)
 	}
-	return &protocol.RecvReply{Received: got.Received, Message: got.Message, Serialization: deref(got.Serialization)}, nil
+	if !done {
+		// The deadline passed: record that nothing came (or take what came
+		// at the last moment).
+		consume.RequireMessage = false
+		if got, err = a.db.MessageConsume(s.ctx, consume); err != nil {
+			return nil, runError(s, env.Op, caller.WorkflowID, caller.OwnerXID, err)
+		}
+	}
+	reply := &protocol.RecvReply{Received: got.Received, Message: got.Message, Serialization: deref(got.Serialization)}
+	if !got.Received {
+		reply.Message, reply.Serialization = m.TimeoutOutput, m.TimeoutSerialization
+	}
+	return reply, nil
 }
 
 func handleSleep(s *Session, env protocol.Envelope) (any, *protocol.Error) {
@@ -407,6 +434,9 @@ func handleReadStream(s *Session, env protocol.Envelope) (any, *protocol.Error) 
 		if err != nil {
 			return false, err
 		}
+		if r.WriterStatus == nil {
+			return false, &sysdb.NotFoundError{WorkflowID: m.WorkflowID}
+		}
 		reply.Values = make([]protocol.StreamValue, 0, len(r.Values))
 		size, complete := 0, len(r.Values) < limit || r.Closed
 		for i, v := range r.Values {
@@ -421,7 +451,7 @@ func handleReadStream(s *Session, env protocol.Envelope) (any, *protocol.Error) 
 		// everything before them is in this answer; else the reader asks
 		// again from where it got to.
 		reply.Closed = r.Closed && complete
-		reply.Ended = !reply.Closed && complete && (r.WriterStatus == nil || !activeStatus(*r.WriterStatus))
+		reply.Ended = !reply.Closed && complete && !activeStatus(*r.WriterStatus)
 		return len(reply.Values) > 0 || reply.Closed || reply.Ended, nil
 	}, written, ended); err != nil {
 		return nil, protocolError(s, env.Op, err)

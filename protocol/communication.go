@@ -180,9 +180,9 @@ type StreamValue struct {
 
 // ReadStreamReply holds consecutive values from the requested offset.
 // Closed: the stream's closing marker follows the values. Ended: the writer
-// is no longer active and wrote nothing more, so the stream will not grow
-// (or the workflow does not exist). A reply with no values and neither flag
-// timed out.
+// is no longer active and wrote nothing more, so the stream will not grow.
+// A reply with no values and neither flag timed out. A workflow that does
+// not exist is workflow_not_found.
 type ReadStreamReply struct {
 	Values []StreamValue `msgpack:"values"`
 	Closed bool          `msgpack:"closed"`

@@ -151,6 +151,9 @@ type MessageSendParams struct {
 type MessageConsumeParams struct {
 	Caller StepCaller
 	Topic  *string // nil: NullTopic
+	// RequireMessage records nothing when no message is waiting (the
+	// receiver waits on); otherwise EmptyOutput is recorded then.
+	RequireMessage bool
 	// EmptyOutput is recorded when no message is waiting.
 	EmptyOutput        *string
 	EmptySerialization *string

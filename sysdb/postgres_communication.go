@@ -213,7 +213,7 @@ func (p *Postgres) MessageConsume(ctx context.Context, in MessageConsumeParams) 
 	}
 	var fenceOK, stepped, consumed bool
 	var recordedName, recordedOut, recordedSer, out, ser *string
-	args := []any{c.WorkflowID, c.OwnerXID, c.FunctionID, topicOrNull(in.Topic), in.EmptyOutput, in.EmptySerialization, c.ApplicationName}
+	args := []any{c.WorkflowID, c.OwnerXID, c.FunctionID, topicOrNull(in.Topic), in.EmptyOutput, in.EmptySerialization, c.ApplicationName, in.RequireMessage}
 	err := p.fenced(ctx, "receive a message for "+c.WorkflowID, &c, p.sql("MessageConsume"), args,
 		&fenceOK, &recordedName, &recordedOut, &recordedSer, &stepped, &consumed, &out, &ser)
 	var pgErr *pgconn.PgError
@@ -229,6 +229,9 @@ func (p *Postgres) MessageConsume(ctx context.Context, in MessageConsumeParams) 
 		return Received{}, err
 	}
 	if !stepped {
+		if recordedName == nil && in.RequireMessage && fenceOK {
+			return Received{}, nil // nothing waits yet
+		}
 		if recordedName == nil {
 			return Received{}, fmt.Errorf("workflow %s step %d: recv neither recorded nor found", c.WorkflowID, c.FunctionID)
 		}

@@ -568,7 +568,8 @@ SELECT EXISTS (
 
 -- name: MessageConsume
 -- $1 workflow, $2 owner, $3 step id, $4 topic, $5/$6 what to record when no
--- message waits, $7 application name. The oldest message is taken with SKIP
+-- message waits, $7 application name, $8 record nothing when no message
+-- waits. The oldest message is taken with SKIP
 -- LOCKED, so concurrent consumers never get the same one, and only when the
 -- step is not recorded yet. The step insert has no ON CONFLICT: meeting a
 -- record fails the statement, which puts the message back.
@@ -598,7 +599,7 @@ WITH fence AS (
            CASE WHEN c.message IS NULL THEN $6::text ELSE c.serialization END,
            (EXTRACT(epoch FROM now()) * 1000)::bigint, (EXTRACT(epoch FROM now()) * 1000)::bigint, $7::text
     FROM fence LEFT JOIN consumed c ON true
-    WHERE NOT EXISTS (SELECT 1 FROM recorded)
+    WHERE NOT EXISTS (SELECT 1 FROM recorded) AND (NOT $8::boolean OR c.message IS NOT NULL)
     RETURNING output, serialization
 )
 SELECT EXISTS (SELECT 1 FROM fence),
