@@ -54,6 +54,7 @@ func newServeCommand() *cobra.Command {
 		stepBatchMax int
 		committers   int
 		resultPoll   time.Duration
+		messagePoll  time.Duration
 		sweep        time.Duration
 		schedPoll    time.Duration
 		poolSize     int32
@@ -93,7 +94,7 @@ func newServeCommand() *cobra.Command {
 			return serve(cmd.Context(), log, serveOptions{
 				url: url, schema: schema, socket: socketPath, executorID: executor, appVersion: version,
 				pollInterval: pollInterval, grace: grace, allowedUIDs: fc.AllowedUIDs,
-				stepBatchMax: stepBatchMax, committers: committers, resultPoll: resultPoll,
+				stepBatchMax: stepBatchMax, committers: committers, resultPoll: resultPoll, messagePoll: messagePoll,
 				sweep: sweep, schedPoll: schedPoll, poolSize: poolSize,
 			})
 		},
@@ -113,6 +114,7 @@ func newServeCommand() *cobra.Command {
 	f.DurationVar(&sweep, "sweep-interval", 0, "how often delayed workflows are released and timed-out ones cancelled (default 1s)")
 	f.DurationVar(&schedPoll, "schedule-interval", 0, "how often schedules are re-read from the database (default 10s)")
 	f.DurationVar(&resultPoll, "result-poll-interval", 0, "how often waiters re-check outcomes written without a notification (default 1s)")
+	f.DurationVar(&messagePoll, "message-poll-interval", 0, "how often waits for messages, events and stream values re-check without a notification (default 5s)")
 	return cmd
 }
 
@@ -121,7 +123,7 @@ type serveOptions struct {
 	pollInterval, grace                         time.Duration
 	allowedUIDs                                 []uint32
 	stepBatchMax, committers                    int
-	resultPoll, sweep, schedPoll                time.Duration
+	resultPoll, messagePoll, sweep, schedPoll   time.Duration
 	poolSize                                    int32
 }
 
@@ -132,19 +134,20 @@ func serve(ctx context.Context, log *zap.Logger, o serveOptions) error {
 	}
 	defer db.Close()
 	a, err := agent.New(agent.Config{
-		DB:                 db,
-		Notifications:      db,
-		ExecutorID:         o.executorID,
-		DefaultAppVersion:  o.appVersion,
-		AgentVersion:       version,
-		PollInterval:       o.pollInterval,
-		GracePeriod:        o.grace,
-		MaxStepBatch:       o.stepBatchMax,
-		StepBatchers:       o.committers,
-		ResultPollInterval: o.resultPoll,
-		SweepInterval:      o.sweep,
-		ScheduleInterval:   o.schedPoll,
-		Logger:             log,
+		DB:                  db,
+		Notifications:       db,
+		ExecutorID:          o.executorID,
+		DefaultAppVersion:   o.appVersion,
+		AgentVersion:        version,
+		PollInterval:        o.pollInterval,
+		GracePeriod:         o.grace,
+		MaxStepBatch:        o.stepBatchMax,
+		StepBatchers:        o.committers,
+		ResultPollInterval:  o.resultPoll,
+		MessagePollInterval: o.messagePoll,
+		SweepInterval:       o.sweep,
+		ScheduleInterval:    o.schedPoll,
+		Logger:              log,
 	})
 	if err != nil {
 		return err
