@@ -127,15 +127,44 @@ def send_confirmation(order_id: str, email: str, tracking: str) -> None:
     log(f"{order_id}: confirmation sent to {email}")
 
 
+# Orders above this need a manager's approval before anything happens.
+APPROVAL_THRESHOLD_CENTS = 15000
+
+
+def progress(stage: str) -> None:
+    """Publish how far the order got: the latest stage as an event, every
+    stage on a stream (both durable: a replay does not publish twice)."""
+    DBOS.set_event("stage", stage)
+    DBOS.write_stream("progress", stage)
+
+
 @DBOS.workflow()
 def process_order(order: Dict[str, Any]) -> Dict[str, Any]:
     order_id = DBOS.workflow_id
     assert order_id is not None
-    reservation = reserve_inventory(order_id, order["sku"], order["qty"])
-    charge_id = charge_payment(order_id, reservation["amount_cents"])
-    tracking = ship_order(order_id, order["address"])
-    send_confirmation(order_id, order["email"], tracking)
-    return {"order_id": order_id, "charged_cents": reservation["amount_cents"], "charge_id": charge_id, "tracking": tracking}
+    amount = PRICES[order["sku"]] * order["qty"]
+    try:
+        if amount > APPROVAL_THRESHOLD_CENTS:
+            # Ask for approval and wait for the answer, durably: a worker
+            # killed here resumes waiting with the same deadline.
+            DBOS.set_event("approval_request", {"amount_cents": amount})
+            progress("awaiting approval")
+            decision = DBOS.recv("approval", timeout_seconds=60)
+            if not decision or not decision.get("approved"):
+                reason = decision.get("reason") if decision else "no answer within 60s"
+                progress("rejected")
+                return {"order_id": order_id, "rejected": reason}
+        reservation = reserve_inventory(order_id, order["sku"], order["qty"])
+        progress("reserved")
+        charge_id = charge_payment(order_id, reservation["amount_cents"])
+        progress("charged")
+        tracking = ship_order(order_id, order["address"])
+        progress("shipped")
+        send_confirmation(order_id, order["email"], tracking)
+        progress("confirmed")
+        return {"order_id": order_id, "charged_cents": reservation["amount_cents"], "charge_id": charge_id, "tracking": tracking}
+    finally:
+        DBOS.close_stream("progress")
 
 
 def launch() -> None:
@@ -162,14 +191,21 @@ def demo() -> int:
     orders = [
         (f"order-{run}-1", {"sku": "widget", "qty": 3, "address": "1 Main St", "email": "ana@example.com"}),
         (f"order-{run}-2", {"sku": "gadget", "qty": 1, "address": "2 High St", "email": "bo@example.com"}),
+        # Over the threshold: the manager rejects the first and approves the
+        # second, which then finds too few gadgets in stock.
         (f"order-{run}-3", {"sku": "gizmo", "qty": 2, "address": "3 Low Rd", "email": "cy@example.com"}),
+        (f"order-{run}-4", {"sku": "gadget", "qty": 9, "address": "4 Far Way", "email": "di@example.com"}),
     ]
     handles = []
     for oid, order in orders:
         with SetWorkflowID(oid):
             handles.append(orders_queue.enqueue(process_order, order))
         log(f"{oid}: enqueued ({order['qty']} x {order['sku']})")
-    ok = True
+    decisions = {orders[2][0]: {"approved": False, "reason": "over budget"}, orders[3][0]: {"approved": True}}
+    for oid, decision in decisions.items():
+        request = DBOS.get_event(oid, "approval_request", timeout_seconds=60)
+        log(f"{oid}: approval requested for {request['amount_cents'] / 100:.2f}; answering {json.dumps(decision)}")
+        DBOS.send(oid, decision, topic="approval")
     for h in handles:
         try:
             result = h.get_result()
@@ -179,12 +215,18 @@ def demo() -> int:
     for h in handles:
         steps = DBOS.list_workflow_steps(h.workflow_id)
         log(f"{h.workflow_id}: recorded steps " + ", ".join(f"{s['function_id']}:{s['function_name']}" for s in steps))
+        stages = list(DBOS.read_stream(h.workflow_id, "progress"))
+        log(f"{h.workflow_id}: progress stream {stages}, last stage {DBOS.get_event(h.workflow_id, 'stage', timeout_seconds=0)!r}")
     counts = report([oid for oid, _ in orders])
     log("side effects per order: " + json.dumps(counts))
-    # Orders 1 and 2 went through once each; order 3 (two of the one gizmo
-    # left) failed at reservation and touched nothing.
+    # Orders 1 and 2 went through once each; order 3 was rejected and order
+    # 4 (nine of the four gadgets left) failed at reservation: neither
+    # touched anything.
+    none = {"reservations": 0, "charges": 0, "shipments": 0, "emails": 0}
     ok = counts[orders[0][0]] == counts[orders[1][0]] == {"reservations": 1, "charges": 1, "shipments": 1, "emails": 1}
-    ok = ok and counts[orders[2][0]] == {"reservations": 0, "charges": 0, "shipments": 0, "emails": 0}
+    ok = ok and counts[orders[2][0]] == none and counts[orders[3][0]] == none
+    ok = ok and list(DBOS.read_stream(orders[0][0], "progress")) == ["reserved", "charged", "shipped", "confirmed"]
+    ok = ok and handles[2].get_result() == {"order_id": orders[2][0], "rejected": "over budget"}
     DBOS.destroy()
     print("DEMO OK" if ok else "DEMO FAILED", flush=True)
     return 0 if ok else 1
