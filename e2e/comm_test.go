@@ -121,7 +121,7 @@ func TestCommDurableSleepAndRecvTimeout(t *testing.T) {
 // TestCommConcurrentReceiversConsumeEachMessageOnce: many recvs on one
 // destination and topic, through two agents on one database, race many
 // sends made through both: every message is consumed exactly once, by the
-// recv step recorded with it.
+// recv step recorded with it, and no recv gives up before its deadline.
 func TestCommConcurrentReceiversConsumeEachMessageOnce(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
@@ -145,7 +145,6 @@ func TestCommConcurrentReceiversConsumeEachMessageOnce(t *testing.T) {
 	const messages, receiversPerAgent = 200, 16
 	const end = `"end"`
 	var nextRecv, nextSend atomic.Int64
-	var early atomic.Int64 // recvs that lost a race and answered nothing
 	got := make(chan string, messages)
 	errs := make(chan error, 2*receiversPerAgent+len(senders)+1)
 	var receiving, sending sync.WaitGroup
@@ -165,7 +164,10 @@ func TestCommConcurrentReceiversConsumeEachMessageOnce(t *testing.T) {
 					errs <- err
 					return
 				case !r.Received:
-					early.Add(1)
+					// Losing a race to another receiver is no reason to
+					// give up before the deadline.
+					errs <- fmt.Errorf("recv %d answered nothing before its deadline", i)
+					return
 				case *r.Message == end:
 					return
 				default:
@@ -214,7 +216,6 @@ func TestCommConcurrentReceiversConsumeEachMessageOnce(t *testing.T) {
 	for m, n := range seen {
 		require.Equal(t, 1, n, "message %s received %d times", m, n)
 	}
-	t.Logf("%d recvs lost a race and answered nothing before their deadline", early.Load())
 
 	// In the database: every row consumed, each by its own recv step, whose
 	// recorded output is that row's message.
@@ -425,7 +426,8 @@ func TestCommEventsAcrossAgents(t *testing.T) {
 // TestCommStreams: a reader on another agent follows a stream while it is
 // written and sees it closed; a write after the close is stream_closed; a
 // stream whose writer ended without closing it ends; a read with a timeout
-// on a live stream with nothing new ends empty.
+// on a live stream with nothing new ends empty; a workflow that does not
+// exist has no stream to read.
 func TestCommStreams(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
@@ -506,9 +508,8 @@ func TestCommStreams(t *testing.T) {
 	require.NoError(t, err)
 	require.True(t, tail.Ended)
 	require.Empty(t, tail.Values)
-	missing, err := cb.ReadStream(ctx, protocol.ReadStream{WorkflowID: "no-such-workflow", Key: "s"})
-	require.NoError(t, err)
-	require.True(t, missing.Ended)
+	_, err = cb.ReadStream(ctx, protocol.ReadStream{WorkflowID: "no-such-workflow", Key: "s"})
+	requireErrCode(t, err, protocol.CodeWorkflowNotFound)
 }
 
 // TestCommBadInput: malformed communication requests answer
@@ -681,16 +682,23 @@ func TestCommInteropGoSDKClientTalksToAgentWorkflow(t *testing.T) {
 	sdk := sdkClient(t, e)
 	require.NoError(t, dbos.Send(sdk, "agent-inbox", "native hello", "sdk"))
 	require.NoError(t, dbos.Send(sdk, "agent-inbox", "portable hello", "sdk", dbos.WithPortableSend()))
+	res := awaitResult(t, c, "agent-inbox")
+	require.Equal(t, "SUCCESS", res.Status, "%v", res.Error)
+	// Read once set: a client just made may not listen yet, and the Go SDK
+	// does not look again for what it missed before.
 	ack, err := dbos.GetEvent[string](sdk, "agent-inbox", "ack", signalWait)
 	require.NoError(t, err)
 	require.Equal(t, "got them", ack)
-	values, closed, err := dbos.ReadStream[string](sdk, "agent-inbox", "out")
+	// The SDKs disagree on the closing marker: the Go SDK v1.8.0 writes and
+	// recognises it bare and untagged, DBOS Python the portable_json string,
+	// which the agent writes (DBOS-CONTRACT.md). The Go SDK's reader so
+	// takes the agent's marker for a last value and does not see the stream
+	// closed (it would end its read on the writer having ended, which it
+	// notices only by polling: the read is a snapshot of the ended stream).
+	values, closed, err := dbos.ReadStream[string](sdk, "agent-inbox", "out", dbos.WithReadStreamSnapshot())
 	require.NoError(t, err)
-	require.True(t, closed)
-	require.Equal(t, []string{"a", "b"}, values)
-
-	res := awaitResult(t, c, "agent-inbox")
-	require.Equal(t, "SUCCESS", res.Status, "%v", res.Error)
+	require.Equal(t, []string{"a", "b", "__DBOS_STREAM_CLOSED__"}, values)
+	require.False(t, closed)
 	var got []protocol.RecvReply
 	require.NoError(t, json.Unmarshal([]byte(*res.Output), &got))
 	require.Len(t, got, 2)
@@ -733,6 +741,11 @@ func TestCommInteropAgentClientTalksToGoSDKWorkflow(t *testing.T) {
 	})
 	handle, err := dbos.RunWorkflow(sdk, echo, "", dbos.WithWorkflowID("sdk-echo"))
 	require.NoError(t, err)
+	// The recv's deadline is recorded (the Go SDK numbers steps from 0): it
+	// waits. By then the SDK listens, as it started to at launch; a message
+	// sent before it listened would wait for the recv's deadline: the SDK
+	// does not look again.
+	waitForStep(t, c, "sdk-echo", 1)
 
 	// Waiting before the SDK sets it: woken by the SDK's notification.
 	echoed := awaitEvent(c, "sdk-echo", "echo")
