@@ -245,7 +245,9 @@ func TestCLIQueuesSchedulesAndVersions(t *testing.T) {
 	for i, sv := range sdkVersions {
 		require.Equal(t, sv.Name, versions[i]["version_name"], "the SDK orders versions the same")
 		require.Equal(t, sv.ID, versions[i]["version_id"])
-		require.Equal(t, time.UnixMilli(sv.Timestamp).UTC().Format(time.RFC3339Nano), versions[i]["version_timestamp"])
+		shown, err := time.Parse(time.RFC3339Nano, versions[i]["version_timestamp"].(string))
+		require.NoError(t, err)
+		require.Equal(t, sv.Timestamp, shown.UnixMilli(), "the CLI shows the SDK's timestamp")
 	}
 	versions = cliqJSON[[]map[string]any](t, with("version", "list", "--app-name", "shop", "--json")...)
 	require.Len(t, versions, 2, "another application's versions are not listed")
