@@ -36,6 +36,40 @@ func communicationHandlers() map[string]handler {
 	}
 }
 
+// errRunEnded is why a wait made for a run stopped when the run ended here.
+var errRunEnded = errors.New("the run ended")
+
+// runContext is s's context, ended early (with cause errRunEnded) when the
+// caller's run ends on this agent: cancelled, fenced or finished. A wait
+// made for a run that is over then answers at once instead of holding on
+// until its deadline.
+func (s *Session) runContext(c sysdb.StepCaller) (context.Context, context.CancelFunc) {
+	ctx, cancel := context.WithCancelCause(s.ctx)
+	a := s.agent
+	a.mu.Lock()
+	r := a.runs[c.WorkflowID]
+	a.mu.Unlock()
+	if r != nil && r.ownerXID == c.OwnerXID {
+		go func() {
+			select {
+			case <-r.ended:
+				cancel(errRunEnded)
+			case <-ctx.Done():
+			}
+		}()
+	}
+	return ctx, func() { cancel(nil) }
+}
+
+// waitError answers a wait for a run that failed: a run that ended while
+// waiting is told why (cancelled, or no longer its owner).
+func waitError(s *Session, ctx context.Context, op string, c sysdb.StepCaller, err error) *protocol.Error {
+	if errors.Is(context.Cause(ctx), errRunEnded) {
+		err = &sysdb.FencedError{WorkflowID: c.WorkflowID}
+	}
+	return runError(s, op, c.WorkflowID, c.OwnerXID, err)
+}
+
 // stepCaller checks a caller and turns it into the database's form.
 func (s *Session) stepCaller(op string, c protocol.Caller) (sysdb.StepCaller, *protocol.Error) {
 	if perr := required(op, "caller.workflow_id", c.WorkflowID, "caller.owner_xid", c.OwnerXID); perr != nil {
@@ -225,9 +259,11 @@ func handleRecv(s *Session, env protocol.Envelope) (any, *protocol.Error) {
 	if perr != nil {
 		return nil, perr
 	}
-	done, err := awaitCondition(s.ctx, deadline, take, wake)
+	ctx, stop := s.runContext(caller)
+	defer stop()
+	done, err := awaitCondition(ctx, deadline, take, wake)
 	if err != nil {
-		return nil, runError(s, env.Op, caller.WorkflowID, caller.OwnerXID, err)
+		return nil, waitError(s, ctx, env.Op, caller, err)
 	}
 	if !done {
 		// The deadline passed: record that nothing came (or take what came
@@ -322,11 +358,20 @@ func handleGetEvent(s *Session, env protocol.Envelope) (any, *protocol.Error) {
 		}
 	}
 	var value *sysdb.Payload
-	if _, err := awaitCondition(s.ctx, deadline, func(ctx context.Context) (bool, error) {
+	ctx := s.ctx
+	if caller != nil {
+		var stop context.CancelFunc
+		ctx, stop = s.runContext(*caller)
+		defer stop()
+	}
+	if _, err := awaitCondition(ctx, deadline, func(ctx context.Context) (bool, error) {
 		v, err := a.db.EventGet(ctx, m.WorkflowID, m.Key)
 		value = v
 		return v != nil, err
 	}, wake); err != nil {
+		if caller != nil {
+			return nil, waitError(s, ctx, env.Op, *caller, err)
+		}
 		return nil, protocolError(s, env.Op, err)
 	}
 	reply := &protocol.GetEventReply{Found: value != nil}

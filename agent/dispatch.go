@@ -48,6 +48,9 @@ type run struct {
 	queue        string
 	partitionKey string
 	worker       *worker
+	// ended is closed when the run ends here (finished, cancelled, fenced),
+	// so that its waits stop at once.
+	ended chan struct{}
 }
 
 // runningOn counts this worker's runs of queue (of one partition when
@@ -214,6 +217,7 @@ func (a *Agent) endRun(workflowID, ownerXID string) {
 	}
 	delete(a.runs, workflowID)
 	delete(r.worker.running, workflowID)
+	close(r.ended)
 	if g := a.groups[r.worker.session.group]; g != nil {
 		if p := g.pollers[r.queue]; p != nil {
 			p.wakeUp()
@@ -528,7 +532,7 @@ func (a *Agent) dispatch(ctx context.Context, g *workerGroup, queue string, cfg 
 		}
 	}
 	if chosen != nil && wf.RecoveryAttempts <= maxAttempts+1 {
-		r := &run{workflowID: wf.ID, ownerXID: owner, queue: queue, partitionKey: partition, worker: chosen}
+		r := &run{workflowID: wf.ID, ownerXID: owner, queue: queue, partitionKey: partition, worker: chosen, ended: make(chan struct{})}
 		chosen.running[wf.ID] = r
 		a.runs[wf.ID] = r
 	}

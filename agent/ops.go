@@ -289,7 +289,7 @@ func handleStartWorkflow(s *Session, env protocol.Envelope) (any, *protocol.Erro
 		w = g.workers[s]
 	}
 	if w != nil {
-		r := &run{workflowID: m.WorkflowID, ownerXID: token, queue: sysdb.InternalQueueName, worker: w}
+		r := &run{workflowID: m.WorkflowID, ownerXID: token, queue: sysdb.InternalQueueName, worker: w, ended: make(chan struct{})}
 		w.running[m.WorkflowID] = r
 		a.runs[m.WorkflowID] = r
 	}

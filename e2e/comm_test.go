@@ -556,7 +556,9 @@ func TestCommBadInput(t *testing.T) {
 func TestCommChildrenForkRewindAttributesDelete(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
-	a := e.startAgent(agentOptions{})
+	// No fallback re-check within the test: only the cancel can end the
+	// parent's wait.
+	a := e.startAgent(agentOptions{extraArgs: []string{"--message-poll-interval", "1h"}})
 	ctx := context.Background()
 	var mu sync.Mutex
 	ran := map[string]int{} // "<workflow id> <step>" -> executions
@@ -574,6 +576,7 @@ func TestCommChildrenForkRewindAttributesDelete(t *testing.T) {
 		defer mu.Unlock()
 		return ran[key]
 	}
+	parentRecv := make(chan error, 1)
 	qWorker(t, a.socket, client.WorkerConfig{Workflows: map[string]client.WorkflowFunc{
 		"parent": func(wf *client.Workflow, _ *string) (*string, error) {
 			if err := step(wf, "a"); err != nil {
@@ -583,7 +586,13 @@ func TestCommChildrenForkRewindAttributesDelete(t *testing.T) {
 			if _, err := wf.StartChild(protocol.StartWorkflow{Name: "child", QueueName: "parked"}); err != nil {
 				return nil, err
 			}
-			_, err := wf.Recv(str("never"), 10*time.Minute)
+			// A raw recv, on a context the cancel push does not end: what
+			// answers it is the agent.
+			caller := wf.NextCaller()
+			_, err := wf.Client().Recv(context.Background(), protocol.Recv{
+				Caller: caller, TimeoutFunctionID: caller.FunctionID + 1, Topic: str("never"), TimeoutMS: (10 * time.Minute).Milliseconds(),
+			})
+			parentRecv <- err
 			return nil, err
 		},
 		"counter": func(wf *client.Workflow, _ *string) (*string, error) {
@@ -611,6 +620,9 @@ func TestCommChildrenForkRewindAttributesDelete(t *testing.T) {
 	require.NoError(t, c.CancelWorkflow(ctx, protocol.CancelWorkflow{WorkflowID: "parent", CancelChildren: true}))
 	require.Equal(t, "CANCELLED", awaitResult(t, c, "parent").Status)
 	require.Equal(t, "CANCELLED", getWorkflow(t, c, "parent-2").Status)
+	// The agent ends the cancelled run's wait at once, not at its deadline
+	// ten minutes away.
+	requireErrCode(t, recv(t, parentRecv, "the cancelled run's recv to answer"), protocol.CodeWorkflowCancelled)
 
 	attributes := func() *string { return getWorkflow(t, c, "parent").Attributes }
 	require.JSONEq(t, `{"team":"infra"}`, *attributes())
