@@ -445,6 +445,7 @@ func workflowInfo(wf sysdb.Workflow) protocol.WorkflowInfo {
 		PartitionKey:      deref(wf.QueuePartitionKey),
 		ParentWorkflowID:  deref(wf.ParentWorkflowID),
 		ForkedFrom:        deref(wf.ForkedFrom),
+		WasForkedFrom:     wf.WasForkedFrom,
 		Serialization:     deref(wf.Serialization),
 		Inputs:            wf.Inputs,
 		Output:            wf.Output,

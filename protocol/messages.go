@@ -292,6 +292,7 @@ type WorkflowInfo struct {
 	PartitionKey      string  `msgpack:"partition_key,omitempty"`
 	ParentWorkflowID  string  `msgpack:"parent_workflow_id,omitempty"`
 	ForkedFrom        string  `msgpack:"forked_from,omitempty"`
+	WasForkedFrom     bool    `msgpack:"was_forked_from,omitempty"` // a fork was made of it
 	Serialization     string  `msgpack:"serialization,omitempty"`
 	Inputs            *string `msgpack:"inputs,omitempty"`
 	Output            *string `msgpack:"output,omitempty"`

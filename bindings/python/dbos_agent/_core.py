@@ -592,7 +592,7 @@ def status_from_info(info: Dict[str, Any], serializer: Serializer) -> WorkflowSt
     st.priority = int(info.get("priority") or 0)
     st.queue_partition_key = _opt(info, "partition_key")
     st.forked_from = _opt(info, "forked_from")
-    st.was_forked_from = False
+    st.was_forked_from = bool(info.get("was_forked_from", False))
     st.parent_workflow_id = _opt(info, "parent_workflow_id")
     st.dequeued_at = _opt(info, "started_at_epoch_ms")
     st.delay_until_epoch_ms = _opt(info, "delay_until_epoch_ms")

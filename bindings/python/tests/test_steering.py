@@ -72,6 +72,7 @@ def test_fork_copies_the_steps_below_its_start(dbos: Any) -> None:
     assert fork.get_result() == [f"{tag}-1-1", f"{tag}-2-1", f"{tag}-3-2"]
     status = fork.get_status()
     assert (status.forked_from, status.queue_name) == (wid, "pytest_steering")
+    assert not status.was_forked_from and DBOS.get_workflow_status(wid).was_forked_from
     assert DBOS.retrieve_workflow(wid).get_result() == [f"{tag}-1-1", f"{tag}-2-1", f"{tag}-3-1"]
     # From step 1 nothing is copied: a fresh run under a new id.
     assert DBOS.fork_workflow(wid, 1).get_result() == [f"{tag}-1-2", f"{tag}-2-2", f"{tag}-3-3"]
