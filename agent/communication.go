@@ -248,13 +248,9 @@ func handleRecv(s *Session, env protocol.Envelope) (any, *protocol.Error) {
 		got, err = a.db.MessageConsume(ctx, consume)
 		return err == nil && (got.Received || got.Replayed), err
 	}
-	st, err := recordedStep(s, caller, protocol.StepRecv)
-	if err != nil {
-		return nil, protocolError(s, env.Op, err)
-	}
-	if st != nil {
-		return &protocol.RecvReply{Received: st.Output != nil, Message: st.Output, Serialization: deref(st.Serialization)}, nil
-	}
+	// A recv recorded already (a retried request) needs no probe of its own:
+	// its deadline is recorded too, so the first take below finds the
+	// record and answers it.
 	deadline, perr := timeoutDeadline(s, env.Op, caller, m.TimeoutFunctionID, m.TimeoutMS)
 	if perr != nil {
 		return nil, perr
