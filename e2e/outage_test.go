@@ -127,3 +127,47 @@ func TestDatabaseOutageMidRunLosesNothing(t *testing.T) {
 	require.Len(t, steps.Steps, 2)
 	require.Equal(t, "during", steps.Steps[1].Name)
 }
+
+// TestDatabaseOutageDuringRecvLosesNoMessage: a workflow waits in recv while
+// its agent loses the database; a message sent meanwhile (through another
+// agent, whose notification the first one cannot hear) is received once the
+// database is back, well before the recv's deadline.
+func TestDatabaseOutageDuringRecvLosesNoMessage(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	u, err := url.Parse(e.url)
+	require.NoError(t, err)
+	proxy := newTCPProxy(t, u.Host)
+	u.Host = proxy.ln.Addr().String()
+	direct := e.url
+	e.url = u.String()
+	// No fallback re-check within the test: only the listener's reconnection
+	// can tell the waiting recv that the message came.
+	cut := e.startAgent(agentOptions{extraArgs: []string{"--message-poll-interval", "1h"}})
+	e.url = direct
+	other := e.startAgent(agentOptions{executorID: "other", socketName: "other.sock"})
+
+	ctx := context.Background()
+	w, err := client.NewWorker(ctx, cut.socket, client.WorkerConfig{AppName: "e2e",
+		Workflows: map[string]client.WorkflowFunc{"receiver": func(wf *client.Workflow, _ *string) (*string, error) {
+			r, err := wf.Recv(str("during-outage"), 10*time.Minute)
+			if err != nil {
+				return nil, err
+			}
+			return r.Message, nil
+		}}})
+	require.NoError(t, err)
+	defer w.Close()
+	c := dialClient(t, cut.socket)
+	require.NoError(t, c.Call(ctx, protocol.OpStartWorkflow, &protocol.StartWorkflow{WorkflowID: "outage-recv", Name: "receiver"}, nil))
+	waitForStep(t, c, "outage-recv", 2) // the recv's deadline: it waits now
+
+	proxy.cut()
+	cut.waitForLog(t, "notification listener disconnected")
+	sendMessage(t, dialClient(t, other.socket), "outage-recv", "during-outage", `"sent while the database was away"`)
+	proxy.restore()
+
+	res := awaitResult(t, c, "outage-recv")
+	require.Equal(t, "SUCCESS", res.Status, "%v", res.Error)
+	require.Equal(t, `"sent while the database was away"`, *res.Output)
+}
