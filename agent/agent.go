@@ -125,7 +125,8 @@ type Agent struct {
 	wg     sync.WaitGroup
 
 	draining  atomic.Bool
-	steps     *stepBatcher
+	steps     *batcher[sysdb.StepRecordParams, struct{}]
+	finishes  *batcher[sysdb.WorkflowFinishParams, sysdb.WorkflowFinishResult]
 	waiters   *waiters
 	signals   *signals
 	schedules *scheduler
@@ -157,7 +158,8 @@ func New(cfg Config) (*Agent, error) {
 		runs:     map[string]*run{},
 		runsDone: make(chan struct{}, 1),
 	}
-	a.steps = newStepBatcher(a.db, cfg.StepBatchers, cfg.MaxStepBatch, a.log)
+	a.steps = newStepBatcher(a.db, cfg.StepBatchers, cfg.MaxStepBatch)
+	a.finishes = newFinishBatcher(a.db, cfg.StepBatchers, cfg.MaxStepBatch)
 	a.waiters = newWaiters(a.db, cfg.ResultPollInterval, a.log)
 	a.signals = newSignals(cfg.MessagePollInterval)
 	a.schedules = newScheduler(a)
@@ -180,6 +182,7 @@ func (a *Agent) Start(ctx context.Context) error {
 		a.log.Info("recovered pending workflows", zap.Int("count", len(ids)), zap.String("executor_id", a.cfg.ExecutorID))
 	}
 	a.steps.start(a.ctx, &a.wg)
+	a.finishes.start(a.ctx, &a.wg)
 	a.waiters.start(a.ctx, &a.wg)
 	a.signals.start(a.ctx, &a.wg)
 	a.wg.Add(2)

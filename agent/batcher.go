@@ -4,8 +4,6 @@ import (
 	"context"
 	"sync"
 
-	"go.uber.org/zap"
-
 	"github.com/dbos-agent/dbos-agent/sysdb"
 )
 
@@ -13,28 +11,64 @@ import (
 // short.
 const defaultMaxStepBatch = 512
 
-// stepBatcher commits the step records of every connection. Each of its
-// committers takes everything that waits when it becomes free and commits
-// it in one transaction: when idle a record is committed at once, under load
-// many records share a commit.
-type stepBatcher struct {
-	db         sysdb.SystemDatabase
+// batcher group-commits the writes of every connection: step records, and
+// workflow outcomes. Each of its committers takes everything that waits
+// when it becomes free and commits it in one transaction: when idle a write
+// is committed at once, under load many writes share a commit.
+type batcher[P, R any] struct {
 	committers int
 	maxBatch   int
-	in         chan *stepRequest
-	log        *zap.Logger
+	in         chan *batchRequest[P, R]
+	// commit writes a batch in one transaction and answers each write, in
+	// order; its error is for the whole batch (nothing was committed).
+	commit func(ctx context.Context, params []P) ([]batchResult[R], error)
 }
 
-type stepRequest struct {
-	params sysdb.StepRecordParams
-	done   chan error
+type batchRequest[P, R any] struct {
+	params P
+	done   chan batchResult[R]
 }
 
-func newStepBatcher(db sysdb.SystemDatabase, committers, maxBatch int, log *zap.Logger) *stepBatcher {
-	return &stepBatcher{db: db, committers: committers, maxBatch: maxBatch, in: make(chan *stepRequest, 4*defaultMaxStepBatch), log: log}
+type batchResult[R any] struct {
+	value R
+	err   error
 }
 
-func (b *stepBatcher) start(ctx context.Context, wg *sync.WaitGroup) {
+func newBatcher[P, R any](committers, maxBatch int, commit func(context.Context, []P) ([]batchResult[R], error)) *batcher[P, R] {
+	return &batcher[P, R]{committers: committers, maxBatch: maxBatch, in: make(chan *batchRequest[P, R], 4*defaultMaxStepBatch), commit: commit}
+}
+
+// newStepBatcher commits step records with StepRecordMany.
+func newStepBatcher(db sysdb.SystemDatabase, committers, maxBatch int) *batcher[sysdb.StepRecordParams, struct{}] {
+	return newBatcher(committers, maxBatch, func(ctx context.Context, params []sysdb.StepRecordParams) ([]batchResult[struct{}], error) {
+		errs, err := db.StepRecordMany(ctx, params)
+		if err != nil {
+			return nil, err
+		}
+		results := make([]batchResult[struct{}], len(errs))
+		for i, e := range errs {
+			results[i].err = e
+		}
+		return results, nil
+	})
+}
+
+// newFinishBatcher commits workflow outcomes with WorkflowFinishMany.
+func newFinishBatcher(db sysdb.SystemDatabase, committers, maxBatch int) *batcher[sysdb.WorkflowFinishParams, sysdb.WorkflowFinishResult] {
+	return newBatcher(committers, maxBatch, func(ctx context.Context, params []sysdb.WorkflowFinishParams) ([]batchResult[sysdb.WorkflowFinishResult], error) {
+		outcomes, err := db.WorkflowFinishMany(ctx, params)
+		if err != nil {
+			return nil, err
+		}
+		results := make([]batchResult[sysdb.WorkflowFinishResult], len(outcomes))
+		for i, o := range outcomes {
+			results[i] = batchResult[sysdb.WorkflowFinishResult]{value: o.Result, err: o.Err}
+		}
+		return results, nil
+	})
+}
+
+func (b *batcher[P, R]) start(ctx context.Context, wg *sync.WaitGroup) {
 	for i := 0; i < b.committers; i++ {
 		wg.Add(1)
 		go func() {
@@ -44,23 +78,31 @@ func (b *stepBatcher) start(ctx context.Context, wg *sync.WaitGroup) {
 	}
 }
 
-// record returns once the step is durable, or with why it is not.
-func (b *stepBatcher) record(ctx context.Context, p sysdb.StepRecordParams) error {
-	req := &stepRequest{params: p, done: make(chan error, 1)}
+// write returns once the write is durable, or with why it is not.
+func (b *batcher[P, R]) write(ctx context.Context, p P) (R, error) {
+	req := &batchRequest[P, R]{params: p, done: make(chan batchResult[R], 1)}
 	select {
 	case b.in <- req:
 	case <-ctx.Done():
-		return ctx.Err()
+		var zero R
+		return zero, ctx.Err()
 	}
 	// Once queued, the request is committed or failed by a committer; the
 	// caller waits for that answer so an acknowledgement always means
 	// durable.
-	return <-req.done
+	r := <-req.done
+	return r.value, r.err
 }
 
-func (b *stepBatcher) commitLoop(ctx context.Context) {
-	batch := make([]*stepRequest, 0, b.maxBatch)
-	params := make([]sysdb.StepRecordParams, 0, b.maxBatch)
+// record is write for writes that answer nothing but an error.
+func (b *batcher[P, R]) record(ctx context.Context, p P) error {
+	_, err := b.write(ctx, p)
+	return err
+}
+
+func (b *batcher[P, R]) commitLoop(ctx context.Context) {
+	batch := make([]*batchRequest[P, R], 0, b.maxBatch)
+	params := make([]P, 0, b.maxBatch)
 	for {
 		batch, params = batch[:0], params[:0]
 		select {
@@ -82,12 +124,12 @@ func (b *stepBatcher) commitLoop(ctx context.Context) {
 		for _, r := range batch {
 			params = append(params, r.params)
 		}
-		// The commit outlives a shutdown that starts meanwhile: a record
+		// The commit outlives a shutdown that starts meanwhile: a write
 		// that reached the database must be answered truthfully.
-		results, err := b.db.StepRecordMany(context.WithoutCancel(ctx), params)
+		results, err := b.commit(context.WithoutCancel(ctx), params)
 		for i, r := range batch {
 			if err != nil {
-				r.done <- err
+				r.done <- batchResult[R]{err: err}
 			} else {
 				r.done <- results[i]
 			}
@@ -96,11 +138,11 @@ func (b *stepBatcher) commitLoop(ctx context.Context) {
 }
 
 // failWaiting answers requests still queued at shutdown.
-func (b *stepBatcher) failWaiting(err error) {
+func (b *batcher[P, R]) failWaiting(err error) {
 	for {
 		select {
 		case req := <-b.in:
-			req.done <- err
+			req.done <- batchResult[R]{err: err}
 		default:
 			return
 		}

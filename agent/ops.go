@@ -356,7 +356,7 @@ func handleFinish(s *Session, env protocol.Envelope) (any, *protocol.Error) {
 	}
 	// The outcome must be written even if the connection drops now: the
 	// run is over either way.
-	res, err := a.db.WorkflowFinish(context.WithoutCancel(s.ctx), sysdb.WorkflowFinishParams{
+	res, err := a.finishes.write(context.WithoutCancel(s.ctx), sysdb.WorkflowFinishParams{
 		WorkflowID: m.WorkflowID,
 		OwnerXID:   m.OwnerXID,
 		Status:     m.Status,

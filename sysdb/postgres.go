@@ -556,34 +556,70 @@ func (p *Postgres) withDescendants(ctx context.Context, ids []string) ([]string,
 
 // WorkflowFinish implements SystemDatabase.
 func (p *Postgres) WorkflowFinish(ctx context.Context, in WorkflowFinishParams) (WorkflowFinishResult, error) {
-	if in.Status != StatusSuccess && in.Status != StatusError {
-		return WorkflowFinishResult{}, fmt.Errorf("finish workflow %s: status must be SUCCESS or ERROR, not %q", in.WorkflowID, in.Status)
+	results, err := p.WorkflowFinishMany(ctx, []WorkflowFinishParams{in})
+	if err != nil {
+		return WorkflowFinishResult{}, err
 	}
-	var applied bool
-	var serialization *string
-	err := p.retry(ctx, "finish workflow "+in.WorkflowID, func(ctx context.Context) error {
-		err := p.pool.QueryRow(ctx, p.sql("WorkflowFinish"), in.WorkflowID, in.OwnerXID, in.Status, in.Output, in.Error).Scan(&serialization)
-		applied = err == nil
-		if errors.Is(err, pgx.ErrNoRows) {
-			return nil
+	return results[0].Result, results[0].Err
+}
+
+// WorkflowFinishMany implements SystemDatabase.
+func (p *Postgres) WorkflowFinishMany(ctx context.Context, outcomes []WorkflowFinishParams) ([]WorkflowFinishOutcome, error) {
+	n := len(outcomes)
+	results := make([]WorkflowFinishOutcome, n)
+	ids, owners, statuses := make([]string, 0, n), make([]string, 0, n), make([]string, 0, n)
+	outputs, errs := make([]*string, 0, n), make([]*string, 0, n)
+	for i, in := range outcomes {
+		if in.Status != StatusSuccess && in.Status != StatusError {
+			results[i].Err = fmt.Errorf("finish workflow %s: status must be SUCCESS or ERROR, not %q", in.WorkflowID, in.Status)
+			continue
 		}
+		ids, owners, statuses = append(ids, in.WorkflowID), append(owners, in.OwnerXID), append(statuses, in.Status)
+		outputs, errs = append(outputs, in.Output), append(errs, in.Error)
+	}
+	if len(ids) == 0 {
+		return results, nil
+	}
+	type run struct{ id, owner string }
+	applied := map[run]*string{} // the serialization of each applied outcome's row
+	err := p.retry(ctx, "finish workflows", func(ctx context.Context) error {
+		clear(applied)
+		rows, err := p.pool.Query(ctx, p.sql("WorkflowFinishMany"), ids, owners, statuses, outputs, errs)
+		if err != nil {
+			return err
+		}
+		var r run
+		var serialization *string
+		_, err = pgx.ForEachRow(rows, []any{&r.id, &r.owner, &serialization}, func() error {
+			applied[r] = serialization
+			return nil
+		})
 		return err
 	})
 	if err != nil {
-		return WorkflowFinishResult{}, err
+		return nil, err
 	}
-	if applied {
-		p.notes.add(ChannelWorkflowStatus, in.WorkflowID)
+	won := make([]string, 0, len(applied))
+	for i, in := range outcomes {
+		if results[i].Err != nil {
+			continue
+		}
+		serialization, ok := applied[run{in.WorkflowID, in.OwnerXID}]
+		if !ok {
+			// Lost: the outcome that stands is read back (rare: a run
+			// recovered elsewhere or cancelled meanwhile).
+			stored, err := p.WorkflowGet(ctx, in.WorkflowID)
+			results[i] = WorkflowFinishOutcome{Result: WorkflowFinishResult{Stored: stored}, Err: err}
+			continue
+		}
+		won = append(won, in.WorkflowID)
 		// The outcome that stands is this one: no need to read it back.
-		return WorkflowFinishResult{Applied: true, Stored: Workflow{
+		results[i].Result = WorkflowFinishResult{Applied: true, Stored: Workflow{
 			ID: in.WorkflowID, Status: in.Status, Output: in.Output, Error: in.Error, Serialization: serialization,
-		}}, nil
+		}}
 	}
-	stored, err := p.WorkflowGet(ctx, in.WorkflowID)
-	if err != nil {
-		return WorkflowFinishResult{}, err
-	}
-	return WorkflowFinishResult{Applied: false, Stored: stored}, nil
+	p.notes.add(ChannelWorkflowStatus, won...)
+	return results, nil
 }
 
 // WorkflowCancel implements SystemDatabase.

@@ -38,29 +38,44 @@ INSERT INTO {{schema}}.workflow_input (workflow_uuid, inputs)
 VALUES ($1, $2)
 ON CONFLICT (workflow_uuid) DO NOTHING
 
--- name: WorkflowFinish
--- One statement, so one round trip in autocommit: the outcome is written only
--- while the run still owns the PENDING row. The output upsert overwrites: an earlier run that was
--- cancelled or dead-lettered may have left an outcome behind, and the winning
--- run's outcome is the one that counts.
-WITH done AS (
-    UPDATE {{schema}}.workflow_status
-    SET status = $3,
+-- name: WorkflowFinishMany
+-- A batch of outcomes in one statement, so one round trip and one commit in
+-- autocommit: each is written only while its run still owns the PENDING row.
+-- locked takes the rows in a fixed order (concurrent batches, and the step
+-- batches that lock the same way, cannot deadlock); under READ COMMITTED a
+-- row changed meanwhile is re-read against the conditions. The output upsert
+-- overwrites: an earlier run that was cancelled or dead-lettered may have
+-- left an outcome behind, and the winning run's outcome is the one that
+-- counts. The result lists the outcomes that were applied.
+WITH input AS (
+    SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[])
+        AS i(workflow_uuid, owner_xid, status, output, error)
+), locked AS (
+    SELECT ws.workflow_uuid FROM {{schema}}.workflow_status ws
+    WHERE ws.workflow_uuid = ANY($1)
+    ORDER BY ws.workflow_uuid
+    FOR NO KEY UPDATE
+), done AS (
+    UPDATE {{schema}}.workflow_status ws
+    SET status = i.status,
         updated_at = (EXTRACT(epoch FROM now()) * 1000)::bigint,
         completed_at = (EXTRACT(epoch FROM now()) * 1000)::bigint,
         deduplication_id = NULL,
         owner_xid = NULL
-    WHERE workflow_uuid = $1 AND status = 'PENDING' AND owner_xid = $2
-    RETURNING workflow_uuid, serialization
+    FROM input i
+    WHERE ws.workflow_uuid = i.workflow_uuid AND ws.status = 'PENDING' AND ws.owner_xid = i.owner_xid
+      AND ws.workflow_uuid IN (SELECT workflow_uuid FROM locked)
+    RETURNING ws.workflow_uuid, i.owner_xid, ws.serialization
 ), stored AS (
     INSERT INTO {{schema}}.workflow_output (workflow_uuid, output, error)
-    SELECT workflow_uuid, $4, $5 FROM done
+    SELECT d.workflow_uuid, i.output, i.error
+    FROM done d JOIN input i ON i.workflow_uuid = d.workflow_uuid AND i.owner_xid = d.owner_xid
     ON CONFLICT (workflow_uuid) DO UPDATE SET output = EXCLUDED.output, error = EXCLUDED.error
     RETURNING workflow_uuid
 )
 -- stored is referenced so the reader sees it ran (data-modifying CTEs run
 -- regardless).
-SELECT serialization FROM done WHERE (SELECT count(*) FROM stored) >= 0
+SELECT workflow_uuid, owner_xid, serialization FROM done WHERE (SELECT count(*) FROM stored) >= 0
 
 -- name: WorkflowCancel
 WITH existing AS (

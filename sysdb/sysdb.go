@@ -59,6 +59,12 @@ type SystemDatabase interface {
 	// stored state instead (Applied=false).
 	WorkflowFinish(ctx context.Context, p WorkflowFinishParams) (WorkflowFinishResult, error)
 
+	// WorkflowFinishMany records many outcomes in one transaction, each as
+	// WorkflowFinish would, and returns one outcome per input, in order. The
+	// error return is for failures of the whole batch (nothing was
+	// committed).
+	WorkflowFinishMany(ctx context.Context, outcomes []WorkflowFinishParams) ([]WorkflowFinishOutcome, error)
+
 	// WorkflowCancel marks the workflows (and their descendants when asked)
 	// CANCELLED unless they already finished, and returns the ids that exist.
 	WorkflowCancel(ctx context.Context, p WorkflowCancelParams) ([]string, error)
@@ -306,6 +312,13 @@ type WorkflowFinishResult struct {
 	// outcome, not read back); for a loser it is the whole row, with
 	// payloads, carrying the winner's outcome.
 	Stored Workflow
+}
+
+// WorkflowFinishOutcome is one outcome of a WorkflowFinishMany: the result,
+// or why that outcome could not be recorded.
+type WorkflowFinishOutcome struct {
+	Result WorkflowFinishResult
+	Err    error
 }
 
 // WorkflowCancelParams selects workflows to cancel.

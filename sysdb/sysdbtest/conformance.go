@@ -42,6 +42,7 @@ func Run(t *testing.T, open func(t *testing.T) sysdb.SystemDatabase) {
 		{"WorkflowListPayloads", testWorkflowListPayloads},
 		{"WorkflowFinish", testWorkflowFinish},
 		{"WorkflowFinishLoser", testWorkflowFinishLoser},
+		{"WorkflowFinishMany", testWorkflowFinishMany},
 		{"StepRecord", testStepRecord},
 		{"StepRecordFencing", testStepRecordFencing},
 		{"StepRecordManyMixedBatch", testStepRecordManyMixedBatch},
@@ -185,6 +186,40 @@ func dequeue(t *testing.T, db sysdb.SystemDatabase, p sysdb.QueueDequeueParams) 
 	ws, err := db.QueueDequeue(t.Context(), p)
 	require.NoError(t, err)
 	return ws
+}
+
+func testWorkflowFinishMany(t *testing.T, db sysdb.SystemDatabase) {
+	ctx := t.Context()
+	a, b, dup := start(t, db, "a"), start(t, db, "b"), start(t, db, "dup")
+	results, err := db.WorkflowFinishMany(ctx, []sysdb.WorkflowFinishParams{
+		{WorkflowID: "b", OwnerXID: b, Status: sysdb.StatusError, Error: Ptr(`{"name":"E","message":"b"}`)},
+		{WorkflowID: "dup", OwnerXID: Token(), Status: sysdb.StatusSuccess, Output: Ptr(`"zombie"`)},
+		{WorkflowID: "a", OwnerXID: a, Status: sysdb.StatusSuccess, Output: Ptr(`"a"`)},
+		{WorkflowID: "dup", OwnerXID: dup, Status: sysdb.StatusSuccess, Output: Ptr(`"owner"`)},
+		{WorkflowID: "a", OwnerXID: a, Status: sysdb.StatusCancelled},
+		{WorkflowID: "missing", OwnerXID: Token(), Status: sysdb.StatusSuccess},
+	})
+	require.NoError(t, err)
+	require.Len(t, results, 6, "one outcome per input, in order")
+	require.NoError(t, results[0].Err)
+	require.True(t, results[0].Result.Applied)
+	require.Equal(t, Ptr(`{"name":"E","message":"b"}`), get(t, db, "b").Error)
+
+	// Two outcomes of one workflow in a batch: only its owner's applies,
+	// and the other adopts it.
+	require.NoError(t, results[1].Err)
+	require.False(t, results[1].Result.Applied)
+	require.True(t, results[3].Result.Applied)
+	require.Equal(t, Ptr(`"owner"`), get(t, db, "dup").Output)
+
+	require.True(t, results[2].Result.Applied)
+	require.Equal(t, sysdb.StatusSuccess, get(t, db, "a").Status)
+	require.Error(t, results[4].Err, "only SUCCESS or ERROR is an outcome; the rest of the batch stands")
+	asError[*sysdb.NotFoundError](t, results[5].Err)
+
+	empty, err := db.WorkflowFinishMany(ctx, nil)
+	require.NoError(t, err)
+	require.Empty(t, empty)
 }
 
 // claimOne dequeues exactly the workflow id from its queue (the caller makes
