@@ -242,37 +242,43 @@ func (p *Postgres) WorkflowInsert(ctx context.Context, in WorkflowInsertParams) 
 	}
 	var res WorkflowInsertResult
 	err := p.retry(ctx, "insert workflow "+in.ID, func(ctx context.Context) error {
-		return pgx.BeginFunc(ctx, p.pool, func(tx pgx.Tx) error {
-			// One round trip: the parent's lock (taken first, as every
-			// fenced write takes it), the row, and the parent's step.
-			var b pgx.Batch
-			if in.ParentStep != nil {
-				b.Queue(p.sql("WorkflowOwnerLock"), in.ParentStep.WorkflowID)
-			}
-			b.Queue(p.sql("WorkflowInsert"),
-				in.ID, in.Status, in.Name, in.ClassName, in.ConfigName,
-				in.QueueName, in.QueuePartitionKey, in.DeduplicationID, in.Priority,
-				in.AuthenticatedUser, in.AssumedRole, in.AuthenticatedRoles,
-				in.ExecutorID, in.ApplicationVersion, in.ApplicationID, in.ApplicationName,
-				in.TimeoutMS, in.DeadlineEpochMS, in.DelayUntilEpochMS,
-				in.ParentWorkflowID, in.Attributes, in.ScheduleName,
-				in.DebounceDeadline, in.IsDebounced, in.Serialization,
-				in.CreatorXID,
-			)
-			if c := in.ParentStep; c != nil {
-				b.Queue(p.sql("ChildStepRecord"), c.WorkflowID, c.OwnerXID, c.FunctionID, in.Name, in.ID, c.ApplicationName)
-			}
-			br := tx.SendBatch(ctx, &b)
+		// One statement for the row with its inputs; for a child, in one
+		// round trip with the parent's lock (taken first, as every fenced
+		// write takes it) and the parent's step.
+		var b pgx.Batch
+		if in.ParentStep != nil {
+			b.Queue(p.sql("WorkflowOwnerLock"), in.ParentStep.WorkflowID)
+		}
+		b.Queue(p.sql("WorkflowInsert"),
+			in.ID, in.Status, in.Name, in.ClassName, in.ConfigName,
+			in.QueueName, in.QueuePartitionKey, in.DeduplicationID, in.Priority,
+			in.AuthenticatedUser, in.AssumedRole, in.AuthenticatedRoles,
+			in.ExecutorID, in.ApplicationVersion, in.ApplicationID, in.ApplicationName,
+			in.TimeoutMS, in.DeadlineEpochMS, in.DelayUntilEpochMS,
+			in.ParentWorkflowID, in.Attributes, in.ScheduleName,
+			in.DebounceDeadline, in.IsDebounced, in.Serialization,
+			in.CreatorXID, in.Inputs,
+		)
+		if c := in.ParentStep; c != nil {
+			b.Queue(p.sql("ChildStepRecord"), c.WorkflowID, c.OwnerXID, c.FunctionID, in.Name, in.ID, c.ApplicationName)
+		}
+		send := func(q interface {
+			SendBatch(context.Context, *pgx.Batch) pgx.BatchResults
+		}) error {
+			br := q.SendBatch(ctx, &b)
 			err := p.readInsertBatch(br, in, &res)
 			if closeErr := br.Close(); err == nil {
 				err = closeErr
 			}
-			if err != nil || !res.Created {
-				return err // the existing row stands; its inputs are already stored
-			}
-			_, err = tx.Exec(ctx, p.sql("WorkflowInputInsert"), in.ID, in.Inputs)
 			return err
-		})
+		}
+		if in.ParentStep == nil {
+			return send(p.pool)
+		}
+		// The parent's fence and step are checked here, after the
+		// statements ran: a refusal must roll the child back, so the batch
+		// runs in a transaction of its own.
+		return pgx.BeginFunc(ctx, p.pool, func(tx pgx.Tx) error { return send(tx) })
 	})
 	if err != nil {
 		return WorkflowInsertResult{}, err

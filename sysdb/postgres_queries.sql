@@ -4,39 +4,46 @@
 -- are built in Go from the columns named here.
 
 -- name: WorkflowInsert
--- On conflict the row is left as it is (the no-op update makes RETURNING
--- report the stored row); the caller compares creator_xid to learn whether
--- this request made it.
-INSERT INTO {{schema}}.workflow_status (
-    workflow_uuid, status, name, class_name, config_name,
-    queue_name, queue_partition_key, deduplication_id, priority,
-    authenticated_user, assumed_role, authenticated_roles,
-    executor_id, application_version, application_id, application_name,
-    created_at, updated_at, recovery_attempts,
-    workflow_timeout_ms, workflow_deadline_epoch_ms, delay_until_epoch_ms,
-    parent_workflow_id, attributes, schedule_name,
-    debounce_deadline_epoch_ms, is_debounced, serialization,
-    creator_xid, owner_xid
-) VALUES (
-    $1, $2, $3, $4, $5,
-    $6, $7, $8, $9,
-    $10, $11, $12,
-    $13, $14, $15, $16,
-    (EXTRACT(epoch FROM now()) * 1000)::bigint, (EXTRACT(epoch FROM now()) * 1000)::bigint,
-    CASE WHEN $2 = 'PENDING' THEN 1 ELSE 0 END,
-    $17, $18, $19,
-    $20, $21::jsonb, $22,
-    $23, $24, $25,
-    $26, CASE WHEN $2 = 'PENDING' THEN $26 END
+-- The row and its inputs in one statement. On conflict the row is left as it
+-- is (the no-op update makes RETURNING report the stored row); the caller
+-- compares creator_xid to learn whether this request made it, and the inputs
+-- are written only by the request that made it (again, harmlessly, by its
+-- retry). A duplicate deduplication id fails the whole statement.
+WITH stored AS (
+    INSERT INTO {{schema}}.workflow_status (
+        workflow_uuid, status, name, class_name, config_name,
+        queue_name, queue_partition_key, deduplication_id, priority,
+        authenticated_user, assumed_role, authenticated_roles,
+        executor_id, application_version, application_id, application_name,
+        created_at, updated_at, recovery_attempts,
+        workflow_timeout_ms, workflow_deadline_epoch_ms, delay_until_epoch_ms,
+        parent_workflow_id, attributes, schedule_name,
+        debounce_deadline_epoch_ms, is_debounced, serialization,
+        creator_xid, owner_xid
+    ) VALUES (
+        $1, $2, $3, $4, $5,
+        $6, $7, $8, $9,
+        $10, $11, $12,
+        $13, $14, $15, $16,
+        (EXTRACT(epoch FROM now()) * 1000)::bigint, (EXTRACT(epoch FROM now()) * 1000)::bigint,
+        CASE WHEN $2 = 'PENDING' THEN 1 ELSE 0 END,
+        $17, $18, $19,
+        $20, $21::jsonb, $22,
+        $23, $24, $25,
+        $26, CASE WHEN $2 = 'PENDING' THEN $26 END
+    )
+    ON CONFLICT (workflow_uuid) DO UPDATE SET creator_xid = workflow_status.creator_xid
+    RETURNING status, name, class_name, config_name, queue_name, queue_partition_key,
+        workflow_timeout_ms, workflow_deadline_epoch_ms, owner_xid, creator_xid
+), inputs AS (
+    INSERT INTO {{schema}}.workflow_input (workflow_uuid, inputs)
+    SELECT $1, $27 FROM stored WHERE stored.creator_xid = $26
+    ON CONFLICT (workflow_uuid) DO NOTHING
+    RETURNING 1
 )
-ON CONFLICT (workflow_uuid) DO UPDATE SET creator_xid = workflow_status.creator_xid
-RETURNING status, name, class_name, config_name, queue_name, queue_partition_key,
-    workflow_timeout_ms, workflow_deadline_epoch_ms, owner_xid, creator_xid
-
--- name: WorkflowInputInsert
-INSERT INTO {{schema}}.workflow_input (workflow_uuid, inputs)
-VALUES ($1, $2)
-ON CONFLICT (workflow_uuid) DO NOTHING
+-- inputs is referenced so the reader sees it ran (data-modifying CTEs run
+-- regardless).
+SELECT * FROM stored WHERE (SELECT count(*) FROM inputs) >= 0
 
 -- name: WorkflowFinishMany
 -- A batch of outcomes in one statement, so one round trip and one commit in
