@@ -14,6 +14,7 @@ from . import _comm as comm
 from . import _protocol as proto
 from ._comm import SendMessage
 from ._core import (
+    DEFAULT_POLLING_INTERVAL,
     Engine,
     ParentStep,
     StepInfo,
@@ -27,6 +28,8 @@ from ._core import (
     drive_values_async,
     validate_duplication_policy,
     validate_priority,
+    wait_first,
+    wait_first_async,
 )
 from . import _scheduling as sched
 from ._scheduling import ClientScheduleInput, VersionInfo, WorkflowSchedule
@@ -220,6 +223,19 @@ class DBOSClient:
         if existing_workflow and await self._engine.get_status_async(workflow_id) is None:
             raise DBOSNonExistentWorkflowError("target", workflow_id)
         return WorkflowHandleAsync(self._engine, workflow_id)
+
+    def wait_first(
+        self, handles: List["WorkflowHandle[Any]"], *, polling_interval_sec: float = DEFAULT_POLLING_INTERVAL
+    ) -> "WorkflowHandle[Any]":
+        """The handle of the first of ``handles`` whose workflow ends (with
+        any outcome). The agent wakes the waits, so ``polling_interval_sec``
+        is accepted and not used."""
+        return wait_first(self._engine, "DBOSClient.wait_first", handles, recorded=False)
+
+    async def wait_first_async(
+        self, handles: List["WorkflowHandleAsync[Any]"], *, polling_interval_sec: float = DEFAULT_POLLING_INTERVAL
+    ) -> "WorkflowHandleAsync[Any]":
+        return await wait_first_async(self._engine, "DBOSClient.wait_first_async", handles, recorded=False)
 
     def cancel_workflow(self, workflow_id: str, *, cancel_children: bool = False, shard_key: Optional[str] = None) -> None:
         """Cancel a workflow (with ``cancel_children``, every workflow it

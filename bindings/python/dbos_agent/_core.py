@@ -35,6 +35,7 @@ from typing import (
     Literal,
     Optional,
     Tuple,
+    TypedDict,
     TypeVar,
     Union,
     cast,
@@ -109,8 +110,38 @@ class WorkflowRegistration:
         self.scheduled_cron: Optional[str] = None
 
 
-class StepOptions:
-    """The options of ``@DBOS.step``."""
+class StepOptions(TypedDict, total=False):
+    """The options of ``DBOS.run_step``, as in DBOS Python (each key
+    optional): ``name`` (default: the function's qualified name),
+    ``retries_allowed``, ``interval_seconds``, ``max_attempts``,
+    ``backoff_rate``, ``should_retry``; ``preemptible`` and
+    ``timeout_seconds`` are refused inside a workflow, as by ``@DBOS.step``."""
+
+    name: Optional[str]
+    retries_allowed: bool
+    interval_seconds: float
+    max_attempts: int
+    backoff_rate: float
+    should_retry: Optional[Callable[[BaseException], Union[bool, Awaitable[bool]]]]
+    preemptible: bool
+    timeout_seconds: Optional[float]
+
+
+DEFAULT_STEP_OPTIONS: StepOptions = {
+    "name": None,
+    "retries_allowed": False,
+    "interval_seconds": 1.0,
+    "max_attempts": 3,
+    "backoff_rate": 2.0,
+    "should_retry": None,
+    "preemptible": False,
+    "timeout_seconds": None,
+}
+
+
+class StepConfig:
+    """How a step runs: the options of ``@DBOS.step`` or ``DBOS.run_step``
+    with their defaults filled in."""
 
     def __init__(
         self,
@@ -127,6 +158,17 @@ class StepOptions:
         self.max_attempts = max_attempts
         self.backoff_rate = backoff_rate
         self.should_retry = should_retry
+
+    def check_validator(self, func: Callable[..., Any]) -> None:
+        """An async ``should_retry`` needs an async step (DBOS Python's rule)."""
+        if (
+            self.should_retry is not None
+            and inspect.iscoroutinefunction(self.should_retry)
+            and not inspect.iscoroutinefunction(func)
+        ):
+            raise DBOSException(
+                f"Step {self.name} is sync but should_retry is async. Use an async step to pair with an async validator."
+            )
 
 
 # ---------------------------------------------------------------------------
@@ -1352,7 +1394,8 @@ async def _record_async(engine: Engine, run: WorkflowRun, body: Dict[str, Any]) 
 # Operations written once for sync and async callers
 #
 # An operation is a generator that yields what it needs done (a request to
-# the agent, a local pause, or for a stream reader a value for its caller) and
+# the agent, requests made at once of which the first answer counts, a local
+# pause, or for a stream reader a value for its caller) and
 # gets each answer back: ``drive`` runs it on the calling thread,
 # ``drive_async`` on the event loop, so the logic of a call (function ids,
 # replay, what is recorded) is written once.
@@ -1402,43 +1445,71 @@ class Emit:
         self.value = value
 
 
-Op = Generator[Union[Call, Pause, Emit], Any, T]
+class FirstOf:
+    """Requests made at once, all for the same run (or none): the answer is
+    ``(index, reply)`` of the first one answered. The others are dropped
+    (the agent has no request to cancel a request; their late answers are
+    ignored)."""
+
+    __slots__ = ("calls", "run")
+
+    def __init__(self, calls: List[Call]):
+        assert calls and all(c.run is calls[0].run for c in calls)
+        self.calls = calls
+        self.run = calls[0].run
+
+
+Op = Generator[Union[Call, FirstOf, Pause, Emit], Any, T]
 
 
 def record_call(run: WorkflowRun, body: Dict[str, Any]) -> Call:
     return Call(proto.OP_RECORD_STEP, body, run, body["function_id"], body["name"])
 
 
-def _perform(engine: Engine, item: Union[Call, Pause]) -> Any:
-    if isinstance(item, Pause):
-        if item.run.stop_event.wait(item.seconds):
-            item.run.raise_if_stopped()
-        return None
-    run = item.run
-    if run is None:
-        return engine.call(item.op, item.body, workflow_id=item.target)
+def _nothing() -> None:
+    pass
+
+
+def _first_answer(race: FirstOf, futs: "List[Any]") -> Tuple[int, Dict[str, Any]]:
+    """Once the wait for ``futs`` (one per call of ``race``) has ended: the
+    first answered and its reply, or its error as the caller sees it; the
+    run's stop error if the run stopped before any answer."""
+    done = [i for i, f in enumerate(futs) if f.done()]
+    if not done:
+        assert race.run is not None  # only the run's stopping ends the wait without an answer
+        race.run.raise_if_stopped()
+    first = done[0]
     try:
-        fut = run_connection(engine, run).request(item.op, item.body)
-        wake = threading.Event()
-        fut.add_done_callback(lambda _: wake.set())
-        forget = run.on_stop(wake.set)
-        try:
-            wake.wait()
-        finally:
-            forget()
-        if not fut.done():
-            fut.cancel()
-            run.raise_if_stopped()
-        return fut.result()
+        return first, futs[first].result()
     except BaseException as e:
-        raise _record_failed(run, item.fid, item.name, e, item.target) from None
+        call = race.calls[first]
+        if race.run is not None:
+            raise _record_failed(race.run, call.fid, call.name, e, call.target) from None
+        raise (map_agent_error(e, workflow_id=call.target) if isinstance(e, AgentErrorReply) else e) from None
 
 
-async def _perform_async(engine: Engine, item: Union[Call, Pause]) -> Any:
-    run = item.run
-    if run is None:
-        assert isinstance(item, Call)
-        return await engine.call_async(item.op, item.body, workflow_id=item.target)
+def _race(engine: Engine, race: FirstOf) -> Tuple[int, Dict[str, Any]]:
+    """``race`` on this thread."""
+    run = race.run
+    conn = run_connection(engine, run) if run is not None else engine._link().connection()
+    wake = threading.Event()
+    forget = run.on_stop(wake.set) if run is not None else _nothing
+    futs: "List[Future[Dict[str, Any]]]" = []
+    try:
+        futs = [conn.request(c.op, c.body) for c in race.calls]
+        for f in futs:
+            f.add_done_callback(lambda _: wake.set())
+        wake.wait()
+        return _first_answer(race, futs)
+    finally:
+        forget()
+        for f in futs:
+            f.cancel()  # its answer, when it comes, is dropped
+
+
+def _stop_waiter(run: WorkflowRun) -> "Tuple[asyncio.Future[None], Callable[[], None]]":
+    """A future of the running loop that the run's stopping completes, and
+    the function that drops it."""
     loop = asyncio.get_running_loop()
     stopped: "asyncio.Future[None]" = loop.create_future()
 
@@ -1446,29 +1517,60 @@ async def _perform_async(engine: Engine, item: Union[Call, Pause]) -> Any:
         if not stopped.done():
             stopped.set_result(None)
 
-    def on_stop() -> None:
-        loop.call_soon_threadsafe(wake)
+    forget = run.on_stop(lambda: loop.call_soon_threadsafe(wake))
 
-    forget = run.on_stop(on_stop)
-    try:
-        if isinstance(item, Pause):
-            await asyncio.wait([stopped], timeout=item.seconds)
-            run.raise_if_stopped()
-            return None
-        try:
-            reply: "asyncio.Future[Dict[str, Any]]" = asyncio.wrap_future(
-                run_connection(engine, run).request(item.op, item.body)
-            )
-            await asyncio.wait([reply, cast("asyncio.Future[Any]", stopped)], return_when=asyncio.FIRST_COMPLETED)
-            if not reply.done():
-                reply.cancel()
-                run.raise_if_stopped()
-            return reply.result()
-        except BaseException as e:
-            raise _record_failed(run, item.fid, item.name, e, item.target) from None
-    finally:
+    def drop() -> None:
         forget()
         stopped.cancel()
+
+    return stopped, drop
+
+
+async def _race_async(engine: Engine, race: FirstOf) -> Tuple[int, Dict[str, Any]]:
+    """``race`` on the event loop."""
+    run = race.run
+    conn = run_connection(engine, run) if run is not None else await engine._link().connection_async()
+    stopped, drop = _stop_waiter(run) if run is not None else (None, _nothing)
+    futs: "List[asyncio.Future[Dict[str, Any]]]" = []
+    try:
+        futs = [asyncio.wrap_future(conn.request(c.op, c.body)) for c in race.calls]
+        await asyncio.wait([*futs, *([stopped] if stopped is not None else [])], return_when=asyncio.FIRST_COMPLETED)
+        return _first_answer(race, futs)
+    finally:
+        drop()
+        for f in futs:
+            if not f.done():
+                f.cancel()  # cancels the request's future: its answer is dropped
+            elif not f.cancelled():
+                f.exception()  # retrieved, so a second failure is not reported as lost
+
+
+def _perform(engine: Engine, item: Union[Call, FirstOf, Pause]) -> Any:
+    if isinstance(item, Pause):
+        if item.run.stop_event.wait(item.seconds):
+            item.run.raise_if_stopped()
+        return None
+    if isinstance(item, FirstOf):
+        return _race(engine, item)
+    if item.run is None:
+        return engine.call(item.op, item.body, workflow_id=item.target)
+    return _race(engine, FirstOf([item]))[1]
+
+
+async def _perform_async(engine: Engine, item: Union[Call, FirstOf, Pause]) -> Any:
+    if isinstance(item, Pause):
+        stopped, drop = _stop_waiter(item.run)
+        try:
+            await asyncio.wait([stopped], timeout=item.seconds)
+        finally:
+            drop()
+        item.run.raise_if_stopped()
+        return None
+    if isinstance(item, FirstOf):
+        return await _race_async(engine, item)
+    if item.run is None:
+        return await engine.call_async(item.op, item.body, workflow_id=item.target)
+    return (await _race_async(engine, FirstOf([item])))[1]
 
 
 def _advance(gen: "Op[Any]", reply: Any, error: Optional[BaseException]) -> Union[Call, Pause, Emit]:
@@ -1553,8 +1655,24 @@ async def drive_values_async(engine: Engine, gen: "Op[None]") -> AsyncGenerator[
         gen.close()
 
 
+NEW_STEP: Any = object()
+
+
+def begin_step(run: WorkflowRun, name: str, serializer: Serializer) -> Tuple[int, Any]:
+    """A step's start in workflow code: its function id, and its recorded
+    outcome when the run's history has it (a recorded error is raised), else
+    ``NEW_STEP`` once the run is checked live."""
+    fid = run.next_function_id()
+    rec = run.history.get(fid)
+    if rec is not None:
+        logger.debug("replaying step %d (%s) of workflow %s", fid, name, run.workflow_id)
+        return fid, _replay(run, fid, rec, name, serializer)
+    run.check_live()
+    return fid, NEW_STEP
+
+
 def _serialize_for_record(
-    run: WorkflowRun, fid: int, opts: StepOptions, started: int, output: Any, error: Optional[BaseException], serializer: Serializer
+    run: WorkflowRun, fid: int, opts: StepConfig, started: int, output: Any, error: Optional[BaseException], serializer: Serializer
 ) -> Dict[str, Any]:
     try:
         return _record_body(run, fid, opts.name, started, output, error, serializer)
@@ -1562,18 +1680,15 @@ def _serialize_for_record(
         raise DBOSException(f"step {opts.name} of workflow {run.workflow_id}: its outcome cannot be serialized: {e}") from e
 
 
-def run_step_sync(opts: StepOptions, func: Callable[..., R], args: Tuple[Any, ...], kwargs: Dict[str, Any]) -> R:
+def run_step_sync(opts: StepConfig, func: Callable[..., R], args: Tuple[Any, ...], kwargs: Dict[str, Any]) -> R:
     ctx = _current.get()
     if ctx is None or ctx.step_id is not None:
         # Outside a workflow, or inside another step: a plain call.
         return func(*args, **kwargs)
     engine, run = ctx.engine, ctx.run
-    fid = run.next_function_id()
-    rec = run.history.get(fid)
-    if rec is not None:
-        logger.debug("replaying step %d (%s) of workflow %s", fid, opts.name, run.workflow_id)
-        return cast(R, _replay(run, fid, rec, opts.name, engine.serializer))
-    run.check_live()
+    fid, replayed = begin_step(run, opts.name, engine.serializer)
+    if replayed is not NEW_STEP:
+        return cast(R, replayed)
     started = _now_ms()
     attempts = opts.max_attempts if opts.retries_allowed else 1
     errors: List[Exception] = []
@@ -1611,16 +1726,14 @@ def run_step_sync(opts: StepOptions, func: Callable[..., R], args: Tuple[Any, ..
     return cast(R, output)
 
 
-async def run_step_async(opts: StepOptions, func: Callable[..., Awaitable[R]], args: Tuple[Any, ...], kwargs: Dict[str, Any]) -> R:
+async def run_step_async(opts: StepConfig, func: Callable[..., Awaitable[R]], args: Tuple[Any, ...], kwargs: Dict[str, Any]) -> R:
     ctx = _current.get()
     if ctx is None or ctx.step_id is not None:
         return await func(*args, **kwargs)
     engine, run = ctx.engine, ctx.run
-    fid = run.next_function_id()
-    rec = run.history.get(fid)
-    if rec is not None:
-        return cast(R, _replay(run, fid, rec, opts.name, engine.serializer))
-    run.check_live()
+    fid, replayed = begin_step(run, opts.name, engine.serializer)
+    if replayed is not NEW_STEP:
+        return cast(R, replayed)
     started = _now_ms()
     attempts = opts.max_attempts if opts.retries_allowed else 1
     errors: List[Exception] = []
@@ -1662,6 +1775,26 @@ async def run_step_async(opts: StepOptions, func: Callable[..., Awaitable[R]], a
     return cast(R, output)
 
 
+def run_step_config(call: str, options: Optional[StepOptions], func: Callable[..., Any]) -> StepConfig:
+    """The step ``DBOS.run_step`` makes of ``func`` with ``options`` (DBOS
+    Python's defaults filled in). Inside a workflow its checks apply and the
+    options this binding cannot honour are refused; outside one the function
+    just runs, so they do not matter."""
+    o: Dict[str, Any] = {**DEFAULT_STEP_OPTIONS, **(options or {})}
+    ctx = _current.get()
+    in_workflow = ctx is not None and ctx.step_id is None
+    config = StepConfig(
+        o["name"] or (func.__qualname__ if in_workflow else ""),
+        o["retries_allowed"], o["interval_seconds"], o["max_attempts"], o["backoff_rate"], o["should_retry"],
+    )
+    if in_workflow:
+        given = [k for k in ("preemptible", "timeout_seconds") if o[k] not in (None, False)]
+        if given:
+            raise DBOSNotSupportedError(f"{call}(" + ", ".join(given) + "=...)")
+        config.check_validator(func)
+    return config
+
+
 def call_as_step(name: str, fn: Callable[[], T]) -> T:
     """Run a DBOS operation (listing, status, cancel...) the way DBOS Python
     does inside a workflow: as a step named ``DBOS.<op>`` whose result is
@@ -1670,11 +1803,9 @@ def call_as_step(name: str, fn: Callable[[], T]) -> T:
     if ctx is None or ctx.step_id is not None:
         return fn()
     engine, run = ctx.engine, ctx.run
-    fid = run.next_function_id()
-    rec = run.history.get(fid)
-    if rec is not None:
-        return cast(T, _replay(run, fid, rec, name, engine.serializer))
-    run.check_live()
+    fid, replayed = begin_step(run, name, engine.serializer)
+    if replayed is not NEW_STEP:
+        return cast(T, replayed)
     started = _now_ms()
     try:
         out = fn()
@@ -1690,11 +1821,9 @@ async def call_as_step_async(name: str, fn: Callable[[], Awaitable[T]]) -> T:
     if ctx is None or ctx.step_id is not None:
         return await fn()
     engine, run = ctx.engine, ctx.run
-    fid = run.next_function_id()
-    rec = run.history.get(fid)
-    if rec is not None:
-        return cast(T, _replay(run, fid, rec, name, engine.serializer))
-    run.check_live()
+    fid, replayed = begin_step(run, name, engine.serializer)
+    if replayed is not NEW_STEP:
+        return cast(T, replayed)
     started = _now_ms()
     try:
         out = await fn()
@@ -1793,6 +1922,69 @@ async def _get_result_recorded_async(engine: Engine, workflow_id: str, wait: Cal
         return await wait()
     op = await_result_op(engine, workflow_id, ctx.run, ctx.run.next_function_id())
     return cast(T, await drive_async(engine, op))
+
+
+WAIT_FIRST_STEP = "DBOS.waitFirst"
+
+
+def _wait_first_op(engine: Engine, workflow_ids: List[str], run: Optional[WorkflowRun]) -> "Op[str]":
+    """The id of the first of ``workflow_ids`` to end (whatever its outcome),
+    from one get_result for each, made at once. From workflow code, the step
+    DBOS.waitFirst records that id (replay returns it without waiting)."""
+    fid = 0
+    if run is not None:
+        fid, replayed = begin_step(run, WAIT_FIRST_STEP, engine.serializer)
+        if replayed is not NEW_STEP:
+            return cast(str, replayed)
+    started = _now_ms()
+    # A workflow not created yet is waited for, as DBOS Python's poll would.
+    calls = [
+        Call(proto.OP_GET_RESULT, {"workflow_id": wid, "wait_for_creation": True}, run, fid, WAIT_FIRST_STEP, wid)
+        for wid in workflow_ids
+    ]
+    while True:
+        try:
+            index, _ = yield FirstOf(calls)
+            break
+        except DBOSAgentUnavailableError:
+            # Without a run (a run's lost connection stops it), the waits
+            # are made again on the next connection, as get_result's are.
+            if run is not None or engine._link().closed:
+                raise
+    first = workflow_ids[index]
+    if run is not None:
+        yield record_call(run, _record_body(run, fid, WAIT_FIRST_STEP, started, first, None, engine.serializer))
+    return first
+
+
+H = TypeVar("H", "WorkflowHandle[Any]", "WorkflowHandleAsync[Any]")
+
+
+def _first_candidates(call: str, handles: List[H], recorded: bool) -> Tuple[Dict[str, H], Optional[WorkflowRun]]:
+    """wait_first's handles by workflow id (refusing what DBOS Python
+    refuses), and the run that records the wait: the calling workflow's when
+    ``recorded`` and the caller is workflow code."""
+    if not handles:
+        raise ValueError("handles must not be empty")
+    by_id = {h.workflow_id: h for h in handles}
+    if len(by_id) != len(handles):
+        raise ValueError("handles must not contain duplicate workflow IDs")
+    if any(getattr(h, "shard_key", None) is not None for h in handles):
+        raise DBOSNotSupportedError(f"{call}(<handles with a shard_key>)", "sharded system databases")
+    ctx = _current.get()
+    run = ctx.run if recorded and ctx is not None and ctx.step_id is None else None
+    return by_id, run
+
+
+def wait_first(engine: Engine, call: str, handles: List[H], *, recorded: bool) -> H:
+    """The handle of the first of ``handles`` whose workflow ends."""
+    by_id, run = _first_candidates(call, handles, recorded)
+    return by_id[drive(engine, _wait_first_op(engine, list(by_id), run))]
+
+
+async def wait_first_async(engine: Engine, call: str, handles: List[H], *, recorded: bool) -> H:
+    by_id, run = _first_candidates(call, handles, recorded)
+    return by_id[await drive_async(engine, _wait_first_op(engine, list(by_id), run))]
 
 
 def child_outcome_body(

@@ -36,7 +36,9 @@ from . import _protocol as proto
 from ._comm import SendMessage
 from ._core import (
     DEFAULT_MAX_RECOVERY_ATTEMPTS,
+    DEFAULT_POLLING_INTERVAL,
     Engine,
+    StepConfig,
     StepInfo,
     StepOptions,
     WorkflowHandle,
@@ -65,9 +67,12 @@ from ._core import (
     drive_values,
     drive_values_async,
     run_step_async,
+    run_step_config,
     run_step_sync,
     start_position,
     take_assigned_id,
+    wait_first,
+    wait_first_async,
 )
 from ._error import (
     DBOSException,
@@ -169,6 +174,16 @@ class classproperty:
 
     def __get__(self, obj: Any, owner: Any) -> Any:
         return self.fget(owner)
+
+
+def _check_async(call: str) -> None:
+    """As DBOS Python: a blocking call on a thread that runs an event loop
+    would stall it."""
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return
+    raise RuntimeError(f"{call}() was called while an event loop is running. Use await {call}_async(...) instead.")
 
 
 def _unsupported(call: str, reason: Optional[str] = None) -> Callable[..., Any]:
@@ -459,12 +474,11 @@ class DBOS:
             raise DBOSNotSupportedError("DBOS.step(" + ", ".join(given) + "=...)")
 
         def decorate(func: F) -> F:
-            opts = StepOptions(
+            opts = StepConfig(
                 name if name is not None else func.__qualname__,
                 retries_allowed, interval_seconds, max_attempts, backoff_rate, should_retry,
             )
-            if should_retry is not None and inspect.iscoroutinefunction(should_retry) and not inspect.iscoroutinefunction(func):
-                raise DBOSException(f"Step {opts.name} is sync but should_retry is async. Use an async step to pair with an async validator.")
+            opts.check_validator(func)
             if inspect.iscoroutinefunction(func):
 
                 @functools.wraps(func)
@@ -1659,12 +1673,66 @@ class DBOS:
             lambda: drive_async(engine, comm.update_attributes_op(workflow_id, attributes, merge)),
         )
 
+    @classmethod
+    def run_step(
+        cls,
+        dbos_step_options: Optional[StepOptions],
+        func: Callable[..., Any],
+        *args: Any,
+        **kwargs: Any,
+    ) -> Any:
+        """Run ``func(*args, **kwargs)`` as a step: inside a workflow its
+        outcome is recorded once (under ``dbos_step_options["name"]``, else
+        the function's qualified name) and replayed on recovery, with the
+        retries the options ask for; elsewhere it is a plain call. An async
+        ``func`` runs on DBOS's event loop."""
+        _check_async("run_step")
+        inst = _dbos()
+        config = run_step_config("DBOS.run_step", dbos_step_options, func)
+        if inspect.iscoroutinefunction(func):
+            loop = inst._engine.background_loop
+            assert loop is not None
+            # The coroutine's task starts from a copy of this context: it
+            # runs in the calling workflow.
+            return asyncio.run_coroutine_threadsafe(run_step_async(config, func, args, kwargs), loop).result()
+        return run_step_sync(config, func, args, kwargs)
+
+    @classmethod
+    async def run_step_async(
+        cls,
+        dbos_step_options: Optional[StepOptions],
+        func: Callable[..., Any],
+        *args: Any,
+        **kwargs: Any,
+    ) -> Any:
+        """``run_step`` from async code; a sync ``func`` runs on a thread."""
+        _dbos()
+        config = run_step_config("DBOS.run_step_async", dbos_step_options, func)
+        if inspect.iscoroutinefunction(func):
+            return await run_step_async(config, func, args, kwargs)
+        return await asyncio.to_thread(run_step_sync, config, func, args, kwargs)
+
+    @classmethod
+    def wait_first(
+        cls, handles: List["WorkflowHandle[Any]"], *, polling_interval_sec: float = DEFAULT_POLLING_INTERVAL
+    ) -> "WorkflowHandle[Any]":
+        """The handle of the first of ``handles`` whose workflow ends (with
+        any outcome). Inside a workflow the step DBOS.waitFirst records which
+        one, so recovery returns the same handle. The agent wakes the waits,
+        so ``polling_interval_sec`` is accepted and not used."""
+        _check_async("wait_first")
+        return wait_first(_dbos()._engine, "DBOS.wait_first", handles, recorded=True)
+
+    @classmethod
+    async def wait_first_async(
+        cls, handles: List["WorkflowHandleAsync[Any]"], *, polling_interval_sec: float = DEFAULT_POLLING_INTERVAL
+    ) -> "WorkflowHandleAsync[Any]":
+        return await wait_first_async(_dbos()._engine, "DBOS.wait_first_async", handles, recorded=True)
+
     # ------------------------------------------------------------------
     # Not served: these raise rather than do less than DBOS Python.
 
-    wait_first = staticmethod(_unsupported("DBOS.wait_first"))
     dbos_class = staticmethod(_unsupported("DBOS.dbos_class", "workflows on classes"))
-    run_step = staticmethod(_unsupported("DBOS.run_step"))
     transaction = staticmethod(_unsupported("DBOS.transaction", "transactions on an application database"))
     delete_queue = staticmethod(_unsupported("DBOS.delete_queue", "the agent has no call to delete a queue's configuration"))
     delete_queue_async = staticmethod(

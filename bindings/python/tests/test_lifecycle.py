@@ -164,7 +164,7 @@ def test_public_names_match_dbos_python() -> None:
 
     for name in ["DBOS", "DBOSClient", "Queue", "SetWorkflowID", "SetEnqueueOptions", "SetWorkflowTimeout",
                  "WorkflowHandle", "WorkflowHandleAsync", "WorkflowStatus", "StepInfo", "EnqueueOptions",
-                 "WorkflowSerializationFormat", "PortableWorkflowError", "Serializer", "DBOSConfig"]:
+                 "WorkflowSerializationFormat", "PortableWorkflowError", "Serializer", "DBOSConfig", "StepOptions"]:
         assert hasattr(dbos, name) and hasattr(dbos_agent, name), name
     for name in ["DBOSException", "DBOSWorkflowCancelledError", "DBOSNonExistentWorkflowError",
                  "DBOSUnexpectedStepError", "DBOSMaxStepRetriesExceeded", "DBOSAwaitedWorkflowCancelledError",
@@ -253,16 +253,20 @@ def test_communication_and_steering_calls_take_dbos_pythons_arguments() -> None:
         "rewind_workflow", "rewind_workflow_async", "delete_workflow", "delete_workflow_async", "delete_workflows",
         "delete_workflows_async", "update_workflow_attributes", "update_workflow_attributes_async",
         "cancel_workflow", "cancel_workflow_async", "cancel_workflows", "cancel_workflows_async",
+        "wait_first", "wait_first_async",
     ]
     dbos_only = [
         "recv", "recv_async", "sleep", "sleep_async", "set_event", "set_event_async", "get_all_events",
         "get_all_events_async", "write_stream", "write_stream_async", "close_stream", "close_stream_async", "patch",
-        "patch_async", "deprecate_patch", "deprecate_patch_async",
+        "patch_async", "deprecate_patch", "deprecate_patch_async", "run_step", "run_step_async",
     ]
     for m in both + dbos_only:
         assert params(getattr(dbos_agent.DBOS, m)) == params(getattr(dbos.DBOS, m)), m
     for m in both:
         assert params(getattr(dbos_agent.DBOSClient, m)) == params(getattr(dbos.DBOSClient, m)), m
+    for m in ("run_step_async", "wait_first_async"):
+        assert inspect.iscoroutinefunction(getattr(dbos_agent.DBOS, m)), m
+    assert dbos_agent.StepOptions.__annotations__.keys() == dbos.StepOptions.__annotations__.keys()
     for m in ("read_stream", "read_stream_async"):
         for ours, theirs in ((dbos_agent.DBOS, dbos.DBOS), (dbos_agent.DBOSClient, dbos.DBOSClient)):
             assert inspect.isgeneratorfunction(getattr(ours, m)) == inspect.isgeneratorfunction(getattr(theirs, m))
