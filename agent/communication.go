@@ -39,12 +39,12 @@ func communicationHandlers() map[string]handler {
 // errRunEnded is why a wait made for a run stopped when the run ended here.
 var errRunEnded = errors.New("the run ended")
 
-// runContext is s's context, ended early (with cause errRunEnded) when the
+// runContext is parent, ended early (with cause errRunEnded) when the
 // caller's run ends on this agent: cancelled, fenced or finished. A wait
 // made for a run that is over then answers at once instead of holding on
 // until its deadline.
-func (s *Session) runContext(c sysdb.StepCaller) (context.Context, context.CancelFunc) {
-	ctx, cancel := context.WithCancelCause(s.ctx)
+func (s *Session) runContext(parent context.Context, c sysdb.StepCaller) (context.Context, context.CancelFunc) {
+	ctx, cancel := context.WithCancelCause(parent)
 	a := s.agent
 	a.mu.Lock()
 	r := a.runs[c.WorkflowID]
@@ -255,7 +255,7 @@ func handleRecv(s *Session, env protocol.Envelope) (any, *protocol.Error) {
 	if perr != nil {
 		return nil, perr
 	}
-	ctx, stop := s.runContext(caller)
+	ctx, stop := s.runContext(s.requestContext(env.ID), caller)
 	defer stop()
 	done, err := awaitCondition(ctx, deadline, take, wake)
 	if err != nil {
@@ -354,10 +354,10 @@ func handleGetEvent(s *Session, env protocol.Envelope) (any, *protocol.Error) {
 		}
 	}
 	var value *sysdb.Payload
-	ctx := s.ctx
+	ctx := s.requestContext(env.ID)
 	if caller != nil {
 		var stop context.CancelFunc
-		ctx, stop = s.runContext(*caller)
+		ctx, stop = s.runContext(ctx, *caller)
 		defer stop()
 	}
 	if _, err := awaitCondition(ctx, deadline, func(ctx context.Context) (bool, error) {
@@ -470,7 +470,7 @@ func handleReadStream(s *Session, env protocol.Envelope) (any, *protocol.Error) 
 	}
 	reply := &protocol.ReadStreamReply{}
 	budget := a.cfg.MaxFrameSize / 2 // leave room for the envelope
-	if _, err := awaitCondition(s.ctx, deadline, func(ctx context.Context) (bool, error) {
+	if _, err := awaitCondition(s.requestContext(env.ID), deadline, func(ctx context.Context) (bool, error) {
 		r, err := a.db.StreamRead(ctx, m.WorkflowID, m.Key, m.Offset, limit)
 		if err != nil {
 			return false, err

@@ -389,7 +389,7 @@ func handleGetResult(s *Session, env protocol.Envelope) (any, *protocol.Error) {
 	if perr := required(env.Op, "workflow_id", m.WorkflowID); perr != nil {
 		return nil, perr
 	}
-	ctx := s.ctx
+	ctx := s.requestContext(env.ID)
 	if m.TimeoutMS > 0 {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, time.Duration(m.TimeoutMS)*time.Millisecond)

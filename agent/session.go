@@ -44,6 +44,60 @@ type Session struct {
 	version uint32
 
 	encoders sync.Pool
+
+	// inflight holds the requests being handled, by id, so that
+	// cancel_request can stop one.
+	inflightMu sync.Mutex
+	inflight   map[uint64]*inflightRequest
+}
+
+type inflightRequest struct {
+	ctx    context.Context
+	cancel context.CancelCauseFunc
+}
+
+// errRequestCancelled is why a request's context ended when the peer
+// cancelled it.
+var errRequestCancelled = errors.New("cancelled by the peer")
+
+// track registers a request being handled.
+func (s *Session) track(id uint64) *inflightRequest {
+	ctx, cancel := context.WithCancelCause(s.ctx)
+	r := &inflightRequest{ctx: ctx, cancel: cancel}
+	s.inflightMu.Lock()
+	s.inflight[id] = r
+	s.inflightMu.Unlock()
+	return r
+}
+
+func (s *Session) untrack(id uint64, r *inflightRequest) {
+	s.inflightMu.Lock()
+	if s.inflight[id] == r {
+		delete(s.inflight, id)
+	}
+	s.inflightMu.Unlock()
+	r.cancel(nil)
+}
+
+// requestContext is the context of request id: it ends when the peer
+// cancels the request or the session closes. Waits use it.
+func (s *Session) requestContext(id uint64) context.Context {
+	s.inflightMu.Lock()
+	defer s.inflightMu.Unlock()
+	if r := s.inflight[id]; r != nil {
+		return r.ctx
+	}
+	return s.ctx
+}
+
+// cancelRequest stops request id, if it is still in flight.
+func (s *Session) cancelRequest(id uint64) {
+	s.inflightMu.Lock()
+	r := s.inflight[id]
+	s.inflightMu.Unlock()
+	if r != nil {
+		r.cancel(errRequestCancelled)
+	}
 }
 
 // NewSession starts a session for a new connection. label names the peer in
@@ -57,6 +111,8 @@ func (a *Agent) NewSession(label string) *Session {
 		done:   make(chan struct{}),
 		ctx:    ctx,
 		cancel: cancel,
+
+		inflight: map[uint64]*inflightRequest{},
 	}
 	s.log = a.log.With(zap.String("session", s.id[:8]), zap.String("peer", label))
 	s.encoders.New = func() any { return protocol.NewEncoder() }
@@ -208,6 +264,18 @@ func (s *Session) HandleFrame(frame []byte) error {
 		s.reply(env.ID, nil, protocol.Errorf(protocol.CodeHandshakeNeeded, "the first request must be hello"))
 		return nil
 	}
+	if env.Op == protocol.OpCancelRequest {
+		// Answered in order, before any later frame: the request it names
+		// was registered when its own frame was read.
+		var m protocol.CancelRequest
+		if perr := decode(env, &m); perr != nil {
+			s.reply(env.ID, nil, perr)
+			return nil
+		}
+		s.cancelRequest(m.RequestID)
+		s.reply(env.ID, protocol.Empty{}, nil)
+		return nil
+	}
 	handler, ok := handlers[env.Op]
 	if !ok {
 		s.reply(env.ID, nil, protocol.Errorf(protocol.CodeUnknownOp, "unknown op %q", env.Op))
@@ -219,7 +287,9 @@ func (s *Session) HandleFrame(frame []byte) error {
 	default:
 	}
 	// Requests run concurrently: many may be in flight on one connection.
+	req := s.track(env.ID)
 	go func() {
+		defer s.untrack(env.ID, req)
 		defer func() {
 			if r := recover(); r != nil {
 				s.log.Error("request handler panicked", zap.String("op", env.Op), zap.Any("panic", r))
@@ -227,6 +297,11 @@ func (s *Session) HandleFrame(frame []byte) error {
 			}
 		}()
 		body, perr := handler(s, env)
+		if perr != nil && errors.Is(context.Cause(req.ctx), errRequestCancelled) {
+			// It failed because the peer gave up on it; a request that
+			// finished anyway answers as it would have.
+			perr = protocol.Errorf(protocol.CodeRequestCancelled, "%s was cancelled by the peer", env.Op)
+		}
 		s.reply(env.ID, body, perr)
 	}()
 	return nil

@@ -794,3 +794,42 @@ func TestCommInteropAgentClientTalksToGoSDKWorkflow(t *testing.T) {
 	require.Equal(t, []protocol.StreamValue{{Offset: 0, Value: `"x"`, Serialization: "portable_json"}}, values)
 	require.Equal(t, "SUCCESS", awaitResult(t, c, "sdk-echo").Status)
 }
+
+// TestCommCancelRequestEndsAWait: a binding that no longer needs a wait
+// cancels it; the wait answers request_cancelled at once and the session
+// goes on serving. A cancel of a finished or unknown request is a no-op.
+func TestCommCancelRequestEndsAWait(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	a := e.startAgent(agentOptions{extraArgs: []string{"--result-poll-interval", "1h", "--message-poll-interval", "1h"}})
+	raw := dialRaw(t, a.socket)
+	raw.hello()
+
+	send := func(op string, body any) uint64 {
+		raw.id++
+		frame, err := raw.enc.Request(raw.id, op, body)
+		require.NoError(t, err)
+		raw.write(frame)
+		return raw.id
+	}
+	// Waits that would otherwise hold until the connection closes: a
+	// result of a workflow nobody creates, an event nobody sets, a stream
+	// nobody writes.
+	waits := []uint64{
+		send(protocol.OpGetResult, &protocol.GetResult{WorkflowID: "never-created", WaitForCreation: true}),
+		send(protocol.OpGetEvent, &protocol.GetEvent{WorkflowID: "never-created", Key: "k", TimeoutMS: time.Hour.Milliseconds()}),
+	}
+	for _, id := range waits {
+		cancel := send(protocol.OpCancelRequest, &protocol.CancelRequest{RequestID: id})
+		answers := map[uint64]protocol.Envelope{}
+		for len(answers) < 2 {
+			env := raw.next()
+			answers[env.ID] = env
+		}
+		require.Nil(t, answers[cancel].Error)
+		requireCode(t, answers[id], protocol.CodeRequestCancelled)
+	}
+	require.Nil(t, raw.request(protocol.OpCancelRequest, &protocol.CancelRequest{RequestID: 12345}).Error, "an unknown id is ignored")
+	requireCode(t, raw.request(protocol.OpCancelRequest, map[string]any{"request_id": "x"}), protocol.CodeInvalidArgument)
+	require.Nil(t, raw.request(protocol.OpPing, protocol.Empty{}).Error)
+}

@@ -16,6 +16,8 @@ const (
 	OpDeleteWorkflow = "delete_workflows"
 	// OpUpdateAttributes replaces or merges a workflow's attributes.
 	OpUpdateAttributes = "update_workflow_attributes"
+	// OpCancelRequest abandons a request still in flight on this connection.
+	OpCancelRequest = "cancel_request"
 )
 
 // Names DBOS records for its internal operations (operation_outputs.function_name).
@@ -244,4 +246,13 @@ type ParentStep struct {
 	WorkflowID string `msgpack:"workflow_id"`
 	OwnerXID   string `msgpack:"owner_xid"`
 	FunctionID int    `msgpack:"function_id"`
+}
+
+// CancelRequest abandons a request this connection sent that is still in
+// flight (a wait the binding no longer needs: the losers of a wait_first, the
+// waits of a cancelled run). A wait it stops answers request_cancelled; a
+// request that already finished, or finishes anyway, answers as it would
+// have. Unknown ids are ignored. The reply is Empty.
+type CancelRequest struct {
+	RequestID uint64 `msgpack:"request_id"`
 }

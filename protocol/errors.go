@@ -22,6 +22,7 @@ const (
 	CodeDatabaseDown     Code = 108 // the system database is unreachable; retry later
 	CodeNotRegistered    Code = 109 // no connected worker of the application can run that workflow
 	CodePermissionDenied Code = 110 // the peer may not use this agent
+	CodeRequestCancelled Code = 111 // the peer cancelled the request (cancel_request)
 
 	// Workflow errors (2xx): the request was understood and refused.
 	CodeWorkflowNotFound   Code = 200 // no workflow with that id
@@ -65,6 +66,7 @@ var Catalog = []CodeInfo{
 	{CodeDatabaseDown, "database_unavailable", "DBOSException", true, false, "the system database is unreachable"},
 	{CodeNotRegistered, "not_registered", "DBOSWorkflowFunctionNotFoundError", false, false, "no connected worker of the application can run that workflow"},
 	{CodePermissionDenied, "permission_denied", "", false, true, "the peer may not use this agent"},
+	{CodeRequestCancelled, "request_cancelled", "", false, false, "the peer cancelled the request"},
 	{CodeWorkflowNotFound, "workflow_not_found", "DBOSNonExistentWorkflowError", false, false, "no workflow with that id"},
 	{CodeWorkflowConflict, "workflow_conflict", "DBOSConflictingWorkflowError", false, false, "the id is taken by a workflow of another name, class, config or queue"},
 	{CodeDeduplicated, "deduplicated", "DBOSQueueDeduplicatedError", false, false, "the queue already has an active workflow with that deduplication id"},

@@ -116,6 +116,7 @@ var messageTypes = map[string]func() any{
 	"RewindWorkflow":    func() any { return new(RewindWorkflow) },
 	"DeleteWorkflows":   func() any { return new(DeleteWorkflows) },
 	"UpdateAttributes":  func() any { return new(UpdateAttributes) },
+	"CancelRequest":     func() any { return new(CancelRequest) },
 }
 
 func strp(s string) *string     { return &s }
@@ -658,6 +659,12 @@ func communicationVectorDefs() []vectorDef {
 			kind: KindResponse, id: 70, replyTo: OpUpdateAttributes, message: "Empty", body: Empty{}},
 		{name: "clear_workflow_attributes", description: "Clear order-1002's attributes (attributes nil, no merge).",
 			kind: KindRequest, id: 71, op: OpUpdateAttributes, message: "UpdateAttributes", body: &UpdateAttributes{WorkflowID: "order-1002"}},
+		{name: "cancel_request", description: "Abandon request 40 (a wait the binding no longer needs).",
+			kind: KindRequest, id: 72, op: OpCancelRequest, message: "CancelRequest", body: &CancelRequest{RequestID: 40}},
+		{name: "cancel_request_reply", description: "Noted: an empty map (also for an id no longer in flight).",
+			kind: KindResponse, id: 72, replyTo: OpCancelRequest, message: "Empty", body: Empty{}},
+		{name: "request_cancelled_error", description: "The abandoned wait answers request_cancelled.",
+			kind: KindResponse, id: 40, replyTo: OpGetResult, err: &Error{Code: CodeRequestCancelled, Message: "get_result was cancelled by the peer"}},
 	}
 }
 
@@ -889,7 +896,7 @@ func TestGoldenVectorsCoverEveryOpAndPush(t *testing.T) {
 		OpCreateSchedule, OpGetSchedule, OpListSchedules, OpPauseSchedule, OpResumeSchedule, OpDeleteSchedule,
 		OpBackfillSchedule, OpTriggerSchedule, OpListVersions, OpPromoteVersion,
 		OpSend, OpRecv, OpSleep, OpSetEvent, OpGetEvent, OpGetAllEvents, OpWriteStream, OpReadStream,
-		OpForkWorkflow, OpRewindWorkflow, OpDeleteWorkflow, OpUpdateAttributes} {
+		OpForkWorkflow, OpRewindWorkflow, OpDeleteWorkflow, OpUpdateAttributes, OpCancelRequest} {
 		require.True(t, requests[op], "no request vector for %s", op)
 		require.True(t, replies[op], "no reply vector for %s", op)
 	}
