@@ -12,6 +12,7 @@ import (
 	"net"
 	"os"
 	"sync"
+	"time"
 
 	"github.com/dbos-agent/dbos-agent/protocol"
 )
@@ -153,8 +154,20 @@ func (c *Client) roundTrip(ctx context.Context, op string, req any) (protocol.En
 		}
 		return env, nil
 	case <-ctx.Done():
+		if op != protocol.OpCancelRequest {
+			// The agent need not keep waiting for an answer nobody reads.
+			go c.cancelRequest(id)
+		}
 		return protocol.Envelope{}, ctx.Err()
 	}
+}
+
+// cancelRequest tells the agent a request was abandoned. Best effort: its
+// answer, and the abandoned request's, are dropped.
+func (c *Client) cancelRequest(id uint64) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	_, _ = c.roundTrip(ctx, protocol.OpCancelRequest, &protocol.CancelRequest{RequestID: id})
 }
 
 func (c *Client) closedErr() error {
