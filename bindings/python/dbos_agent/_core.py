@@ -1447,9 +1447,9 @@ class Emit:
 
 class FirstOf:
     """Requests made at once, all for the same run (or none): the answer is
-    ``(index, reply)`` of the first one answered. The others are dropped
-    (the agent has no request to cancel a request; their late answers are
-    ignored)."""
+    ``(index, reply)`` of the first one answered. The others are abandoned:
+    the agent is told to stop them (``cancel_request``), and their late
+    answers are dropped."""
 
     __slots__ = ("calls", "run")
 
@@ -1496,7 +1496,8 @@ def _race(engine: Engine, race: FirstOf) -> Tuple[int, Dict[str, Any]]:
     forget = run.on_stop(wake.set) if run is not None else _nothing
     futs: "List[Future[Dict[str, Any]]]" = []
     try:
-        futs = [conn.request(c.op, c.body) for c in race.calls]
+        for c in race.calls:
+            futs.append(conn.request(c.op, c.body))  # one by one: a refused one leaves those sent to cancel
         for f in futs:
             f.add_done_callback(lambda _: wake.set())
         wake.wait()
@@ -1504,7 +1505,10 @@ def _race(engine: Engine, race: FirstOf) -> Tuple[int, Dict[str, Any]]:
     finally:
         forget()
         for f in futs:
-            f.cancel()  # its answer, when it comes, is dropped
+            # Abandons a request still unanswered (the first's losers, or
+            # all when the run stopped): the agent stops it (cancel_request)
+            # and its late answer is dropped. No-op for an answered one.
+            f.cancel()
 
 
 def _stop_waiter(run: WorkflowRun) -> "Tuple[asyncio.Future[None], Callable[[], None]]":
@@ -1531,18 +1535,27 @@ async def _race_async(engine: Engine, race: FirstOf) -> Tuple[int, Dict[str, Any
     run = race.run
     conn = run_connection(engine, run) if run is not None else await engine._link().connection_async()
     stopped, drop = _stop_waiter(run) if run is not None else (None, _nothing)
+    requests: "List[Future[Dict[str, Any]]]" = []
     futs: "List[asyncio.Future[Dict[str, Any]]]" = []
     try:
-        futs = [asyncio.wrap_future(conn.request(c.op, c.body)) for c in race.calls]
+        for c in race.calls:
+            requests.append(conn.request(c.op, c.body))  # one by one: a refused one leaves those sent to cancel
+        futs = [asyncio.wrap_future(r) for r in requests]
         await asyncio.wait([*futs, *([stopped] if stopped is not None else [])], return_when=asyncio.FIRST_COMPLETED)
         return _first_answer(race, futs)
     finally:
         drop()
         for f in futs:
             if not f.done():
-                f.cancel()  # cancels the request's future: its answer is dropped
+                f.cancel()
             elif not f.cancelled():
                 f.exception()  # retrieved, so a second failure is not reported as lost
+        for r in requests:
+            # Abandons a request still unanswered, at once rather than when
+            # the loop next runs the cancelled future's callbacks (it may
+            # not, when the loop is closing): the agent stops it
+            # (cancel_request) and its late answer is dropped.
+            r.cancel()
 
 
 def _perform(engine: Engine, item: Union[Call, FirstOf, Pause]) -> Any:

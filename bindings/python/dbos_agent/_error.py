@@ -420,6 +420,7 @@ ERROR_CATALOG: Dict[int, "tuple[str, str, bool]"] = {
     108: ("database_unavailable", "DBOSException", True),
     109: ("not_registered", "DBOSWorkflowFunctionNotFoundError", False),
     110: ("permission_denied", "", False),
+    111: ("request_cancelled", "", False),
     200: ("workflow_not_found", "DBOSNonExistentWorkflowError", False),
     201: ("workflow_conflict", "DBOSConflictingWorkflowError", False),
     202: ("deduplicated", "DBOSQueueDeduplicatedError", False),

@@ -1,11 +1,20 @@
 """The connection to the agent: one Unix socket per process, shared by every
 thread and event loop. Requests are multiplexed: each gets an id and a
 future, a reader thread resolves the futures and hands pushes over. A link
-reconnects when the agent goes away and comes back."""
+reconnects when the agent goes away and comes back.
+
+A caller that gives up on a request cancels its future (``Future.cancel``,
+which an asyncio task cancelled while awaiting ``asyncio.wrap_future`` of it
+does too): the connection then tells the agent with ``cancel_request``, so a
+wait (get_result, recv, get_event, read_stream) stops there and answers
+``request_cancelled`` at once instead of holding until its condition or the
+connection ends. That answer, like any answer to a request whose caller has
+gone, is dropped."""
 
 from __future__ import annotations
 
 import asyncio
+import collections
 import concurrent.futures
 import itertools
 import logging
@@ -13,7 +22,7 @@ import os
 import socket
 import threading
 import time
-from typing import Any, Callable, Dict, Optional
+from typing import Any, Callable, Deque, Dict, Optional, Tuple
 
 from . import _protocol as proto
 from ._error import AgentErrorReply, DBOSAgentUnavailableError, DBOSException, DBOSInitializationError
@@ -38,6 +47,30 @@ def resolve_socket_path(configured: Optional[str]) -> str:
 
 PushHandler = Callable[[str, Dict[str, Any], "Connection"], None]
 
+#: The error code of a wait this process cancelled (``request_cancelled``).
+REQUEST_CANCELLED = 111
+
+
+class Request(concurrent.futures.Future[Dict[str, Any]]):
+    """The future of a request in flight: its reply body, or AgentErrorReply
+    (an error reply) or DBOSAgentUnavailableError. Cancelling it abandons the
+    request: its connection sends ``cancel_request`` for it (once, and only
+    while the connection it was sent on is open)."""
+
+    def __init__(self, conn: "Connection", rid: int, op: str):
+        super().__init__()
+        self.conn = conn
+        self.rid = rid
+        self.op = op
+        self.abandoned = False  # cancel_request was sent (under conn._plock)
+
+    def cancel(self) -> bool:
+        # True also when it was cancelled already: _abandon acts once.
+        if not super().cancel():
+            return False
+        self.conn._abandon(self)
+        return True
+
 
 class Connection:
     """One connection to the agent, from handshake to close."""
@@ -51,9 +84,22 @@ class Connection:
         self._on_lost = on_lost
         self._sock: Optional[socket.socket] = None
         self._wlock = threading.Lock()
-        self._plock = threading.Lock()
-        self._pending: Dict[int, "concurrent.futures.Future[Dict[str, Any]]"] = {}
+        # Guards the pending-request table and the counters below; notified
+        # whenever either changes (see ``wait_until``).
+        self._plock = threading.Condition(threading.Lock())
+        self._pending: Dict[int, Request] = {}
         self._ids = itertools.count(1)
+        #: ``cancel_request`` frames sent (for requests whose caller gave up).
+        self.cancels_sent = 0
+        #: Answers that came for abandoned requests (and were dropped), and
+        #: of those the ``request_cancelled`` ones.
+        self.late_answers = 0
+        self.cancelled_answers = 0
+        #: The latest abandoned requests as ``(id, op)`` when cancel_request
+        #: went for them, and their dropped answers as ``(id, op, error code
+        #: or 0)``: for debugging and tests.
+        self.abandoned: Deque[Tuple[int, str]] = collections.deque(maxlen=256)
+        self.dropped: Deque[Tuple[int, str, int]] = collections.deque(maxlen=256)
         self._closed = False
         self._lost_reason: Optional[BaseException] = None
         self.max_frame_size = proto.DEFAULT_MAX_FRAME_SIZE
@@ -62,6 +108,26 @@ class Connection:
     @property
     def closed(self) -> bool:
         return self._closed
+
+    @property
+    def in_flight(self) -> int:
+        """How many requests await their answer (abandoned ones included,
+        until their late answer comes)."""
+        return len(self._pending)
+
+    def pending_ops(self) -> Dict[int, str]:
+        """The requests awaiting their answer: id -> op."""
+        with self._plock:
+            return {rid: r.op for rid, r in self._pending.items()}
+
+    def wait_until(self, cond: Callable[[], bool], timeout: float) -> bool:
+        """Wait until ``cond()`` holds, at most ``timeout`` seconds; returns
+        whether it does. ``cond`` is checked whenever a request is sent,
+        answered or abandoned and when the connection closes, under the
+        table's lock: it may read ``in_flight``, the counters and the logs,
+        but not call ``pending_ops``. For tests and debugging."""
+        with self._plock:
+            return self._plock.wait_for(cond, timeout)
 
     def open(self, hello: Dict[str, Any], timeout: float) -> Dict[str, Any]:
         sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
@@ -94,9 +160,10 @@ class Connection:
 
     def request(self, op: str, body: Dict[str, Any]) -> "concurrent.futures.Future[Dict[str, Any]]":
         """Send a request; the future resolves to the reply body or fails with
-        AgentErrorReply (an error reply) or DBOSAgentUnavailableError."""
-        fut: "concurrent.futures.Future[Dict[str, Any]]" = concurrent.futures.Future()
+        AgentErrorReply (an error reply) or DBOSAgentUnavailableError.
+        Cancelling the future abandons the request (see ``Request``)."""
         rid = next(self._ids)
+        fut = Request(self, rid, op)
         frame = proto.encode_frame(proto.KIND_REQUEST, rid, op, body)
         if len(frame) - proto.HEADER.size > self.max_frame_size:
             raise DBOSException(
@@ -108,6 +175,7 @@ class Connection:
                 fut.set_exception(self._unavailable())
                 return fut
             self._pending[rid] = fut
+            self._plock.notify_all()
         try:
             with self._wlock:
                 assert self._sock is not None
@@ -115,6 +183,30 @@ class Connection:
         except OSError as e:
             self._lost(e)
         return fut
+
+    def _abandon(self, req: Request) -> None:
+        """``req``'s caller gave up on it: ask the agent to stop it. Fire and
+        forget: nothing waits for the reply, which is dropped like its
+        errors (e.g. unknown_op from an agent that predates cancel_request).
+        The request stays in the table until its own late answer comes, to
+        be dropped. Nothing is sent for a request already answered, or once
+        this connection has closed (its ids mean nothing to the next one)."""
+        with self._plock:
+            if req.abandoned or self._closed or self._pending.get(req.rid) is not req:
+                return
+            req.abandoned = True
+            cid = next(self._ids)
+            self.cancels_sent += 1
+            self.abandoned.append((req.rid, req.op))
+            self._plock.notify_all()
+        frame = proto.encode_frame(proto.KIND_REQUEST, cid, proto.OP_CANCEL_REQUEST, {"request_id": req.rid})
+        try:
+            with self._wlock:
+                if self._closed or self._sock is None:
+                    return
+                self._sock.sendall(frame)
+        except OSError as e:
+            self._lost(e)
 
     def _unavailable(self) -> DBOSAgentUnavailableError:
         why = f": {self._lost_reason}" if self._lost_reason else ""
@@ -156,15 +248,21 @@ class Connection:
         err = env.get("error")
         with self._plock:
             fut = self._pending.pop(rid, None)
+            if fut is not None:
+                self._plock.notify_all()
         if fut is None:
+            # No such request: an error about the connection itself (id 0),
+            # or the reply to a cancel_request, which nothing waits for.
             if rid == 0 and err:
-                # An error about the connection itself; it closes next.
+                # The connection closes next.
                 self._lost_reason = AgentErrorReply(
                     int(err.get("code", 0)), err.get("name", ""), err.get("message", ""), err.get("data")
                 )
             return
-        # A caller that stopped waiting (a cancelled asyncio task cancels the
-        # future) has gone: its late answer is dropped.
+        # A caller that stopped waiting (it cancelled the future, as does a
+        # cancelled asyncio task) has gone: its late answer, request_cancelled
+        # or what a request that completed before its cancel_request arrived
+        # answers, is dropped.
         try:
             if err:
                 fut.set_exception(
@@ -174,7 +272,13 @@ class Connection:
                 body = env.get("body")
                 fut.set_result(body if isinstance(body, dict) else {})
         except concurrent.futures.InvalidStateError:
-            pass
+            code = int(err.get("code", 0)) if err else 0
+            with self._plock:
+                self.late_answers += 1
+                if code == REQUEST_CANCELLED:
+                    self.cancelled_answers += 1
+                self.dropped.append((rid, fut.op, code))
+                self._plock.notify_all()
 
     def _lost(self, reason: BaseException) -> None:
         with self._plock:
@@ -185,6 +289,7 @@ class Connection:
                 self._lost_reason = reason
             pending = list(self._pending.values())
             self._pending.clear()
+            self._plock.notify_all()
         if self._sock is not None:
             try:
                 self._sock.shutdown(socket.SHUT_RDWR)
@@ -294,7 +399,12 @@ class AgentLink:
         return self.connection().request(op, body)
 
     def call(self, op: str, body: Dict[str, Any], timeout: Optional[float] = None) -> Dict[str, Any]:
-        return self.request(op, body).result(timeout)
+        fut = self.request(op, body)
+        try:
+            return fut.result(timeout)
+        except concurrent.futures.TimeoutError:
+            fut.cancel()  # given up: the agent stops it, its answer is dropped
+            raise
 
     async def call_async(self, op: str, body: Dict[str, Any]) -> Dict[str, Any]:
         conn = await self.connection_async()
