@@ -556,6 +556,8 @@ func (a *Agent) dispatch(ctx context.Context, g *workerGroup, queue string, cfg 
 		return
 	}
 	msg := runMessage(wf, owner, queue, history)
+	a.log.Debug("dispatching a run", zap.String("workflow_id", wf.ID), zap.String("queue", queue),
+		zap.String("worker_session", chosen.session.id[:8]), zap.Int("history", len(history)))
 	if err := chosen.session.push(protocol.PushRun, msg); err != nil {
 		// The session is closing: its close hands its runs back.
 		a.log.Debug("run push failed", zap.String("workflow_id", wf.ID), zap.Error(err))

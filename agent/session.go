@@ -147,6 +147,7 @@ func (s *Session) Close() {
 			runs = a.removeWorkerLocked(s)
 		}
 		a.mu.Unlock()
+		s.log.Debug("session closed", zap.Int("runs_handed_back", len(runs)))
 		if len(runs) > 0 {
 			claims := make([]sysdb.WorkflowClaim, len(runs))
 			for i, r := range runs {
