@@ -45,7 +45,7 @@ type Session struct {
 
 	encoders sync.Pool
 
-	// inflight holds the requests being handled, by id, so that
+	// inflight holds the waits being handled, by id, so that
 	// cancel_request can stop one.
 	inflightMu sync.Mutex
 	inflight   map[uint64]*inflightRequest
@@ -54,6 +54,14 @@ type Session struct {
 type inflightRequest struct {
 	ctx    context.Context
 	cancel context.CancelCauseFunc
+}
+
+// cancellableOps are the requests cancel_request can stop: the waits.
+var cancellableOps = map[string]bool{
+	protocol.OpGetResult:  true,
+	protocol.OpRecv:       true,
+	protocol.OpGetEvent:   true,
+	protocol.OpReadStream: true,
 }
 
 // errRequestCancelled is why a request's context ended when the peer
@@ -288,9 +296,16 @@ func (s *Session) HandleFrame(frame []byte) error {
 	default:
 	}
 	// Requests run concurrently: many may be in flight on one connection.
-	req := s.track(env.ID)
+	// Only waits can be cancelled, so only they pay for a context of their
+	// own (a step checkpoint does not).
+	var req *inflightRequest
+	if cancellableOps[env.Op] {
+		req = s.track(env.ID)
+	}
 	go func() {
-		defer s.untrack(env.ID, req)
+		if req != nil {
+			defer s.untrack(env.ID, req)
+		}
 		defer func() {
 			if r := recover(); r != nil {
 				s.log.Error("request handler panicked", zap.String("op", env.Op), zap.Any("panic", r))
@@ -298,7 +313,7 @@ func (s *Session) HandleFrame(frame []byte) error {
 			}
 		}()
 		body, perr := handler(s, env)
-		if perr != nil && errors.Is(context.Cause(req.ctx), errRequestCancelled) {
+		if perr != nil && req != nil && errors.Is(context.Cause(req.ctx), errRequestCancelled) {
 			// It failed because the peer gave up on it; a request that
 			// finished anyway answers as it would have.
 			perr = protocol.Errorf(protocol.CodeRequestCancelled, "%s was cancelled by the peer", env.Op)
