@@ -38,10 +38,6 @@ type Communication interface {
 	// (Replayed), another name there is an UnexpectedStepError.
 	MessageSend(ctx context.Context, p MessageSendParams) (replayed bool, err error)
 
-	// MessagePending reports whether an unconsumed message waits on a topic
-	// ("" is the default topic, NullTopic).
-	MessagePending(ctx context.Context, destinationID, topic string) (bool, error)
-
 	// MessageConsume consumes the oldest unconsumed message on the topic (if
 	// any) and records it as the step Caller.FunctionID (DBOS.recv), in one
 	// transaction. Without a message it records p.EmptyOutput. A recv step

@@ -188,19 +188,6 @@ func (p *Postgres) MessageSend(ctx context.Context, in MessageSendParams) (bool,
 	return false, nil
 }
 
-// MessagePending implements Communication. The empty topic is the default
-// one (NullTopic).
-func (p *Postgres) MessagePending(ctx context.Context, destinationID, topic string) (bool, error) {
-	if topic == "" {
-		topic = NullTopic
-	}
-	var pending bool
-	err := p.retry(ctx, "check messages of "+destinationID, func(ctx context.Context) error {
-		return p.pool.QueryRow(ctx, p.sql("MessagePending"), destinationID, topic).Scan(&pending)
-	})
-	return pending, err
-}
-
 // MessageConsume implements Communication. A recv is always recorded: from
 // inside a step (Caller.InStep) it is refused, as the SDKs refuse it.
 func (p *Postgres) MessageConsume(ctx context.Context, in MessageConsumeParams) (Received, error) {

@@ -583,11 +583,6 @@ WITH RECURSIVE msgs AS (
 )
 SELECT {{> StepGateResult}}, ARRAY(SELECT destination FROM blocked ORDER BY destination), (SELECT count(*) FROM sent)
 
--- name: MessagePending
-SELECT EXISTS (
-    SELECT 1 FROM {{schema}}.notifications WHERE destination_uuid = $1 AND topic = $2 AND NOT consumed
-)
-
 -- name: MessageConsume
 -- $1 workflow, $2 owner, $3 step id, $4 topic, $5/$6 what to record when no
 -- message waits, $7 application name, $8 record nothing when no message

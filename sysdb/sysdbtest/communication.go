@@ -93,11 +93,22 @@ func stepAt(t *testing.T, db sysdb.SystemDatabase, id string, fid int) *sysdb.St
 	return s
 }
 
+// pending reports whether an unconsumed message waits for dest on topic
+// ("" or NullTopic: the default topic).
 func pending(t *testing.T, db sysdb.SystemDatabase, dest, topic string) bool {
 	t.Helper()
-	ok, err := db.MessagePending(t.Context(), dest, topic)
+	msgs, err := db.MessageList(t.Context(), dest)
 	require.NoError(t, err)
-	return ok
+	for _, m := range msgs {
+		stored := sysdb.NullTopic
+		if m.Topic != nil {
+			stored = *m.Topic
+		}
+		if !m.Consumed && (stored == topic || topic == "" && stored == sysdb.NullTopic) {
+			return true
+		}
+	}
+	return false
 }
 
 // ---------------------------------------------------------------------------
