@@ -4,8 +4,9 @@
 GO            ?= go
 BIN           := bin
 AGENT         := $(BIN)/dbos-agent
-# The local database `make test` and `make run` prepare (scripts/ensure-postgres.sh).
-DATABASE_URL  ?= postgres://postgres:dbos@localhost:5432/dbos_agent_example?sslmode=disable
+# The databases `make run` and `make test` use; scripts/ensure-postgres.sh starts
+# the server each names (installing it when missing) and creates the database.
+export DATABASE_URL ?= postgres://postgres:dbos@localhost:5432/dbos_agent_example?sslmode=disable
 export DBOS_TEST_DATABASE_URL ?= postgres://postgres:dbos@localhost:5432/dbos_agent_test?sslmode=disable
 
 .DEFAULT_GOAL := help
@@ -19,8 +20,8 @@ build: ## Build the agent binary into bin/
 	$(GO) build -o $(AGENT) ./cmd/dbos-agent
 
 .PHONY: postgres
-postgres: ## Install (apt-get) and start a local PostgreSQL when it is missing or down
-	bash scripts/ensure-postgres.sh
+postgres: ## Start (installing if missing) the PostgreSQL the URLs name and create their databases
+	bash scripts/ensure-postgres.sh '$(DBOS_TEST_DATABASE_URL)' '$(DATABASE_URL)'
 
 .PHONY: run
 run: ## The main job: start the agent and run the Python order-pipeline example through it

@@ -7,9 +7,9 @@ set -euo pipefail
 ROOT="$(cd "$(dirname "$0")/.." && pwd)"
 cd "$ROOT"
 
-bash scripts/ensure-postgres.sh
+export DBOS_TEST_DATABASE_URL="${DBOS_TEST_DATABASE_URL:-postgres://postgres:dbos@localhost:5432/dbos_agent_test?sslmode=disable}"
+bash scripts/ensure-postgres.sh "$DBOS_TEST_DATABASE_URL"
 bash scripts/python-venv.sh test
 go build -o bin/dbos-agent ./cmd/dbos-agent
 
-export DBOS_TEST_DATABASE_URL="${DBOS_TEST_DATABASE_URL:-postgres://postgres:dbos@localhost:5432/dbos_agent_test?sslmode=disable}"
 exec .venv/bin/python -m pytest bindings/python/tests -p no:cacheprovider "$@"

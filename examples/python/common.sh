@@ -45,7 +45,7 @@ wait_for_line() {
 
 setup() {
   say "PostgreSQL (scripts/ensure-postgres.sh)"
-  bash scripts/ensure-postgres.sh
+  bash scripts/ensure-postgres.sh "$DATABASE_URL"
   say "Python venv .venv with the dbos-agent binding (bindings/python)"
   bash scripts/python-venv.sh
   say "building the agent (bin/dbos-agent)"
