@@ -7,8 +7,20 @@
 // Session.Outbound); sockets and C belong to its callers. It reaches the
 // database only through sysdb.SystemDatabase and sysdb.Notifications.
 //
-// Lock order: Agent.mu, then waiters.mu. Nothing is sent to a session while
-// Agent.mu is held (sends may block on a slow peer).
+// Every goroutine starts through the agent's supervisor (supervisor.go),
+// which Shutdown stops within a hard deadline.
+//
+// Lock order (a lock may be taken while holding those before it, never
+// the reverse):
+//
+//  1. Session.helloMu, Session.inflightMu (each held only briefly, never
+//     while taking another lock)
+//  2. Agent.mu (sessions, groups, workers, runs, claims in progress)
+//  3. waiters.mu, signals.mu, scheduler's own lock
+//  4. supervisor.mu (taken by every goroutine start and end)
+//
+// Nothing is sent to a session while Agent.mu is held (sends may block on a
+// slow peer), and no database call is made under any of these locks.
 package agent
 
 import (
@@ -69,7 +81,21 @@ type Config struct {
 	// database (default 10s); changes made through this agent apply at
 	// once.
 	ScheduleInterval time.Duration
-	Logger           *zap.Logger
+	// ShutdownTimeout is how long shutdown waits, after the grace period,
+	// for the engine's goroutines to end (default 5s); past it Shutdown
+	// returns and names what still runs.
+	ShutdownTimeout time.Duration
+	// RescueInterval is how often the rescuer looks for rows this agent
+	// claimed that no live run holds (default 30s); RescueHorizon how long
+	// such a row must have been unchanged first (default 1 min), so that a
+	// claim being dispatched is never taken back.
+	RescueInterval time.Duration
+	RescueHorizon  time.Duration
+	Logger         *zap.Logger
+
+	// testSignals, when set (by this package's tests), receives events of
+	// the background services instead of a test sleeping for them.
+	testSignals *testSignals
 }
 
 func (c *Config) setDefaults() {
@@ -103,6 +129,15 @@ func (c *Config) setDefaults() {
 	if c.ScheduleInterval <= 0 {
 		c.ScheduleInterval = 10 * time.Second
 	}
+	if c.ShutdownTimeout <= 0 {
+		c.ShutdownTimeout = 5 * time.Second
+	}
+	if c.RescueInterval <= 0 {
+		c.RescueInterval = 30 * time.Second
+	}
+	if c.RescueHorizon <= 0 {
+		c.RescueHorizon = time.Minute
+	}
 	if c.MaxFrameSize <= 0 {
 		c.MaxFrameSize = protocol.DefaultMaxFrameSize
 	}
@@ -120,9 +155,19 @@ type Agent struct {
 	db  sysdb.SystemDatabase
 	log *zap.Logger
 
-	ctx    context.Context // ends at shutdown's hard stop
-	cancel context.CancelFunc
-	wg     sync.WaitGroup
+	// sup owns every goroutine; ctx is its context, which ends when
+	// Shutdown stops the services.
+	sup *supervisor
+	ctx context.Context
+	// handbackCtx ends at shutdown's hard deadline: hand-backs retry
+	// through an outage until then, past the end of ctx.
+	handbackCtx    context.Context
+	handbackCancel context.CancelFunc
+	// ownerPrefix starts every owner token this agent process issues, so
+	// the rescuer recognises its own claims (an SDK process on the same
+	// executor id has others).
+	ownerPrefix string
+	rescuer     *rescuer
 
 	draining  atomic.Bool
 	steps     *batcher[sysdb.StepRecordParams, struct{}]
@@ -138,6 +183,9 @@ type Agent struct {
 	runs map[string]*run
 	// runsDone is signalled whenever a run ends (shutdown waits on it).
 	runsDone chan struct{}
+	// claiming counts, by workflow id, claims made by a poller and not yet
+	// dispatched (the rescuer leaves them alone).
+	claiming map[string]int
 }
 
 // New returns an Agent; Start begins its background work.
@@ -146,23 +194,29 @@ func New(cfg Config) (*Agent, error) {
 		return nil, errors.New("agent: a system database is required")
 	}
 	cfg.setDefaults()
-	ctx, cancel := context.WithCancel(context.Background())
+	sup := newSupervisor()
+	handbackCtx, handbackCancel := context.WithCancel(context.Background())
 	a := &Agent{
-		cfg:      cfg,
-		db:       cfg.DB,
-		log:      cfg.Logger,
-		ctx:      ctx,
-		cancel:   cancel,
-		sessions: map[*Session]struct{}{},
-		groups:   map[groupKey]*workerGroup{},
-		runs:     map[string]*run{},
-		runsDone: make(chan struct{}, 1),
+		cfg:            cfg,
+		db:             cfg.DB,
+		log:            cfg.Logger,
+		sup:            sup,
+		ctx:            sup.ctx,
+		handbackCtx:    handbackCtx,
+		handbackCancel: handbackCancel,
+		ownerPrefix:    newToken()[:12] + ":",
+		sessions:       map[*Session]struct{}{},
+		groups:         map[groupKey]*workerGroup{},
+		runs:           map[string]*run{},
+		runsDone:       make(chan struct{}, 1),
+		claiming:       map[string]int{},
 	}
 	a.steps = newStepBatcher(a.db, cfg.StepBatchers, cfg.MaxStepBatch)
 	a.finishes = newFinishBatcher(a.db, cfg.StepBatchers, cfg.MaxStepBatch)
 	a.waiters = newWaiters(a.db, cfg.ResultPollInterval, a.log)
 	a.signals = newSignals(cfg.MessagePollInterval)
 	a.schedules = newScheduler(a)
+	a.rescuer = newRescuer(a)
 	return a, nil
 }
 
@@ -170,7 +224,7 @@ func New(cfg Config) (*Agent, error) {
 func (a *Agent) ExecutorID() string { return a.cfg.ExecutorID }
 
 // Start recovers this executor's unfinished workflows and starts the
-// background loops. It returns once recovery is done.
+// background services. It returns once recovery is done.
 func (a *Agent) Start(ctx context.Context) error {
 	// Whatever this executor was running when it stopped goes back to its
 	// queue; workers of the right application and version pick it up.
@@ -181,25 +235,27 @@ func (a *Agent) Start(ctx context.Context) error {
 	if len(ids) > 0 {
 		a.log.Info("recovered pending workflows", zap.Int("count", len(ids)), zap.String("executor_id", a.cfg.ExecutorID))
 	}
-	a.steps.start(a.ctx, &a.wg)
-	a.finishes.start(a.ctx, &a.wg)
-	a.waiters.start(a.ctx, &a.wg)
-	a.signals.start(a.ctx, &a.wg)
-	a.wg.Add(2)
-	go a.sweeper(a.ctx, &a.wg)
-	go a.schedules.loop(a.ctx, &a.wg)
+	a.steps.start(a.sup, "step batcher")
+	a.finishes.start(a.sup, "finish batcher")
+	a.waiters.start(a.sup)
+	a.signals.start(a.sup)
+	a.sup.goCtx("sweeper", a.sweeper)
+	a.sup.goCtx("scheduler", a.schedules.loop)
+	a.sup.goCtx("rescuer", a.rescuer.loop)
 	if notes := a.cfg.Notifications; notes != nil {
-		a.wg.Add(1)
-		go func() {
-			defer a.wg.Done()
-			_ = notes.Listen(a.ctx, []string{
+		a.sup.goCtx("listener", func(ctx context.Context) {
+			_ = notes.Listen(ctx, []string{
 				sysdb.ChannelWorkflowStatus, sysdb.ChannelQueue,
 				sysdb.ChannelNotifications, sysdb.ChannelWorkflowEvents, sysdb.ChannelStreams,
 			}, a.onNotification, a.onNotificationGap)
-		}()
+		})
 	}
 	return nil
 }
+
+// Goroutines reports the engine's live goroutines by service name (for
+// operators' debug output and for tests that check nothing is left).
+func (a *Agent) Goroutines() map[string]int { return a.sup.snapshot() }
 
 // onNotification routes a database notification: an outcome wakes its
 // waiters, new work on a queue wakes that queue's pollers.
@@ -214,7 +270,7 @@ func (a *Agent) onNotification(channel, payload string) {
 		_, local := a.runs[payload]
 		a.mu.Unlock()
 		if local {
-			go a.checkLocalRun(payload)
+			a.sup.goFn("local run check", func() { a.checkLocalRun(payload) })
 		}
 	case sysdb.ChannelQueue:
 		a.wakeQueue(payload)
@@ -248,8 +304,14 @@ func (a *Agent) onNotificationGap() {
 }
 
 // Shutdown stops taking work, lets running workflows finish for the grace
-// period, hands what still runs back to its queue, and stops.
+// period (or until ctx ends), hands what still runs back to its queue, and
+// stops every service; what has not ended ShutdownTimeout after that is
+// logged by name and left behind (the process is about to exit). It
+// returns within GracePeriod + ShutdownTimeout.
 func (a *Agent) Shutdown(ctx context.Context) {
+	hard := time.AfterFunc(a.cfg.GracePeriod+a.cfg.ShutdownTimeout, a.handbackCancel)
+	defer hard.Stop()
+	defer a.handbackCancel()
 	a.draining.Store(true)
 	a.log.Info("draining: no new work is taken", zap.Duration("grace_period", a.cfg.GracePeriod))
 	a.mu.Lock()
@@ -286,9 +348,15 @@ wait:
 	for _, s := range sessions {
 		s.Close()
 	}
-	a.cancel()
-	a.wg.Wait()
+	if left := a.sup.stop(a.cfg.ShutdownTimeout); len(left) > 0 {
+		a.log.Warn("shutdown deadline passed; these did not stop", zap.Strings("goroutines", left),
+			zap.Duration("shutdown_timeout", a.cfg.ShutdownTimeout))
+	}
 }
+
+// newOwnerToken returns an owner token of this agent process: the rescuer
+// recognises its own claims by the prefix.
+func (a *Agent) newOwnerToken() string { return a.ownerPrefix + newToken() }
 
 // newToken returns a random hex token (owner tokens, session ids).
 func newToken() string {

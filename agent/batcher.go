@@ -2,10 +2,15 @@ package agent
 
 import (
 	"context"
-	"sync"
+	"errors"
+	"sync/atomic"
 
 	"github.com/dbos-agent/dbos-agent/sysdb"
 )
+
+// errBatcherStopped answers a write that reached the batcher after its
+// committers stopped (the agent is shutting down).
+var errBatcherStopped = errors.New("the agent is shutting down")
 
 // defaultMaxStepBatch bounds one commit so one transaction's locks stay
 // short.
@@ -19,6 +24,10 @@ type batcher[P, R any] struct {
 	committers int
 	maxBatch   int
 	in         chan *batchRequest[P, R]
+	// stopped is closed once every committer has ended: a write queued
+	// after that is answered by its own writer (see write).
+	stopped chan struct{}
+	live    atomic.Int32
 	// commit writes a batch in one transaction and answers each write, in
 	// order; its error is for the whole batch (nothing was committed).
 	commit func(ctx context.Context, params []P) ([]batchResult[R], error)
@@ -35,7 +44,8 @@ type batchResult[R any] struct {
 }
 
 func newBatcher[P, R any](committers, maxBatch int, commit func(context.Context, []P) ([]batchResult[R], error)) *batcher[P, R] {
-	return &batcher[P, R]{committers: committers, maxBatch: maxBatch, in: make(chan *batchRequest[P, R], 4*defaultMaxStepBatch), commit: commit}
+	return &batcher[P, R]{committers: committers, maxBatch: maxBatch, in: make(chan *batchRequest[P, R], 4*defaultMaxStepBatch),
+		stopped: make(chan struct{}), commit: commit}
 }
 
 // newStepBatcher commits step records with StepRecordMany.
@@ -68,13 +78,21 @@ func newFinishBatcher(db sysdb.SystemDatabase, committers, maxBatch int) *batche
 	})
 }
 
-func (b *batcher[P, R]) start(ctx context.Context, wg *sync.WaitGroup) {
+func (b *batcher[P, R]) start(sup *supervisor, name string) {
+	b.live.Store(int32(b.committers))
 	for i := 0; i < b.committers; i++ {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
+		if !sup.goCtx(name, func(ctx context.Context) {
+			defer b.committerEnded()
 			b.commitLoop(ctx)
-		}()
+		}) {
+			b.committerEnded()
+		}
+	}
+}
+
+func (b *batcher[P, R]) committerEnded() {
+	if b.live.Add(-1) == 0 {
+		close(b.stopped)
 	}
 }
 
@@ -90,8 +108,17 @@ func (b *batcher[P, R]) write(ctx context.Context, p P) (R, error) {
 	// Once queued, the request is committed or failed by a committer; the
 	// caller waits for that answer so an acknowledgement always means
 	// durable.
-	r := <-req.done
-	return r.value, r.err
+	select {
+	case r := <-req.done:
+		return r.value, r.err
+	case <-b.stopped:
+		// No committer is left to take it: answer what still waits
+		// (this request among them, unless a committer took it first
+		// and so answered it).
+		b.failWaiting(errBatcherStopped)
+		r := <-req.done
+		return r.value, r.err
+	}
 }
 
 // record is write for writes that answer nothing but an error.

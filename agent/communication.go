@@ -50,13 +50,13 @@ func (s *Session) runContext(parent context.Context, c sysdb.StepCaller) (contex
 	r := a.runs[c.WorkflowID]
 	a.mu.Unlock()
 	if r != nil && r.ownerXID == c.OwnerXID {
-		go func() {
+		a.sup.goFn("run end watch", func() {
 			select {
 			case <-r.ended:
 				cancel(errRunEnded)
 			case <-ctx.Done():
 			}
-		}()
+		})
 	}
 	return ctx, func() { cancel(nil) }
 }

@@ -150,11 +150,7 @@ func (a *Agent) startPollersLocked(g *workerGroup, w *worker) {
 		if p == nil {
 			p = newPoller(g, q)
 			g.pollers[q] = p
-			a.wg.Add(1)
-			go func() {
-				defer a.wg.Done()
-				p.loop(a.ctx)
-			}()
+			a.sup.goCtx("queue poller", p.loop)
 		}
 		p.refreshConfig()
 		p.wakeUp()
@@ -230,6 +226,17 @@ func (a *Agent) endRun(workflowID, ownerXID string) {
 	}
 	a.signalRunsDone()
 	a.mu.Unlock()
+}
+
+// markClaiming adds delta to the in-progress count of each claimed id.
+func (a *Agent) markClaiming(ids []string, delta int) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	for _, id := range ids {
+		if a.claiming[id] += delta; a.claiming[id] <= 0 {
+			delete(a.claiming, id)
+		}
+	}
 }
 
 func (a *Agent) signalRunsDone() {
@@ -469,6 +476,7 @@ func (p *poller) pollPartition(ctx context.Context, cfg sysdb.QueueConfig, parti
 		PartitionKey:       partition,
 		MaxClaim:           bound,
 		WorkflowNames:      functionNames,
+		OwnerPrefix:        a.ownerPrefix,
 	}
 	if key.app != "" {
 		app := key.app
@@ -486,6 +494,10 @@ func (p *poller) pollPartition(ctx context.Context, cfg sysdb.QueueConfig, parti
 	for i, wf := range claimed {
 		ids[i] = wf.ID
 	}
+	// Until dispatched (the read below may wait out an outage), the
+	// claims are this poller's, not the rescuer's.
+	a.markClaiming(ids, 1)
+	defer a.markClaiming(ids, -1)
 	histories, err := a.db.StepListMany(ctx, ids)
 	if err != nil {
 		a.log.Error("could not read the claimed workflows' histories; handing them back", zap.Error(err))
@@ -493,7 +505,9 @@ func (p *poller) pollPartition(ctx context.Context, cfg sysdb.QueueConfig, parti
 		for i, wf := range claimed {
 			claims[i] = sysdb.WorkflowClaim{WorkflowID: wf.ID, OwnerXID: deref(wf.OwnerXID)}
 		}
-		_, _ = a.db.WorkflowUnclaim(ctx, claims)
+		if _, uerr := a.db.WorkflowUnclaim(ctx, claims); uerr != nil {
+			a.log.Warn("could not hand back claimed workflows; the rescuer will", zap.Error(uerr))
+		}
 		return 0, false, err
 	}
 	for _, wf := range claimed {
@@ -540,7 +554,8 @@ func (a *Agent) dispatch(ctx context.Context, g *workerGroup, queue string, cfg 
 
 	if chosen == nil {
 		if _, err := a.db.WorkflowUnclaim(ctx, []sysdb.WorkflowClaim{{WorkflowID: wf.ID, OwnerXID: owner}}); err != nil {
-			a.log.Error("could not hand an undispatchable workflow back to its queue", zap.String("workflow_id", wf.ID), zap.Error(err))
+			a.log.Warn("could not hand an undispatchable workflow back to its queue; the rescuer will",
+				zap.String("workflow_id", wf.ID), zap.Error(err))
 		}
 		return
 	}

@@ -191,7 +191,7 @@ func handleStartWorkflow(s *Session, env protocol.Envelope) (any, *protocol.Erro
 		queue = sysdb.InternalQueueName
 	}
 
-	token := newToken()
+	token := a.newOwnerToken()
 	p := sysdb.WorkflowInsertParams{
 		ID:                 m.WorkflowID,
 		Name:               m.Name,

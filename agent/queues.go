@@ -3,7 +3,6 @@ package agent
 import (
 	"context"
 	"errors"
-	"sync"
 	"time"
 
 	"go.uber.org/zap"
@@ -293,48 +292,42 @@ func handlePromoteVersion(s *Session, env protocol.Envelope) (any, *protocol.Err
 // sweeper releases delayed workflows whose time came and cancels those whose
 // deadline passed. Every agent sweeps; the statements are idempotent, and
 // the database clock decides what is due.
-func (a *Agent) sweeper(ctx context.Context, wg *sync.WaitGroup) {
-	defer wg.Done()
-	t := time.NewTicker(a.cfg.SweepInterval)
-	defer t.Stop()
+func (a *Agent) sweeper(ctx context.Context) {
+	everyTick(ctx, a.cfg.SweepInterval, a.sweepOnce)
+}
+
+func (a *Agent) sweepOnce(ctx context.Context) {
+	if a.draining.Load() {
+		return
+	}
+	released, err := a.db.WorkflowReleaseDelayed(ctx, nil)
+	if err != nil {
+		if ctx.Err() == nil {
+			a.log.Warn("releasing delayed workflows failed", zap.Error(err))
+		}
+		return
+	}
+	seen := map[string]bool{}
+	for _, r := range released {
+		if !seen[r.QueueName] {
+			seen[r.QueueName] = true
+			a.wakeQueue(r.QueueName)
+		}
+	}
 	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
-		if a.draining.Load() {
-			continue
-		}
-		released, err := a.db.WorkflowReleaseDelayed(ctx, nil)
+		cancelled, err := a.db.WorkflowCancelTimedOut(ctx, 100, nil)
 		if err != nil {
 			if ctx.Err() == nil {
-				a.log.Warn("releasing delayed workflows failed", zap.Error(err))
+				a.log.Warn("cancelling timed-out workflows failed", zap.Error(err))
 			}
-			continue
+			return
 		}
-		seen := map[string]bool{}
-		for _, r := range released {
-			if !seen[r.QueueName] {
-				seen[r.QueueName] = true
-				a.wakeQueue(r.QueueName)
-			}
+		for _, id := range cancelled {
+			a.cancelLocalRun(id)
+			a.waiters.wake(id)
 		}
-		for {
-			cancelled, err := a.db.WorkflowCancelTimedOut(ctx, 100, nil)
-			if err != nil {
-				if ctx.Err() == nil {
-					a.log.Warn("cancelling timed-out workflows failed", zap.Error(err))
-				}
-				break
-			}
-			for _, id := range cancelled {
-				a.cancelLocalRun(id)
-				a.waiters.wake(id)
-			}
-			if len(cancelled) < 100 {
-				break
-			}
+		if len(cancelled) < 100 {
+			return
 		}
 	}
 }

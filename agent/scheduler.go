@@ -43,8 +43,7 @@ func (sc *scheduler) reconcileSoon() {
 	}
 }
 
-func (sc *scheduler) loop(ctx context.Context, wg *sync.WaitGroup) {
-	defer wg.Done()
+func (sc *scheduler) loop(ctx context.Context) {
 	t := time.NewTicker(sc.a.cfg.ScheduleInterval)
 	defer t.Stop()
 	for {
@@ -127,16 +126,14 @@ func (sc *scheduler) reconcile(ctx context.Context) {
 		}
 		r := &scheduleRunner{signature: scheduleSignature(s), stop: make(chan struct{})}
 		sc.running[name] = r
-		a.wg.Add(1)
-		go func() {
-			defer a.wg.Done()
+		a.sup.goFn("schedule runner", func() {
 			if s.AutomaticBackfill && s.LastFiredAt != nil {
 				if _, err := a.backfill(ctx, s, s.LastFiredAt.Add(time.Second), time.Now()); err != nil && ctx.Err() == nil {
 					a.log.Warn("automatic backfill failed", zap.String("schedule", s.Name), zap.Error(err))
 				}
 			}
 			sc.run(ctx, s, sched, loc, r.stop)
-		}()
+		})
 	}
 }
 

@@ -157,23 +157,53 @@ func (s *Session) Close() {
 		a.mu.Unlock()
 		s.log.Debug("session closed", zap.Int("runs_handed_back", len(runs)))
 		if len(runs) > 0 {
-			claims := make([]sysdb.WorkflowClaim, len(runs))
-			for i, r := range runs {
-				claims[i] = sysdb.WorkflowClaim{WorkflowID: r.workflowID, OwnerXID: r.ownerXID}
-			}
-			// The agent's context, not the session's: the hand-back must
-			// happen although the session is gone.
-			ids, err := a.db.WorkflowRequeue(context.WithoutCancel(a.ctx), claims)
-			if err != nil {
-				s.log.Error("could not hand a closed worker's workflows back; agent restart recovers them", zap.Error(err))
-			} else if len(ids) > 0 {
-				s.log.Info("worker left; its workflows go to another worker", zap.Int("count", len(ids)))
-				for _, r := range runs {
-					a.wakeQueue(r.queue)
-				}
-			}
+			a.handBack(s.log, runs)
 		}
 	})
+}
+
+// handBack returns a closed worker's runs to their queues, in the
+// background: through an outage it keeps retrying until the database
+// returns or shutdown's hard deadline. Should it give up, the rows stay
+// PENDING under tokens of this agent, and the rescuer takes them back
+// later (or the next start's recovery).
+func (a *Agent) handBack(log *zap.Logger, runs []*run) {
+	claims := make([]sysdb.WorkflowClaim, len(runs))
+	for i, r := range runs {
+		claims[i] = sysdb.WorkflowClaim{WorkflowID: r.workflowID, OwnerXID: r.ownerXID}
+	}
+	started := a.sup.goFn("hand-back", func() {
+		backoff := 100 * time.Millisecond
+		for {
+			// Not the session's context (it is gone) nor the services'
+			// (a hand-back outlives the start of a shutdown).
+			ids, err := a.db.WorkflowRequeue(a.handbackCtx, claims)
+			if err == nil {
+				if len(ids) > 0 {
+					log.Info("worker left; its workflows go to another worker", zap.Int("count", len(ids)))
+					for _, r := range runs {
+						a.wakeQueue(r.queue)
+					}
+				}
+				return
+			}
+			if a.handbackCtx.Err() != nil {
+				log.Warn("shutting down before a closed worker's workflows could be handed back; the next start recovers them",
+					zap.Int("count", len(claims)), zap.Error(err))
+				return
+			}
+			log.Warn("could not hand a closed worker's workflows back yet; retrying", zap.Error(err), zap.Duration("backoff", backoff))
+			select {
+			case <-a.handbackCtx.Done():
+			case <-time.After(backoff):
+			}
+			backoff = min(backoff*2, 30*time.Second)
+		}
+	})
+	if !started {
+		log.Warn("the agent stopped before a closed worker's workflows could be handed back; the next start recovers them",
+			zap.Int("count", len(claims)))
+	}
 }
 
 func (s *Session) isWorker() bool {
@@ -204,7 +234,7 @@ func (s *Session) send(frame []byte) error {
 		return ErrSessionClosed
 	case <-time.After(sendTimeout):
 		s.log.Warn("peer does not read its frames; closing the session")
-		go s.Close()
+		s.agent.sup.goFn("session close", s.Close)
 		return ErrSessionClosed
 	}
 }

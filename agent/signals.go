@@ -78,21 +78,10 @@ func notify(ch chan struct{}) {
 	}
 }
 
-func (s *signals) start(ctx context.Context, wg *sync.WaitGroup) {
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		t := time.NewTicker(s.fallback)
-		defer t.Stop()
-		for {
-			select {
-			case <-ctx.Done():
-				return
-			case <-t.C:
-				s.wakeAll()
-			}
-		}
-	}()
+func (s *signals) start(sup *supervisor) {
+	sup.goCtx("signal fallback tick", func(ctx context.Context) {
+		everyTick(ctx, s.fallback, func(context.Context) { s.wakeAll() })
+	})
 }
 
 // awaitCondition runs check until it reports true, then returns true; or

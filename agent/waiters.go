@@ -28,12 +28,8 @@ func newWaiters(db sysdb.SystemDatabase, interval time.Duration, log *zap.Logger
 	return &waiters{db: db, interval: interval, log: log, byID: map[string]map[chan struct{}]struct{}{}}
 }
 
-func (w *waiters) start(ctx context.Context, wg *sync.WaitGroup) {
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		w.pollLoop(ctx)
-	}()
+func (w *waiters) start(sup *supervisor) {
+	sup.goCtx("result fallback poll", w.pollLoop)
 }
 
 // wake wakes the waiters of one workflow.
@@ -62,36 +58,32 @@ func (w *waiters) wakeAll() {
 }
 
 func (w *waiters) pollLoop(ctx context.Context) {
-	t := time.NewTicker(w.interval)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
+	everyTick(ctx, w.interval, w.pollOnce)
+}
+
+// pollOnce wakes the waiters of every awaited workflow that ended.
+func (w *waiters) pollOnce(ctx context.Context) {
+	w.mu.Lock()
+	ids := make([]string, 0, len(w.byID))
+	for id := range w.byID {
+		ids = append(ids, id)
+	}
+	w.mu.Unlock()
+	if len(ids) == 0 {
+		return
+	}
+	ended, err := w.db.WorkflowList(ctx, sysdb.WorkflowListParams{
+		WorkflowIDs: ids,
+		Statuses:    []string{sysdb.StatusSuccess, sysdb.StatusError, sysdb.StatusCancelled, sysdb.StatusMaxRecoveryAttemptsExceeded},
+	})
+	if err != nil {
+		if ctx.Err() == nil {
+			w.log.Warn("result fallback poll failed", zap.Error(err))
 		}
-		w.mu.Lock()
-		ids := make([]string, 0, len(w.byID))
-		for id := range w.byID {
-			ids = append(ids, id)
-		}
-		w.mu.Unlock()
-		if len(ids) == 0 {
-			continue
-		}
-		ended, err := w.db.WorkflowList(ctx, sysdb.WorkflowListParams{
-			WorkflowIDs: ids,
-			Statuses:    []string{sysdb.StatusSuccess, sysdb.StatusError, sysdb.StatusCancelled, sysdb.StatusMaxRecoveryAttemptsExceeded},
-		})
-		if err != nil {
-			if ctx.Err() == nil {
-				w.log.Warn("result fallback poll failed", zap.Error(err))
-			}
-			continue
-		}
-		for _, wf := range ended {
-			w.wake(wf.ID)
-		}
+		return
+	}
+	for _, wf := range ended {
+		w.wake(wf.ID)
 	}
 }
 

@@ -47,6 +47,11 @@ type MigrateOptions struct {
 	Schema string
 	// Logger receives progress; nil means no logs.
 	Logger *zap.Logger
+	// RetryFor bounds how long connecting retries while the server does
+	// not answer, as PostgresOptions.RetryFor does (0: a few attempts over
+	// about six seconds; negative: until ctx ends, so that an agent
+	// started before its database waits for it).
+	RetryFor time.Duration
 }
 
 // MigrateResult says where the schema was and where it is now.
@@ -137,7 +142,7 @@ func Migrate(ctx context.Context, databaseURL string, opts MigrateOptions) (Migr
 	}
 
 	var conn *pgx.Conn
-	err = retryConnect(ctx, log, func(ctx context.Context) error {
+	err = retryConnect(ctx, log, opts.RetryFor, func(ctx context.Context) error {
 		c, err := pgx.ConnectConfig(ctx, cfg)
 		if isMissingDatabase(err) {
 			if cerr := createDatabase(ctx, cfg, log); cerr != nil {
@@ -368,23 +373,33 @@ func createDatabase(ctx context.Context, cfg *pgx.ConnConfig, log *zap.Logger) e
 }
 
 // retryConnect retries op while it fails with a connection error, with
-// exponential backoff, until ctx ends or a bounded number of attempts pass.
-func retryConnect(ctx context.Context, log *zap.Logger, op func(context.Context) error) error {
+// exponential backoff (capped at 2 s), until ctx ends or retryFor passes
+// (0: six attempts; negative: no bound but ctx).
+func retryConnect(ctx context.Context, log *zap.Logger, retryFor time.Duration, op func(context.Context) error) error {
 	backoff := 100 * time.Millisecond
-	const attempts = 6
-	var err error
-	for i := 0; i < attempts; i++ {
-		err = op(ctx)
+	start := time.Now()
+	var lastLog time.Time
+	for attempt := 1; ; attempt++ {
+		err := op(ctx)
 		if err == nil || !IsConnectionError(err) {
 			return err
 		}
-		log.Warn("system database unreachable, retrying", zap.Error(redactErr(err)), zap.Duration("backoff", backoff))
+		switch {
+		case retryFor == 0 && attempt >= 6:
+			return err
+		case retryFor > 0 && time.Since(start)+backoff > retryFor:
+			return err
+		}
+		if time.Since(lastLog) >= retryLogEvery {
+			lastLog = time.Now()
+			log.Warn("system database unreachable, retrying", zap.Error(redactErr(err)), zap.Duration("backoff", backoff),
+				zap.Duration("waited", time.Since(start).Round(time.Millisecond)))
+		}
 		select {
 		case <-ctx.Done():
 			return errors.Join(ctx.Err(), err)
 		case <-time.After(backoff):
 		}
-		backoff *= 2
+		backoff = min(backoff*2, 2*time.Second)
 	}
-	return err
 }

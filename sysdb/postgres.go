@@ -34,9 +34,20 @@ type PostgresOptions struct {
 	// ApplicationName tags the pool's connections (pg_stat_activity).
 	ConnectionLabel string
 	// RetryFor bounds how long an operation retries connection failures
-	// before giving up; 0 means one minute.
+	// before giving up; 0 means one minute, RetryUntilCancelled (any
+	// negative value) means until the operation's context ends, which is
+	// what a long-running agent wants: an outage of any length is waited
+	// out, never turned into lost or failed work. Migrations on open use
+	// the same bound.
 	RetryFor time.Duration
 }
+
+// RetryUntilCancelled is a RetryFor that never gives up on its own.
+const RetryUntilCancelled time.Duration = -1
+
+// retryLogEvery bounds how often one retried operation logs that it is
+// still retrying, so that a long outage is visible but not a flood.
+const retryLogEvery = 30 * time.Second
 
 // Postgres is the SystemDatabase on PostgreSQL through pgx/v5.
 type Postgres struct {
@@ -76,7 +87,7 @@ func OpenPostgres(ctx context.Context, databaseURL string, opts PostgresOptions)
 	cfg.ConnConfig.RuntimeParams["application_name"] = label
 
 	if !opts.SkipMigrations {
-		if _, err := Migrate(ctx, databaseURL, MigrateOptions{Schema: schema, Logger: log}); err != nil {
+		if _, err := Migrate(ctx, databaseURL, MigrateOptions{Schema: schema, Logger: log, RetryFor: opts.RetryFor}); err != nil {
 			return nil, err
 		}
 	}
@@ -195,6 +206,7 @@ func (p *Postgres) table(name string) string {
 func (p *Postgres) retry(ctx context.Context, what string, op func(context.Context) error) error {
 	deadline := time.Now().Add(p.retryFor)
 	backoff := 50 * time.Millisecond
+	var lastLog time.Time
 	for {
 		err := op(ctx)
 		var final *nonRetryable
@@ -204,11 +216,14 @@ func (p *Postgres) retry(ctx context.Context, what string, op func(context.Conte
 			}
 			return nil
 		}
-		if time.Now().Add(backoff).After(deadline) {
+		if p.retryFor > 0 && time.Now().Add(backoff).After(deadline) {
 			return fmt.Errorf("%s (gave up after %s): %w", what, p.retryFor, &UnreachableError{Target: p.target, Err: err})
 		}
-		p.log.Warn("system database connection failed, retrying",
-			zap.String("operation", what), zap.Duration("backoff", backoff), zap.Error(redactErr(err)))
+		if time.Since(lastLog) >= retryLogEvery {
+			lastLog = time.Now()
+			p.log.Warn("system database connection failed, retrying",
+				zap.String("operation", what), zap.Duration("backoff", backoff), zap.Error(redactErr(err)))
+		}
 		select {
 		case <-ctx.Done():
 			return fmt.Errorf("%s: %w", what, errors.Join(ctx.Err(), redactErr(err)))
@@ -722,6 +737,31 @@ func (p *Postgres) requeue(ctx context.Context, what string, claims []WorkflowCl
 	return p.collectQueued(ctx, what, p.sql("WorkflowRequeue"), ids, owners, InternalQueueName, refund)
 }
 
+// WorkflowOrphaned implements SystemDatabase.
+func (p *Postgres) WorkflowOrphaned(ctx context.Context, in WorkflowOrphanedParams) ([]WorkflowClaim, error) {
+	if in.OwnerPrefix == "" || in.ExecutorID == "" || in.Limit <= 0 {
+		return nil, errors.New("workflow orphaned: an executor id, an owner prefix and a positive limit are required")
+	}
+	held := in.HeldTokens
+	if held == nil {
+		held = []string{}
+	}
+	var claims []WorkflowClaim
+	err := p.retry(ctx, "list orphaned claims", func(ctx context.Context) error {
+		rows, err := p.pool.Query(ctx, p.sql("WorkflowOrphaned"), in.ExecutorID, in.OwnerPrefix, in.OlderThan.Milliseconds(), in.Limit, held)
+		if err != nil {
+			return err
+		}
+		claims, err = pgx.CollectRows(rows, func(row pgx.CollectableRow) (WorkflowClaim, error) {
+			var c WorkflowClaim
+			err := row.Scan(&c.WorkflowID, &c.OwnerXID)
+			return c, err
+		})
+		return err
+	})
+	return claims, err
+}
+
 // WorkflowDeadLetter implements SystemDatabase.
 func (p *Postgres) WorkflowDeadLetter(ctx context.Context, workflowIDs []string, minAttempts int64) ([]string, error) {
 	if len(workflowIDs) == 0 {
@@ -1187,7 +1227,7 @@ func (p *Postgres) QueueDequeue(ctx context.Context, in QueueDequeueParams) ([]W
 			return nil
 		}
 		rows, err = tx.Query(ctx, p.sql("QueueClaim"), candidates, in.ApplicationVersion, in.ExecutorID,
-			lim.RateLimitMax != nil || lim.PartitionRateLimitMax != nil, in.ApplicationName)
+			lim.RateLimitMax != nil || lim.PartitionRateLimitMax != nil, in.ApplicationName, in.OwnerPrefix)
 		if err != nil {
 			return err
 		}

@@ -167,6 +167,18 @@ UPDATE {{schema}}.workflow_status AS w
     WHERE w.workflow_uuid = c.workflow_uuid AND w.owner_xid = c.owner_xid AND w.status = 'PENDING'
     RETURNING w.workflow_uuid, w.queue_name
 
+-- name: WorkflowOrphaned
+-- The claims of one agent ($2: the prefix of the tokens it issues) on its
+-- executor that have not changed for $3 ms; the agent keeps those no live
+-- run holds. The ordering makes batches progress through a backlog.
+SELECT workflow_uuid, owner_xid FROM {{schema}}.workflow_status
+WHERE status = 'PENDING' AND executor_id = $1
+  AND starts_with(owner_xid, $2::text)
+  AND updated_at <= (EXTRACT(epoch FROM now()) * 1000)::bigint - $3
+  AND owner_xid <> ALL($5::text[])
+ORDER BY updated_at, workflow_uuid
+LIMIT $4
+
 -- name: WorkflowDeadLetter
 UPDATE {{schema}}.workflow_status
     SET status = 'MAX_RECOVERY_ATTEMPTS_EXCEEDED', deduplication_id = NULL, started_at_epoch_ms = NULL,
@@ -253,7 +265,7 @@ UPDATE {{schema}}.workflow_status
 SET status = 'PENDING',
     application_version = $2,
     executor_id = $3,
-    owner_xid = gen_random_uuid()::text,
+    owner_xid = $6::text || gen_random_uuid()::text,
     started_at_epoch_ms = (EXTRACT(epoch FROM now()) * 1000)::bigint,
     updated_at = (EXTRACT(epoch FROM now()) * 1000)::bigint,
     rate_limited = $4,

@@ -93,6 +93,12 @@ type SystemDatabase interface {
 	// does not count as a recovery attempt nor against a rate limit.
 	WorkflowUnclaim(ctx context.Context, claims []WorkflowClaim) ([]string, error)
 
+	// WorkflowOrphaned lists the PENDING workflows of p.ExecutorID whose
+	// owner token starts with p.OwnerPrefix and whose row has not changed
+	// for p.OlderThan: claims one agent made that may have no live run
+	// (the rescuer then keeps those no run holds and requeues them).
+	WorkflowOrphaned(ctx context.Context, p WorkflowOrphanedParams) ([]WorkflowClaim, error)
+
 	// WorkflowDeadLetter moves claimed workflows whose recovery attempts
 	// reached minAttempts to MAX_RECOVERY_ATTEMPTS_EXCEEDED and returns the
 	// ids it moved.
@@ -353,6 +359,21 @@ type WorkflowClaim struct {
 	OwnerXID   string
 }
 
+// WorkflowOrphanedParams selects the claims WorkflowOrphaned lists.
+type WorkflowOrphanedParams struct {
+	ExecutorID string
+	// OwnerPrefix is required: a claim of another process (an SDK on the
+	// same executor id) is never listed.
+	OwnerPrefix string
+	// OlderThan is measured on the database's clock against updated_at.
+	OlderThan time.Duration
+	// HeldTokens are the owner tokens of live runs: their rows are not
+	// listed, however old.
+	HeldTokens []string
+	// Limit bounds one listing (required, > 0).
+	Limit int
+}
+
 // StepRecordParams is one step's checkpoint.
 type StepRecordParams struct {
 	WorkflowID      string
@@ -419,4 +440,8 @@ type QueueDequeueParams struct {
 	// WorkflowNames, when set, claims only workflows of these names: the
 	// functions the claiming workers can run.
 	WorkflowNames []string
+	// OwnerPrefix starts every owner token the claim issues, so that the
+	// claimer can later recognise the rows it claimed (see
+	// WorkflowOrphaned).
+	OwnerPrefix string
 }

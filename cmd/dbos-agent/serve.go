@@ -58,6 +58,10 @@ func newServeCommand() *cobra.Command {
 		sweep        time.Duration
 		schedPoll    time.Duration
 		poolSize     int32
+		shutdownMax  time.Duration
+		dbRetry      time.Duration
+		rescueEvery  time.Duration
+		rescueAfter  time.Duration
 	)
 	cmd := &cobra.Command{
 		Use:   "serve",
@@ -96,6 +100,7 @@ func newServeCommand() *cobra.Command {
 				pollInterval: pollInterval, grace: grace, allowedUIDs: fc.AllowedUIDs,
 				stepBatchMax: stepBatchMax, committers: committers, resultPoll: resultPoll, messagePoll: messagePoll,
 				sweep: sweep, schedPoll: schedPoll, poolSize: poolSize,
+				shutdownTimeout: shutdownMax, dbRetry: dbRetry, rescueInterval: rescueEvery, rescueHorizon: rescueAfter,
 			})
 		},
 	}
@@ -114,6 +119,10 @@ func newServeCommand() *cobra.Command {
 	f.DurationVar(&sweep, "sweep-interval", 0, "how often delayed workflows are released and timed-out ones cancelled (default 1s)")
 	f.DurationVar(&schedPoll, "schedule-interval", 0, "how often schedules are re-read from the database (default 10s)")
 	f.DurationVar(&resultPoll, "result-poll-interval", 0, "how often waiters re-check outcomes written without a notification (default 1s)")
+	f.DurationVar(&shutdownMax, "shutdown-timeout", 0, "after the grace period, how long shutdown waits for the engine to stop before exiting anyway (default 5s)")
+	f.DurationVar(&dbRetry, "database-retry", 0, "how long an operation retries while the database is unreachable (default 0: until it returns, however long; start-up waits the same way)")
+	f.DurationVar(&rescueEvery, "rescue-interval", 0, "how often rows this agent claimed that no run holds go back to their queue (default 30s)")
+	f.DurationVar(&rescueAfter, "rescue-horizon", 0, "how long such a row must be unchanged before it is rescued (default 1m)")
 	f.DurationVar(&messagePoll, "message-poll-interval", 0, "how often waits for messages, events and stream values re-check without a notification (default 5s)")
 	return cmd
 }
@@ -125,10 +134,16 @@ type serveOptions struct {
 	stepBatchMax, committers                    int
 	resultPoll, messagePoll, sweep, schedPoll   time.Duration
 	poolSize                                    int32
+	shutdownTimeout, dbRetry                    time.Duration
+	rescueInterval, rescueHorizon               time.Duration
 }
 
 func serve(ctx context.Context, log *zap.Logger, o serveOptions) error {
-	db, err := sysdb.OpenPostgres(ctx, o.url, sysdb.PostgresOptions{Schema: o.schema, Logger: log, MaxConns: o.poolSize})
+	retry := o.dbRetry
+	if retry <= 0 {
+		retry = sysdb.RetryUntilCancelled
+	}
+	db, err := sysdb.OpenPostgres(ctx, o.url, sysdb.PostgresOptions{Schema: o.schema, Logger: log, MaxConns: o.poolSize, RetryFor: retry})
 	if err != nil {
 		return err
 	}
@@ -147,6 +162,9 @@ func serve(ctx context.Context, log *zap.Logger, o serveOptions) error {
 		MessagePollInterval: o.messagePoll,
 		SweepInterval:       o.sweep,
 		ScheduleInterval:    o.schedPoll,
+		ShutdownTimeout:     o.shutdownTimeout,
+		RescueInterval:      o.rescueInterval,
+		RescueHorizon:       o.rescueHorizon,
 		Logger:              log,
 	})
 	if err != nil {

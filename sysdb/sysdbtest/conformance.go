@@ -11,7 +11,9 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"sort"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -58,6 +60,7 @@ func Run(t *testing.T, open func(t *testing.T) sysdb.SystemDatabase) {
 		{"WorkflowRecover", testWorkflowRecover},
 		{"WorkflowRequeue", testWorkflowRequeue},
 		{"WorkflowUnclaim", testWorkflowUnclaim},
+		{"WorkflowOrphaned", testWorkflowOrphaned},
 		{"StepListMany", testStepListMany},
 		{"WorkflowDeadLetter", testWorkflowDeadLetter},
 		{"QueueDequeueOrder", testQueueDequeueOrder},
@@ -1933,4 +1936,65 @@ func testStepListMany(t *testing.T, db sysdb.SystemDatabase) {
 	empty, err := db.StepListMany(ctx, nil)
 	require.NoError(t, err)
 	require.Empty(t, empty)
+}
+
+func testWorkflowOrphaned(t *testing.T, db sysdb.SystemDatabase) {
+	ctx := t.Context()
+	for _, id := range []string{"o1", "o2", "o3", "other"} {
+		enqueue(t, db, id, "oq")
+	}
+	mine := dequeue(t, db, sysdb.QueueDequeueParams{QueueName: "oq", ExecutorID: "exec-a", MaxClaim: 3, OwnerPrefix: "agent-1:"})
+	require.Len(t, mine, 3)
+	tokens := map[string]string{}
+	for _, w := range mine {
+		require.NotNil(t, w.OwnerXID)
+		require.True(t, strings.HasPrefix(*w.OwnerXID, "agent-1:"), "a claim's token starts with the prefix: %s", *w.OwnerXID)
+		tokens[w.ID] = *w.OwnerXID
+	}
+	theirs := dequeue(t, db, sysdb.QueueDequeueParams{QueueName: "oq", ExecutorID: "exec-a", OwnerPrefix: "agent-2:"})
+	require.Equal(t, []string{"other"}, ids(theirs))
+
+	list := func(p sysdb.WorkflowOrphanedParams) []string {
+		t.Helper()
+		got, err := db.WorkflowOrphaned(ctx, p)
+		require.NoError(t, err)
+		out := make([]string, len(got))
+		for i, c := range got {
+			require.Equal(t, tokens[c.WorkflowID], c.OwnerXID, "each claim comes with its token")
+			out[i] = c.WorkflowID
+		}
+		sort.Strings(out)
+		return out
+	}
+	all := sysdb.WorkflowOrphanedParams{ExecutorID: "exec-a", OwnerPrefix: "agent-1:", Limit: 10}
+	require.Equal(t, []string{"o1", "o2", "o3"}, list(all), "only this prefix's claims, however new with no horizon")
+
+	held := all
+	held.HeldTokens = []string{tokens["o2"]}
+	require.Equal(t, []string{"o1", "o3"}, list(held), "a held token's row is not listed")
+
+	limited := all
+	limited.Limit = 2
+	require.Len(t, list(limited), 2)
+
+	recent := all
+	recent.OlderThan = time.Hour
+	require.Empty(t, list(recent), "rows changed within the horizon are not listed")
+
+	otherExecutor := all
+	otherExecutor.ExecutorID = "exec-b"
+	require.Empty(t, list(otherExecutor))
+
+	// A finished row is no claim any more.
+	finish(t, db, "o1", tokens["o1"], `1`)
+	require.Equal(t, []string{"o2", "o3"}, list(all))
+
+	for _, bad := range []sysdb.WorkflowOrphanedParams{
+		{ExecutorID: "exec-a", Limit: 10},
+		{OwnerPrefix: "agent-1:", Limit: 10},
+		{ExecutorID: "exec-a", OwnerPrefix: "agent-1:"},
+	} {
+		_, err := db.WorkflowOrphaned(ctx, bad)
+		require.Error(t, err, "%+v", bad)
+	}
 }
