@@ -332,7 +332,7 @@ func (s *Session) HandleFrame(frame []byte) error {
 	if cancellableOps[env.Op] {
 		req = s.track(env.ID)
 	}
-	go func() {
+	started := s.agent.sup.goFn("request", func() {
 		if req != nil {
 			defer s.untrack(env.ID, req)
 		}
@@ -349,7 +349,13 @@ func (s *Session) HandleFrame(frame []byte) error {
 			perr = protocol.Errorf(protocol.CodeRequestCancelled, "%s was cancelled by the peer", env.Op)
 		}
 		s.reply(env.ID, body, perr)
-	}()
+	})
+	if !started {
+		if req != nil {
+			s.untrack(env.ID, req)
+		}
+		s.reply(env.ID, nil, protocol.Errorf(protocol.CodeShuttingDown, "the agent is shutting down"))
+	}
 	return nil
 }
 
