@@ -171,3 +171,69 @@ func TestDatabaseOutageDuringRecvLosesNoMessage(t *testing.T) {
 	require.Equal(t, "SUCCESS", res.Status, "%v", res.Error)
 	require.Equal(t, `"sent while the database was away"`, *res.Output)
 }
+
+// TestOutageLongerThanTheRetryWindowStrandsNothing: a worker leaves while
+// the database is away for longer than the agent's retry window (bounded
+// here at 1 s so the test is short; the default is no bound). The hand-back
+// keeps retrying past the window, and once the database is back another
+// worker of the same agent finishes the workflow: no agent restart.
+func TestOutageLongerThanTheRetryWindowStrandsNothing(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	u, err := url.Parse(e.url)
+	require.NoError(t, err)
+	proxy := newTCPProxy(t, u.Host)
+	u.Host = proxy.ln.Addr().String()
+	direct := e.url
+	e.url = u.String()
+	agent := e.startAgent(agentOptions{extraArgs: []string{"--database-retry", "1s",
+		"--rescue-interval", "500ms", "--rescue-horizon", "1s"}})
+	e.url = direct
+
+	ctx := context.Background()
+	started := make(chan struct{})
+	release := make(chan struct{})
+	defer close(release)
+	var secondRuns sync.WaitGroup
+	workflows := func(first bool) map[string]client.WorkflowFunc {
+		return map[string]client.WorkflowFunc{"stranded": func(wf *client.Workflow, _ *string) (*string, error) {
+			if _, err := wf.Step("before", func(context.Context) (*string, error) { return str("1"), nil }); err != nil {
+				return nil, err
+			}
+			if first {
+				close(started)
+				<-release // never finishes here: its worker leaves
+				return nil, context.Canceled
+			}
+			secondRuns.Done()
+			return str("finished elsewhere"), nil
+		}}
+	}
+	first, err := client.NewWorker(ctx, agent.socket, client.WorkerConfig{AppName: "e2e", Workflows: workflows(true)})
+	require.NoError(t, err)
+	secondRuns.Add(1)
+	second, err := client.NewWorker(ctx, agent.socket, client.WorkerConfig{AppName: "e2e", Workflows: workflows(false),
+		MaxConcurrency: 1})
+	require.NoError(t, err)
+	defer second.Close()
+	c := dialClient(t, agent.socket)
+	// The run goes to the worker with more free slots: the first
+	// (unbounded), not the second (one slot).
+	require.NoError(t, c.Call(ctx, protocol.OpStartWorkflow, &protocol.StartWorkflow{WorkflowID: "stranded-wf", Name: "stranded"}, nil))
+	<-started
+
+	proxy.cut()
+	first.Close() // its run must go back, but the database is away
+	agent.waitForLog(t, "could not hand a closed worker's workflows back yet; retrying")
+	// Well past the retry window before the database returns.
+	agent.waitForLog(t, "gave up after 1s")
+	proxy.restore()
+
+	res := awaitResult(t, c, "stranded-wf")
+	require.Equal(t, "SUCCESS", res.Status)
+	require.Equal(t, "finished elsewhere", *res.Output)
+	secondRuns.Wait()
+	var steps protocol.ListStepsReply
+	require.NoError(t, c.Call(ctx, protocol.OpListSteps, &protocol.WorkflowRef{WorkflowID: "stranded-wf"}, &steps))
+	require.Len(t, steps.Steps, 1, "the step recorded before the outage was replayed, not run again")
+}
