@@ -85,6 +85,9 @@ type agentOptions struct {
 	executorID string
 	socketName string
 	extraArgs  []string
+	// noWait returns as soon as the process started; the caller waits for
+	// the "dbos-agent listening" line itself (waitForLog).
+	noWait bool
 }
 
 // startAgent starts the agent and returns once its log says it listens.
@@ -133,6 +136,9 @@ func (e *env) startAgent(o agentOptions) *agentProc {
 			t.Logf("agent log:\n%s", p.log())
 		}
 	})
+	if o.noWait {
+		return p
+	}
 	select {
 	case <-listening:
 	case <-p.exited:

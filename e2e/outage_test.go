@@ -237,3 +237,31 @@ func TestOutageLongerThanTheRetryWindowStrandsNothing(t *testing.T) {
 	require.NoError(t, c.Call(ctx, protocol.OpListSteps, &protocol.WorkflowRef{WorkflowID: "stranded-wf"}, &steps))
 	require.Len(t, steps.Steps, 1, "the step recorded before the outage was replayed, not run again")
 }
+
+// TestAgentStartedBeforeItsDatabaseWaitsForIt: an agent whose database does
+// not answer yet keeps trying (saying so) instead of exiting, and serves
+// once the database is there.
+func TestAgentStartedBeforeItsDatabaseWaitsForIt(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	u, err := url.Parse(e.url)
+	require.NoError(t, err)
+	proxy := newTCPProxy(t, u.Host)
+	proxy.cut()
+	u.Host = proxy.ln.Addr().String()
+	direct := e.url
+	e.url = u.String()
+	agent := e.startAgent(agentOptions{noWait: true})
+	e.url = direct
+
+	agent.waitForLog(t, "system database unreachable, retrying")
+	select {
+	case <-agent.exited:
+		t.Fatalf("the agent gave up on its database:\n%s", agent.log())
+	default:
+	}
+	proxy.restore()
+	agent.waitForLog(t, "dbos-agent listening")
+	c := dialClient(t, agent.socket)
+	require.NoError(t, c.Call(context.Background(), protocol.OpPing, protocol.Empty{}, nil))
+}
