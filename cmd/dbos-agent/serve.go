@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"syscall"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -33,12 +34,27 @@ type fileConfig struct {
 	AllowedUIDs     []uint32 `yaml:"allowed_uids"`
 }
 
-// defaultSocketPath is under the user's runtime directory when there is one.
+// defaultSocketPath is private to the user: in the user's runtime
+// directory when there is one that is theirs alone, else in a directory of
+// their own (made 0700) under the temp directory. The Python binding
+// computes the same path.
 func defaultSocketPath() string {
-	if dir := os.Getenv("XDG_RUNTIME_DIR"); dir != "" {
+	if dir := os.Getenv("XDG_RUNTIME_DIR"); dir != "" && privateDir(dir) {
 		return filepath.Join(dir, "dbos-agent.sock")
 	}
 	return filepath.Join(os.TempDir(), "dbos-agent-"+strconv.Itoa(os.Getuid()), "agent.sock")
+}
+
+// privateDir says whether dir is a directory of this user that neither
+// group nor others may write. server.Listen checks more (every directory
+// on the way); this only picks the default.
+func privateDir(dir string) bool {
+	fi, err := os.Stat(dir)
+	if err != nil || !fi.IsDir() {
+		return false
+	}
+	st, ok := fi.Sys().(*syscall.Stat_t)
+	return ok && st.Uid == uint32(os.Getuid()) && fi.Mode().Perm()&0o022 == 0
 }
 
 func newServeCommand() *cobra.Command {
@@ -128,6 +144,11 @@ type serveOptions struct {
 }
 
 func serve(ctx context.Context, log *zap.Logger, o serveOptions) error {
+	// The socket's directory is checked (and made) before the database is
+	// opened, so that a socket that cannot be trusted fails at once.
+	if _, err := server.PrepareSocketPath(o.socket); err != nil {
+		return socketError(err)
+	}
 	db, err := sysdb.OpenPostgres(ctx, o.url, sysdb.PostgresOptions{Schema: o.schema, Logger: log, MaxConns: o.poolSize})
 	if err != nil {
 		return err
@@ -158,10 +179,7 @@ func serve(ctx context.Context, log *zap.Logger, o serveOptions) error {
 	srv, err := server.Listen(server.Config{SocketPath: o.socket, Agent: a, AllowedUIDs: o.allowedUIDs, Logger: log})
 	if err != nil {
 		a.Shutdown(context.Background())
-		if errors.Is(err, server.ErrSocketInUse) {
-			return fmt.Errorf("%w (is another agent running? stop it or pass --socket)", err)
-		}
-		return err
+		return socketError(err)
 	}
 	log.Info("dbos-agent listening",
 		zap.String("socket", o.socket), zap.String("executor_id", o.executorID),
@@ -181,6 +199,18 @@ func serve(ctx context.Context, log *zap.Logger, o serveOptions) error {
 	srv.Close()
 	log.Info("dbos-agent stopped")
 	return nil
+}
+
+// socketError says what to do about a socket the agent cannot listen on.
+func socketError(err error) error {
+	var unsafe *server.UnsafePathError
+	switch {
+	case errors.Is(err, server.ErrSocketInUse):
+		return fmt.Errorf("%w (is another agent running? stop it or pass --socket)", err)
+	case errors.As(err, &unsafe):
+		return fmt.Errorf("%w (--socket, env DBOS_AGENT_SOCKET)", err)
+	}
+	return err
 }
 
 func newLogger(level string) (*zap.Logger, error) {
