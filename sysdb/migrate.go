@@ -47,6 +47,8 @@ type MigrateOptions struct {
 	Schema string
 	// Logger receives progress; nil means no logs.
 	Logger *zap.Logger
+	// Password, when set, replaces the URL's (see PostgresOptions).
+	Password string
 }
 
 // MigrateResult says where the schema was and where it is now.
@@ -130,6 +132,9 @@ func Migrate(ctx context.Context, databaseURL string, opts MigrateOptions) (Migr
 	cfg, err := pgx.ParseConfig(databaseURL)
 	if err != nil {
 		return MigrateResult{}, &ConfigError{Reason: "invalid database URL", Err: redactErr(err)}
+	}
+	if opts.Password != "" {
+		cfg.Password = opts.Password
 	}
 	migrations, err := loadMigrations()
 	if err != nil {

@@ -36,6 +36,11 @@ type PostgresOptions struct {
 	// RetryFor bounds how long an operation retries connection failures
 	// before giving up; 0 means one minute.
 	RetryFor time.Duration
+	// Password, when set, replaces the URL's, so that it can come from a
+	// file or the environment instead of a command line. Unset, the URL's
+	// password is used, else libpq's PGPASSWORD and PGPASSFILE (pgx reads
+	// them).
+	Password string
 }
 
 // Postgres is the SystemDatabase on PostgreSQL through pgx/v5.
@@ -66,6 +71,9 @@ func OpenPostgres(ctx context.Context, databaseURL string, opts PostgresOptions)
 	if err != nil {
 		return nil, &ConfigError{Reason: "invalid database URL", Err: redactErr(err)}
 	}
+	if opts.Password != "" {
+		cfg.ConnConfig.Password = opts.Password
+	}
 	if opts.MaxConns > 0 {
 		cfg.MaxConns = opts.MaxConns
 	}
@@ -76,7 +84,7 @@ func OpenPostgres(ctx context.Context, databaseURL string, opts PostgresOptions)
 	cfg.ConnConfig.RuntimeParams["application_name"] = label
 
 	if !opts.SkipMigrations {
-		if _, err := Migrate(ctx, databaseURL, MigrateOptions{Schema: schema, Logger: log}); err != nil {
+		if _, err := Migrate(ctx, databaseURL, MigrateOptions{Schema: schema, Logger: log, Password: opts.Password}); err != nil {
 			return nil, err
 		}
 	}

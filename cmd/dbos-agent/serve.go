@@ -24,6 +24,7 @@ import (
 // environment variables override it.
 type fileConfig struct {
 	DatabaseURL     string   `yaml:"database_url"`
+	PasswordFile    string   `yaml:"database_password_file"`
 	Schema          string   `yaml:"schema"`
 	Socket          string   `yaml:"socket"`
 	ExecutorID      string   `yaml:"executor_id"`
@@ -90,8 +91,10 @@ func newServeCommand() *cobra.Command {
 					return fmt.Errorf("config %s: %w", configPath, err)
 				}
 			}
-			url := firstNonEmpty(db.url, os.Getenv("DBOS_SYSTEM_DATABASE_URL"), fc.DatabaseURL, defaultDatabaseURL)
-			schema := firstNonEmpty(db.schema, os.Getenv("DBOS_SYSTEM_DATABASE_SCHEMA"), fc.Schema, sysdb.DefaultSchema)
+			target, err := db.resolveWith(database{url: fc.DatabaseURL, schema: fc.Schema}, fc.PasswordFile)
+			if err != nil {
+				return err
+			}
 			socketPath := firstNonEmpty(socket, os.Getenv("DBOS_AGENT_SOCKET"), fc.Socket, defaultSocketPath())
 			executor := firstNonEmpty(executorID, os.Getenv("DBOS__VMID"), fc.ExecutorID, "local")
 			version := firstNonEmpty(appVersion, os.Getenv("DBOS__APPVERSION"), fc.AppVersion)
@@ -108,7 +111,7 @@ func newServeCommand() *cobra.Command {
 			}
 			defer func() { _ = log.Sync() }()
 			return serve(cmd.Context(), log, serveOptions{
-				url: url, schema: schema, socket: socketPath, executorID: executor, appVersion: version,
+				db: target, socket: socketPath, executorID: executor, appVersion: version,
 				pollInterval: pollInterval, grace: grace, allowedUIDs: fc.AllowedUIDs,
 				stepBatchMax: stepBatchMax, committers: committers, resultPoll: resultPoll, messagePoll: messagePoll,
 				sweep: sweep, schedPoll: schedPoll, poolSize: poolSize,
@@ -117,7 +120,7 @@ func newServeCommand() *cobra.Command {
 	}
 	db.register(cmd)
 	f := cmd.Flags()
-	f.StringVar(&configPath, "config", "", "YAML config file (keys: database_url, schema, socket, executor_id, application_version, log_level, poll_interval_sec, grace_period_sec, allowed_uids)")
+	f.StringVar(&configPath, "config", "", "YAML config file (keys: database_url, database_password_file, schema, socket, executor_id, application_version, log_level, poll_interval_sec, grace_period_sec, allowed_uids)")
 	f.StringVar(&socket, "socket", "", "Unix socket path (env DBOS_AGENT_SOCKET; default "+defaultSocketPath()+")")
 	f.StringVar(&executorID, "executor-id", "", "executor id this agent's workflows carry (env DBOS__VMID; default local)")
 	f.StringVar(&appVersion, "app-version", "", "application version for workers that announce none (env DBOS__APPVERSION)")
@@ -135,12 +138,13 @@ func newServeCommand() *cobra.Command {
 }
 
 type serveOptions struct {
-	url, schema, socket, executorID, appVersion string
-	pollInterval, grace                         time.Duration
-	allowedUIDs                                 []uint32
-	stepBatchMax, committers                    int
-	resultPoll, messagePoll, sweep, schedPoll   time.Duration
-	poolSize                                    int32
+	db                                        database
+	socket, executorID, appVersion            string
+	pollInterval, grace                       time.Duration
+	allowedUIDs                               []uint32
+	stepBatchMax, committers                  int
+	resultPoll, messagePoll, sweep, schedPoll time.Duration
+	poolSize                                  int32
 }
 
 func serve(ctx context.Context, log *zap.Logger, o serveOptions) error {
@@ -149,7 +153,9 @@ func serve(ctx context.Context, log *zap.Logger, o serveOptions) error {
 	if _, err := server.PrepareSocketPath(o.socket); err != nil {
 		return socketError(err)
 	}
-	db, err := sysdb.OpenPostgres(ctx, o.url, sysdb.PostgresOptions{Schema: o.schema, Logger: log, MaxConns: o.poolSize})
+	db, err := sysdb.OpenPostgres(ctx, o.db.url, sysdb.PostgresOptions{
+		Schema: o.db.schema, Password: o.db.password, Logger: log, MaxConns: o.poolSize,
+	})
 	if err != nil {
 		return err
 	}
@@ -183,7 +189,7 @@ func serve(ctx context.Context, log *zap.Logger, o serveOptions) error {
 	}
 	log.Info("dbos-agent listening",
 		zap.String("socket", o.socket), zap.String("executor_id", o.executorID),
-		zap.String("schema", o.schema), zap.String("version", version))
+		zap.String("schema", o.db.schema), zap.String("version", version))
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve() }()
 	select {
