@@ -11,9 +11,11 @@ import (
 	"fmt"
 	"net"
 	"os"
+	"slices"
 	"sync"
 	"time"
 
+	"github.com/dbos-agent/dbos-agent/internal/peercred"
 	"github.com/dbos-agent/dbos-agent/protocol"
 )
 
@@ -44,11 +46,48 @@ type Client struct {
 // ErrClosed is returned for requests on a closed client.
 var ErrClosed = errors.New("client closed")
 
-// Dial connects to the agent at socketPath and performs the handshake.
-func Dial(ctx context.Context, socketPath string, hello protocol.Hello) (*Client, error) {
+// DialOption changes how Dial connects.
+type DialOption func(*dialConfig)
+
+type dialConfig struct {
+	trusted []uint32
+}
+
+// TrustUIDs lets Dial talk to an agent run by these users, besides this
+// process's own user and root.
+func TrustUIDs(uids ...uint32) DialOption {
+	return func(c *dialConfig) { c.trusted = append(c.trusted, uids...) }
+}
+
+// UntrustedAgentError refuses a socket served by a user this process does
+// not trust: whoever could put a socket in the agent's place would read
+// every request and answer them. Nothing was sent to it.
+type UntrustedAgentError struct {
+	Path string
+	UID  uint32
+	PID  int32
+}
+
+func (e *UntrustedAgentError) Error() string {
+	return fmt.Sprintf("refusing the dbos-agent socket %s: it is served by uid %d (pid %d), not by this process's user (uid %d), root or a trusted user; nothing was sent to it",
+		e.Path, e.UID, e.PID, os.Getuid())
+}
+
+// Dial connects to the agent at socketPath and performs the handshake,
+// after checking that the socket is served by this process's user, root or
+// a user of TrustUIDs (the kernel's record of who listens on it).
+func Dial(ctx context.Context, socketPath string, hello protocol.Hello, opts ...DialOption) (*Client, error) {
+	var cfg dialConfig
+	for _, o := range opts {
+		o(&cfg)
+	}
 	var d net.Dialer
 	conn, err := d.DialContext(ctx, "unix", socketPath)
 	if err != nil {
+		return nil, err
+	}
+	if err := checkAgent(conn.(*net.UnixConn), socketPath, cfg.trusted); err != nil {
+		conn.Close()
 		return nil, err
 	}
 	c := &Client{
@@ -77,6 +116,19 @@ func Dial(ctx context.Context, socketPath string, hello protocol.Hello) (*Client
 		return nil, err
 	}
 	return c, nil
+}
+
+// checkAgent refuses a peer whose uid is not this process's, root's or a
+// trusted one.
+func checkAgent(conn *net.UnixConn, socketPath string, trusted []uint32) error {
+	cred, err := peercred.Of(conn)
+	if err != nil {
+		return fmt.Errorf("check who serves the dbos-agent socket %s: %w", socketPath, err)
+	}
+	if cred.Uid == 0 || cred.Uid == uint32(os.Getuid()) || slices.Contains(trusted, cred.Uid) {
+		return nil
+	}
+	return &UntrustedAgentError{Path: socketPath, UID: cred.Uid, PID: cred.Pid}
 }
 
 // Pushes delivers the agent's pushes in order. It is closed when the

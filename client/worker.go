@@ -34,6 +34,9 @@ type WorkerConfig struct {
 	MaxConcurrency int
 	// MaxRecoveryAttempts applies to every workflow (0 = DBOS default).
 	MaxRecoveryAttempts int
+	// TrustedUIDs may serve the agent's socket besides this process's own
+	// user and root (see TrustUIDs).
+	TrustedUIDs []uint32
 }
 
 // NewWorker connects a worker and starts serving pushes.
@@ -48,7 +51,7 @@ func NewWorker(ctx context.Context, socketPath string, cfg WorkerConfig) (*Worke
 	for name := range cfg.Workflows {
 		hello.Workflows = append(hello.Workflows, protocol.WorkflowRegistration{Name: name, MaxRecoveryAttempts: cfg.MaxRecoveryAttempts})
 	}
-	c, err := Dial(ctx, socketPath, hello)
+	c, err := Dial(ctx, socketPath, hello, TrustUIDs(cfg.TrustedUIDs...))
 	if err != nil {
 		return nil, err
 	}

@@ -20,7 +20,15 @@ import (
 // the exit code.
 func cli(t *testing.T, args ...string) (string, string, int) {
 	t.Helper()
+	return cliWithEnv(t, nil, args...)
+}
+
+// cliWithEnv runs the CLI with env (os.Environ's form) as its whole
+// environment; nil means the test's.
+func cliWithEnv(t *testing.T, env []string, args ...string) (string, string, int) {
+	t.Helper()
 	cmd := exec.Command(agentBinary, args...)
+	cmd.Env = env
 	var stdout, stderr strings.Builder
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	err := cmd.Run()

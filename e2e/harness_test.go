@@ -27,7 +27,11 @@ import (
 var agentBinary string
 
 func TestMain(m *testing.M) {
-	if os.Getenv(helperEnv) != "" {
+	switch os.Getenv(helperEnv) {
+	case "":
+	case impostorHelper:
+		os.Exit(runImpostor())
+	default:
 		os.Exit(runHelper())
 	}
 	dir, err := os.MkdirTemp("", "dbos-agent-e2e-")
@@ -88,6 +92,14 @@ type agentOptions struct {
 	// noWait returns as soon as the process started; the caller waits for
 	// the "dbos-agent listening" line itself (waitForLog).
 	noWait bool
+	// databaseURL replaces the test database's URL (one without its
+	// password, say).
+	databaseURL string
+	// env is added to the agent's environment.
+	env []string
+	// defaultSocket, when set, is where the agent is expected to listen
+	// when given no --socket.
+	defaultSocket string
 }
 
 // startAgent starts the agent and returns once its log says it listens.
@@ -100,10 +112,20 @@ func (e *env) startAgent(o agentOptions) *agentProc {
 	if o.socketName == "" {
 		o.socketName = "agent.sock"
 	}
+	if o.databaseURL == "" {
+		o.databaseURL = e.url
+	}
 	socket := filepath.Join(e.dir, o.socketName)
-	args := append([]string{"serve", "--database-url", e.url, "--schema", e.schema, "--socket", socket,
-		"--executor-id", o.executorID, "--poll-interval", "200ms", "--grace-period", "2s", "--log-level", "debug"}, o.extraArgs...)
+	args := []string{"serve", "--database-url", o.databaseURL, "--schema", e.schema}
+	if o.defaultSocket != "" {
+		socket = o.defaultSocket
+	} else {
+		args = append(args, "--socket", socket)
+	}
+	args = append(append(args, "--executor-id", o.executorID, "--poll-interval", "200ms", "--grace-period", "2s",
+		"--log-level", "debug"), o.extraArgs...)
 	cmd := exec.Command(agentBinary, args...)
+	cmd.Env = append(os.Environ(), o.env...)
 	stderr, err := cmd.StderrPipe()
 	require.NoError(t, err)
 	require.NoError(t, cmd.Start())

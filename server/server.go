@@ -11,7 +11,6 @@ import (
 	"io"
 	"net"
 	"os"
-	"path/filepath"
 	"strconv"
 	"sync"
 	"syscall"
@@ -20,6 +19,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/dbos-agent/dbos-agent/agent"
+	"github.com/dbos-agent/dbos-agent/internal/peercred"
 	"github.com/dbos-agent/dbos-agent/protocol"
 )
 
@@ -47,20 +47,22 @@ type Server struct {
 // ErrSocketInUse says another live process listens on the socket path.
 var ErrSocketInUse = errors.New("socket path is in use by a running process")
 
-// Listen creates the socket (mode 0600) at cfg.SocketPath. A stale socket
-// file left by a dead agent is replaced; a live one is an error.
+// Listen creates the socket (mode 0600) at cfg.SocketPath, in a directory
+// only the agent's user may write (see PrepareSocketPath; it is created
+// 0700 when missing). A stale socket file left by a dead agent is replaced;
+// a live one is an error.
 func Listen(cfg Config) (*Server, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = zap.NewNop()
 	}
-	path := cfg.SocketPath
-	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
-		return nil, fmt.Errorf("create socket directory: %w", err)
+	// Listen where the checks were made, even if a symlink on the way
+	// were to change later.
+	path, err := PrepareSocketPath(cfg.SocketPath)
+	if err != nil {
+		return nil, err
 	}
-	if fi, err := os.Lstat(path); err == nil {
-		if fi.Mode()&os.ModeSocket == 0 {
-			return nil, fmt.Errorf("%s exists and is not a socket", path)
-		}
+	if _, err := os.Lstat(path); err == nil {
+		// An existing socket of this user (PrepareSocketPath checked it).
 		if c, err := net.DialTimeout("unix", path, time.Second); err == nil {
 			c.Close()
 			return nil, fmt.Errorf("%s: %w", path, ErrSocketInUse)
@@ -143,26 +145,9 @@ func (s *Server) Close() {
 	s.wg.Wait()
 }
 
-// peerCredentials reads the connecting process's pid and uid (SO_PEERCRED).
-func peerCredentials(conn *net.UnixConn) (*syscall.Ucred, error) {
-	raw, err := conn.SyscallConn()
-	if err != nil {
-		return nil, err
-	}
-	var cred *syscall.Ucred
-	var credErr error
-	err = raw.Control(func(fd uintptr) {
-		cred, credErr = syscall.GetsockoptUcred(int(fd), syscall.SOL_SOCKET, syscall.SO_PEERCRED)
-	})
-	if err != nil {
-		return nil, err
-	}
-	return cred, credErr
-}
-
 func (s *Server) serveConn(conn *net.UnixConn) {
 	defer conn.Close()
-	cred, err := peerCredentials(conn)
+	cred, err := peercred.Of(conn)
 	if err != nil {
 		s.log.Warn("could not read peer credentials; refusing", zap.Error(err))
 		return

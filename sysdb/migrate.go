@@ -52,6 +52,8 @@ type MigrateOptions struct {
 	// about six seconds; negative: until ctx ends, so that an agent
 	// started before its database waits for it).
 	RetryFor time.Duration
+	// Password, when set, replaces the URL's (see PostgresOptions).
+	Password string
 }
 
 // MigrateResult says where the schema was and where it is now.
@@ -135,6 +137,9 @@ func Migrate(ctx context.Context, databaseURL string, opts MigrateOptions) (Migr
 	cfg, err := pgx.ParseConfig(databaseURL)
 	if err != nil {
 		return MigrateResult{}, &ConfigError{Reason: "invalid database URL", Err: redactErr(err)}
+	}
+	if opts.Password != "" {
+		cfg.Password = opts.Password
 	}
 	migrations, err := loadMigrations()
 	if err != nil {

@@ -40,6 +40,11 @@ type PostgresOptions struct {
 	// out, never turned into lost or failed work. Migrations on open use
 	// the same bound.
 	RetryFor time.Duration
+	// Password, when set, replaces the URL's, so that it can come from a
+	// file or the environment instead of a command line. Unset, the URL's
+	// password is used, else libpq's PGPASSWORD and PGPASSFILE (pgx reads
+	// them).
+	Password string
 }
 
 // RetryUntilCancelled is a RetryFor that never gives up on its own.
@@ -77,6 +82,9 @@ func OpenPostgres(ctx context.Context, databaseURL string, opts PostgresOptions)
 	if err != nil {
 		return nil, &ConfigError{Reason: "invalid database URL", Err: redactErr(err)}
 	}
+	if opts.Password != "" {
+		cfg.ConnConfig.Password = opts.Password
+	}
 	if opts.MaxConns > 0 {
 		cfg.MaxConns = opts.MaxConns
 	}
@@ -87,7 +95,7 @@ func OpenPostgres(ctx context.Context, databaseURL string, opts PostgresOptions)
 	cfg.ConnConfig.RuntimeParams["application_name"] = label
 
 	if !opts.SkipMigrations {
-		if _, err := Migrate(ctx, databaseURL, MigrateOptions{Schema: schema, Logger: log, RetryFor: opts.RetryFor}); err != nil {
+		if _, err := Migrate(ctx, databaseURL, MigrateOptions{Schema: schema, Logger: log, Password: opts.Password, RetryFor: opts.RetryFor}); err != nil {
 			return nil, err
 		}
 	}

@@ -278,6 +278,37 @@ func TestPostgresUnreachableHidesPassword(t *testing.T) {
 	require.Contains(t, err.Error(), "127.0.0.1", "the message names the target")
 }
 
+func TestPostgresPasswordOption(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	cfg, err := pgx.ParseConfig(pgtest.URL(t))
+	require.NoError(t, err)
+	password := cfg.Password
+	require.NotEmpty(t, password, "the test database URL has a password")
+	// The same database, its password out of the URL (and, in a key/value
+	// string, a wrong one the option replaces).
+	bare := fmt.Sprintf("postgres://%s@%s:%d/%s?sslmode=disable", cfg.User, cfg.Host, cfg.Port, cfg.Database)
+	keyValue := fmt.Sprintf("host=%s port=%d user=%s dbname=%s password=wrong sslmode=disable", cfg.Host, cfg.Port, cfg.User, cfg.Database)
+	schema := pgtest.Schema(t)
+	for _, url := range []string{bare, keyValue} {
+		_, err := sysdb.Migrate(ctx, url, sysdb.MigrateOptions{Schema: schema, Password: password})
+		require.NoError(t, err, url)
+		db, err := sysdb.OpenPostgres(ctx, url, sysdb.PostgresOptions{Schema: schema, Password: password, MaxConns: 2})
+		require.NoError(t, err, url)
+		db.Close()
+	}
+
+	const wrong = "not-the-password-51c2"
+	_, err = sysdb.Migrate(ctx, bare, sysdb.MigrateOptions{Schema: schema, Password: wrong})
+	var unreachable *sysdb.UnreachableError
+	require.ErrorAs(t, err, &unreachable)
+	_, err2 := sysdb.OpenPostgres(ctx, bare, sysdb.PostgresOptions{Schema: schema, Password: wrong, SkipMigrations: true, RetryFor: time.Second})
+	for _, err := range []error{err, err2} {
+		require.ErrorContains(t, err, "password authentication failed")
+		require.NotContains(t, err.Error(), wrong)
+	}
+}
+
 func TestPostgresSkipMigrations(t *testing.T) {
 	t.Parallel()
 	ctx := t.Context()

@@ -18,11 +18,12 @@ func newMigrateCommand() *cobra.Command {
 			"(migrated by any DBOS SDK) is left as it is.",
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			url, schema, err := db.resolve()
+			target, err := db.resolve()
 			if err != nil {
 				return err
 			}
-			res, err := sysdb.Migrate(cmd.Context(), url, sysdb.MigrateOptions{Schema: schema})
+			schema := target.schema
+			res, err := sysdb.Migrate(cmd.Context(), target.url, sysdb.MigrateOptions{Schema: schema, Password: target.password})
 			if err != nil {
 				return err
 			}

@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"syscall"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -23,6 +24,7 @@ import (
 // environment variables override it.
 type fileConfig struct {
 	DatabaseURL     string   `yaml:"database_url"`
+	PasswordFile    string   `yaml:"database_password_file"`
 	Schema          string   `yaml:"schema"`
 	Socket          string   `yaml:"socket"`
 	ExecutorID      string   `yaml:"executor_id"`
@@ -33,12 +35,27 @@ type fileConfig struct {
 	AllowedUIDs     []uint32 `yaml:"allowed_uids"`
 }
 
-// defaultSocketPath is under the user's runtime directory when there is one.
+// defaultSocketPath is private to the user: in the user's runtime
+// directory when there is one that is theirs alone, else in a directory of
+// their own (made 0700) under the temp directory. The Python binding
+// computes the same path.
 func defaultSocketPath() string {
-	if dir := os.Getenv("XDG_RUNTIME_DIR"); dir != "" {
+	if dir := os.Getenv("XDG_RUNTIME_DIR"); dir != "" && privateDir(dir) {
 		return filepath.Join(dir, "dbos-agent.sock")
 	}
 	return filepath.Join(os.TempDir(), "dbos-agent-"+strconv.Itoa(os.Getuid()), "agent.sock")
+}
+
+// privateDir says whether dir is a directory of this user that neither
+// group nor others may write. server.Listen checks more (every directory
+// on the way); this only picks the default.
+func privateDir(dir string) bool {
+	fi, err := os.Stat(dir)
+	if err != nil || !fi.IsDir() {
+		return false
+	}
+	st, ok := fi.Sys().(*syscall.Stat_t)
+	return ok && st.Uid == uint32(os.Getuid()) && fi.Mode().Perm()&0o022 == 0
 }
 
 func newServeCommand() *cobra.Command {
@@ -78,8 +95,10 @@ func newServeCommand() *cobra.Command {
 					return fmt.Errorf("config %s: %w", configPath, err)
 				}
 			}
-			url := firstNonEmpty(db.url, os.Getenv("DBOS_SYSTEM_DATABASE_URL"), fc.DatabaseURL, defaultDatabaseURL)
-			schema := firstNonEmpty(db.schema, os.Getenv("DBOS_SYSTEM_DATABASE_SCHEMA"), fc.Schema, sysdb.DefaultSchema)
+			target, err := db.resolveWith(database{url: fc.DatabaseURL, schema: fc.Schema}, fc.PasswordFile)
+			if err != nil {
+				return err
+			}
 			socketPath := firstNonEmpty(socket, os.Getenv("DBOS_AGENT_SOCKET"), fc.Socket, defaultSocketPath())
 			executor := firstNonEmpty(executorID, os.Getenv("DBOS__VMID"), fc.ExecutorID, "local")
 			version := firstNonEmpty(appVersion, os.Getenv("DBOS__APPVERSION"), fc.AppVersion)
@@ -96,7 +115,7 @@ func newServeCommand() *cobra.Command {
 			}
 			defer func() { _ = log.Sync() }()
 			return serve(cmd.Context(), log, serveOptions{
-				url: url, schema: schema, socket: socketPath, executorID: executor, appVersion: version,
+				db: target, socket: socketPath, executorID: executor, appVersion: version,
 				pollInterval: pollInterval, grace: grace, allowedUIDs: fc.AllowedUIDs,
 				stepBatchMax: stepBatchMax, committers: committers, resultPoll: resultPoll, messagePoll: messagePoll,
 				sweep: sweep, schedPoll: schedPoll, poolSize: poolSize,
@@ -106,7 +125,7 @@ func newServeCommand() *cobra.Command {
 	}
 	db.register(cmd)
 	f := cmd.Flags()
-	f.StringVar(&configPath, "config", "", "YAML config file (keys: database_url, schema, socket, executor_id, application_version, log_level, poll_interval_sec, grace_period_sec, allowed_uids)")
+	f.StringVar(&configPath, "config", "", "YAML config file (keys: database_url, database_password_file, schema, socket, executor_id, application_version, log_level, poll_interval_sec, grace_period_sec, allowed_uids)")
 	f.StringVar(&socket, "socket", "", "Unix socket path (env DBOS_AGENT_SOCKET; default "+defaultSocketPath()+")")
 	f.StringVar(&executorID, "executor-id", "", "executor id this agent's workflows carry (env DBOS__VMID; default local)")
 	f.StringVar(&appVersion, "app-version", "", "application version for workers that announce none (env DBOS__APPVERSION)")
@@ -128,22 +147,30 @@ func newServeCommand() *cobra.Command {
 }
 
 type serveOptions struct {
-	url, schema, socket, executorID, appVersion string
-	pollInterval, grace                         time.Duration
-	allowedUIDs                                 []uint32
-	stepBatchMax, committers                    int
-	resultPoll, messagePoll, sweep, schedPoll   time.Duration
-	poolSize                                    int32
-	shutdownTimeout, dbRetry                    time.Duration
-	rescueInterval, rescueHorizon               time.Duration
+	db                                        database
+	socket, executorID, appVersion            string
+	pollInterval, grace                       time.Duration
+	allowedUIDs                               []uint32
+	stepBatchMax, committers                  int
+	resultPoll, messagePoll, sweep, schedPoll time.Duration
+	poolSize                                  int32
+	shutdownTimeout, dbRetry                  time.Duration
+	rescueInterval, rescueHorizon             time.Duration
 }
 
 func serve(ctx context.Context, log *zap.Logger, o serveOptions) error {
+	// The socket's directory is checked (and made) before the database is
+	// opened, so that a socket that cannot be trusted fails at once.
+	if _, err := server.PrepareSocketPath(o.socket); err != nil {
+		return socketError(err)
+	}
 	retry := o.dbRetry
 	if retry <= 0 {
 		retry = sysdb.RetryUntilCancelled
 	}
-	db, err := sysdb.OpenPostgres(ctx, o.url, sysdb.PostgresOptions{Schema: o.schema, Logger: log, MaxConns: o.poolSize, RetryFor: retry})
+	db, err := sysdb.OpenPostgres(ctx, o.db.url, sysdb.PostgresOptions{
+		Schema: o.db.schema, Password: o.db.password, Logger: log, MaxConns: o.poolSize, RetryFor: retry,
+	})
 	if err != nil {
 		return err
 	}
@@ -176,14 +203,11 @@ func serve(ctx context.Context, log *zap.Logger, o serveOptions) error {
 	srv, err := server.Listen(server.Config{SocketPath: o.socket, Agent: a, AllowedUIDs: o.allowedUIDs, Logger: log})
 	if err != nil {
 		a.Shutdown(context.Background())
-		if errors.Is(err, server.ErrSocketInUse) {
-			return fmt.Errorf("%w (is another agent running? stop it or pass --socket)", err)
-		}
-		return err
+		return socketError(err)
 	}
 	log.Info("dbos-agent listening",
 		zap.String("socket", o.socket), zap.String("executor_id", o.executorID),
-		zap.String("schema", o.schema), zap.String("version", version))
+		zap.String("schema", o.db.schema), zap.String("version", version))
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve() }()
 	select {
@@ -199,6 +223,18 @@ func serve(ctx context.Context, log *zap.Logger, o serveOptions) error {
 	srv.Close()
 	log.Info("dbos-agent stopped")
 	return nil
+}
+
+// socketError says what to do about a socket the agent cannot listen on.
+func socketError(err error) error {
+	var unsafe *server.UnsafePathError
+	switch {
+	case errors.Is(err, server.ErrSocketInUse):
+		return fmt.Errorf("%w (is another agent running? stop it or pass --socket)", err)
+	case errors.As(err, &unsafe):
+		return fmt.Errorf("%w (--socket, env DBOS_AGENT_SOCKET)", err)
+	}
+	return err
 }
 
 func newLogger(level string) (*zap.Logger, error) {

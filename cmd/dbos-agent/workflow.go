@@ -31,12 +31,12 @@ func (f *databaseFlags) withDatabase(run func(cmd *cobra.Command, args []string,
 // migrates: an operator command must not change the schema of a database
 // the SDKs share; it refuses one below the version it understands.
 func openDatabase(ctx context.Context, db databaseFlags) (*sysdb.Postgres, error) {
-	url, schema, err := db.resolve()
+	target, err := db.resolve()
 	if err != nil {
 		return nil, err
 	}
-	return sysdb.OpenPostgres(ctx, url, sysdb.PostgresOptions{
-		Schema: schema, SkipMigrations: true, MaxConns: 2, RetryFor: 5 * time.Second,
+	return sysdb.OpenPostgres(ctx, target.url, sysdb.PostgresOptions{
+		Schema: target.schema, Password: target.password, SkipMigrations: true, MaxConns: 2, RetryFor: 5 * time.Second,
 		ConnectionLabel: "dbos-agent-cli",
 	})
 }

@@ -29,6 +29,7 @@ from ._scheduling import ClientScheduleInput, ScheduleInput, VersionInfo, Workfl
 from ._error import (
     DBOSAgentError,
     DBOSAgentUnavailableError,
+    DBOSAgentUntrustedError,
     DBOSAwaitedWorkflowCancelledError,
     DBOSAwaitedWorkflowMaxRecoveryAttemptsExceeded,
     DBOSBaseException,
@@ -93,6 +94,7 @@ __all__ = [
     "DBOSErrorCode",
     "DBOSAgentError",
     "DBOSAgentUnavailableError",
+    "DBOSAgentUntrustedError",
     "DBOSAwaitedWorkflowCancelledError",
     "DBOSAwaitedWorkflowMaxRecoveryAttemptsExceeded",
     "DBOSConflictingWorkflowError",

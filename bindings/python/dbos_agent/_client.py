@@ -8,7 +8,7 @@ import logging
 import os
 import time
 from datetime import datetime
-from typing import TYPE_CHECKING, Any, AsyncGenerator, Dict, Generator, List, Optional, TypedDict, TypeVar, Union
+from typing import TYPE_CHECKING, Any, AsyncGenerator, Dict, Generator, Iterable, List, Optional, TypedDict, TypeVar, Union
 
 from . import _comm as comm
 from . import _protocol as proto
@@ -35,7 +35,7 @@ from . import _scheduling as sched
 from ._scheduling import ClientScheduleInput, VersionInfo, WorkflowSchedule
 from ._error import DBOSException, DBOSNonExistentWorkflowError, DBOSNotSupportedError
 from ._serialization import DefaultSerializer, Serializer, WorkflowSerializationFormat, tag_for
-from ._transport import AgentLink, Connection, resolve_socket_path
+from ._transport import AgentLink, Connection, resolve_socket_path, resolve_trusted_uids
 
 if TYPE_CHECKING:
     from ._dbos import Queue
@@ -143,7 +143,9 @@ class DBOSClient:
     """A connection to the agent for enqueueing and managing workflows.
 
     ``agent_socket`` names the agent (else env ``DBOS_AGENT_SOCKET``, else its
-    default path). DBOS Python's ``system_database_url`` and
+    default path); ``agent_trusted_uids`` are users besides this process's
+    own and root whose agent it talks to (else env
+    ``DBOS_AGENT_TRUSTED_UIDS``). DBOS Python's ``system_database_url`` and
     ``dbos_system_schema`` are accepted so that code written for it runs
     unchanged; the agent's own database is the one used.
     """
@@ -152,6 +154,7 @@ class DBOSClient:
         self,
         *,
         agent_socket: Optional[str] = None,
+        agent_trusted_uids: Union[None, str, Iterable[int]] = None,
         application_name: Optional[str] = None,
         system_database_url: Optional[str] = None,
         dbos_system_schema: Optional[str] = None,
@@ -163,7 +166,14 @@ class DBOSClient:
         self._app_name = application_name or ""
         self._serializer = serializer
         self._engine = Engine(serializer)
-        self._link = AgentLink(resolve_socket_path(agent_socket), self._hello, self._on_push, self._on_connected, self._on_lost)
+        self._link = AgentLink(
+            resolve_socket_path(agent_socket),
+            self._hello,
+            self._on_push,
+            self._on_connected,
+            self._on_lost,
+            trusted_uids=resolve_trusted_uids(agent_trusted_uids),
+        )
         self._engine.link = self._link
         self._link.start()
 

@@ -89,7 +89,7 @@ from ._serialization import (
     WorkflowSerializationFormat,
     tag_for,
 )
-from ._transport import AgentLink, Connection, resolve_socket_path
+from ._transport import AgentLink, Connection, resolve_socket_path, resolve_trusted_uids
 from . import _scheduling as sched
 from ._scheduling import ScheduleInput, VersionInfo, WorkflowSchedule
 
@@ -133,7 +133,14 @@ _AGENT_OWNED_KEYS = {
     "notification_listener_polling_interval_sec",
     "max_executor_threads",
 }
-_KNOWN_KEYS = {"name", "application_version", "executor_id", "agent_socket", "serializer"} | _AGENT_OWNED_KEYS
+_KNOWN_KEYS = {
+    "name",
+    "application_version",
+    "executor_id",
+    "agent_socket",
+    "agent_trusted_uids",
+    "serializer",
+} | _AGENT_OWNED_KEYS
 
 # The workflows and queues of this process, declared at import time (before
 # DBOS exists, as in DBOS Python) and announced to the agent at launch.
@@ -201,7 +208,9 @@ class DBOS:
 
     Config keys: ``name`` (the application), ``application_version``,
     ``executor_id`` (must match the agent's, which owns it), ``agent_socket``
-    (else env ``DBOS_AGENT_SOCKET``, else the agent's default path) and
+    (else env ``DBOS_AGENT_SOCKET``, else the agent's default path),
+    ``agent_trusted_uids`` (users besides this process's own and root whose
+    agent it talks to, else env ``DBOS_AGENT_TRUSTED_UIDS``) and
     ``serializer``. DBOS Python's database keys are accepted and ignored:
     the agent owns the system database.
     """
@@ -236,6 +245,7 @@ class DBOS:
         self._executor_id_wanted: Optional[str] = config.get("executor_id") or os.environ.get("DBOS__VMID") or None
         self._executor_id: str = self._executor_id_wanted or "local"
         self._socket = resolve_socket_path(config.get("agent_socket"))
+        self._trusted_uids = resolve_trusted_uids(config.get("agent_trusted_uids"))
         serializer = config.get("serializer")
         self._serializer: Serializer = serializer if serializer is not None else DefaultSerializer()
         self._engine = Engine(self._serializer)
@@ -287,7 +297,9 @@ class DBOS:
         self._loop_thread.start()
         started.wait()
         self._engine.background_loop = loop
-        link = AgentLink(self._socket, self._hello, self._on_push, self._on_connected, self._on_lost)
+        link = AgentLink(
+            self._socket, self._hello, self._on_push, self._on_connected, self._on_lost, trusted_uids=self._trusted_uids
+        )
         self._engine.link = link
         try:
             reply = link.start()

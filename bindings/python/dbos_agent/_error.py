@@ -75,6 +75,7 @@ class DBOSErrorCode(Enum):
     AgentUnavailable = 100
     AgentProtocolError = 101
     NotSupported = 102
+    AgentUntrusted = 103
 
 
 class DBOSConflictingWorkflowError(DBOSException):
@@ -383,6 +384,27 @@ class DBOSAgentUnavailableError(DBOSException):
 
     def __reduce__(self) -> Any:
         return (self.__class__, (self.detail,))
+
+
+class DBOSAgentUntrustedError(DBOSException):
+    """The socket is served by a process of a user this process does not
+    trust (not its own user, not root, not one configured with
+    ``agent_trusted_uids`` or ``DBOS_AGENT_TRUSTED_UIDS``): the binding
+    closed the connection without sending or reading anything.
+
+    Attributes:
+        path: the socket.
+        uid: the user serving it.
+    """
+
+    def __init__(self, message: str, path: str = "", uid: int = -1):
+        self.detail = message
+        self.path = path
+        self.uid = uid
+        super().__init__(message, dbos_error_code=DBOSErrorCode.AgentUntrusted.value)
+
+    def __reduce__(self) -> Any:
+        return (self.__class__, (self.detail, self.path, self.uid))
 
 
 class DBOSNotSupportedError(DBOSException):

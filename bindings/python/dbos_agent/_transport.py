@@ -9,7 +9,13 @@ does too): the connection then tells the agent with ``cancel_request``, so a
 wait (get_result, recv, get_event, read_stream) stops there and answers
 ``request_cancelled`` at once instead of holding until its condition or the
 connection ends. That answer, like any answer to a request whose caller has
-gone, is dropped."""
+gone, is dropped.
+
+Before anything is sent, the connection checks who serves the socket (the
+uid the kernel records for it, SO_PEERCRED): this process's own user, root,
+or a user configured as trusted (``agent_trusted_uids``, env
+``DBOS_AGENT_TRUSTED_UIDS``). Anyone else could read every request and send
+``run`` pushes whose payloads this process unpickles."""
 
 from __future__ import annotations
 
@@ -19,30 +25,125 @@ import concurrent.futures
 import itertools
 import logging
 import os
+import pwd
 import socket
+import stat
+import struct
 import threading
 import time
-from typing import Any, Callable, Deque, Dict, Optional, Tuple
+from typing import Any, Callable, Deque, Dict, FrozenSet, Iterable, Optional, Tuple, Union
 
 from . import _protocol as proto
-from ._error import AgentErrorReply, DBOSAgentUnavailableError, DBOSException, DBOSInitializationError
+from ._error import (
+    AgentErrorReply,
+    DBOSAgentUnavailableError,
+    DBOSAgentUntrustedError,
+    DBOSException,
+    DBOSInitializationError,
+)
 
 logger = logging.getLogger("dbos_agent")
 
 
 def default_socket_path() -> str:
-    """The agent's default socket, as ``dbos-agent serve`` computes it."""
+    """The agent's default socket, as ``dbos-agent serve`` computes it: in
+    the user's runtime directory when it is theirs alone, else in a
+    directory of their own under the temp directory."""
     runtime = os.environ.get("XDG_RUNTIME_DIR")
-    if runtime:
+    if runtime and _private_dir(runtime):
         return os.path.join(runtime, "dbos-agent.sock")
     tmp = os.environ.get("TMPDIR") or "/tmp"
     return os.path.join(tmp, f"dbos-agent-{os.getuid()}", "agent.sock")
+
+
+def _private_dir(path: str) -> bool:
+    """Whether path is a directory of this user that neither group nor
+    others may write (the agent's rule for its default)."""
+    try:
+        st = os.stat(path)
+    except OSError:
+        return False
+    return stat.S_ISDIR(st.st_mode) and st.st_uid == os.getuid() and st.st_mode & 0o022 == 0
 
 
 def resolve_socket_path(configured: Optional[str]) -> str:
     """The socket to use: the configured one, else env DBOS_AGENT_SOCKET, else
     the agent's default."""
     return configured or os.environ.get("DBOS_AGENT_SOCKET") or default_socket_path()
+
+
+#: The environment variable naming the users, besides this process's own
+#: and root, whose agent this process talks to: ``"1001,1002"``.
+TRUSTED_UIDS_ENV = "DBOS_AGENT_TRUSTED_UIDS"
+
+
+def resolve_trusted_uids(configured: Union[None, str, Iterable[int]]) -> FrozenSet[int]:
+    """The users besides this process's own and root that may serve the
+    agent's socket: the configured ones (config key ``agent_trusted_uids``,
+    a list of uids or a comma-separated string), else env
+    ``DBOS_AGENT_TRUSTED_UIDS``, else none."""
+    source = "agent_trusted_uids"
+    if configured is None:
+        configured = os.environ.get(TRUSTED_UIDS_ENV) or ()
+        source = TRUSTED_UIDS_ENV
+    items: Iterable[Any] = configured.split(",") if isinstance(configured, str) else configured
+    uids = set()
+    try:
+        for item in items:
+            if isinstance(item, str):
+                item = item.strip()
+                if not item:
+                    continue
+                uid = int(item, 10)
+            elif isinstance(item, int) and not isinstance(item, bool):
+                uid = item
+            else:
+                raise ValueError(repr(item))
+            if uid < 0:
+                raise ValueError(str(uid))
+            uids.add(uid)
+    except (TypeError, ValueError) as e:
+        raise DBOSInitializationError(
+            f"{source} must list user ids (non-negative integers, e.g. \"1001,1002\"): {e}"
+        ) from None
+    return frozenset(uids)
+
+
+def _describe_uid(uid: int) -> str:
+    try:
+        return f"uid {uid} ({pwd.getpwuid(uid).pw_name})"
+    except KeyError:
+        return f"uid {uid}"
+
+
+# struct ucred: pid_t, uid_t, gid_t.
+_UCRED = struct.Struct("iII")
+
+
+def check_peer(sock: socket.socket, path: str, trusted: FrozenSet[int]) -> None:
+    """Refuse a socket served by a user this process does not trust, before
+    anything is sent on it: the uid the kernel recorded for the process
+    that listens (SO_PEERCRED) must be this process's, root's or a trusted
+    one. Raises DBOSAgentUntrustedError."""
+    option = getattr(socket, "SO_PEERCRED", None)
+    if option is None:
+        raise DBOSAgentUntrustedError(
+            f"cannot check who serves the dbos-agent socket {path}: this platform has no SO_PEERCRED", path
+        )
+    try:
+        pid, uid, _gid = _UCRED.unpack(sock.getsockopt(socket.SOL_SOCKET, option, _UCRED.size))
+    except (OSError, struct.error) as e:
+        raise DBOSAgentUntrustedError(f"cannot check who serves the dbos-agent socket {path}: {e}", path) from None
+    me = os.getuid()
+    if uid == me or uid == 0 or uid in trusted:
+        return
+    raise DBOSAgentUntrustedError(
+        f"refusing the dbos-agent socket {path}: it is served by {_describe_uid(uid)} (pid {pid}), "
+        f"not by this process's user ({_describe_uid(me)}), root or a trusted user "
+        f"(config agent_trusted_uids, env {TRUSTED_UIDS_ENV}); nothing was sent to it",
+        path,
+        uid,
+    )
 
 
 PushHandler = Callable[[str, Dict[str, Any], "Connection"], None]
@@ -77,8 +178,15 @@ class Connection:
 
     _generations = itertools.count(1)
 
-    def __init__(self, path: str, on_push: PushHandler, on_lost: Callable[["Connection", BaseException], None]):
+    def __init__(
+        self,
+        path: str,
+        on_push: PushHandler,
+        on_lost: Callable[["Connection", BaseException], None],
+        trusted_uids: FrozenSet[int] = frozenset(),
+    ):
         self.path = path
+        self._trusted_uids = trusted_uids
         self.generation = next(Connection._generations)
         self._on_push = on_push
         self._on_lost = on_lost
@@ -140,6 +248,11 @@ class Connection:
                 f"cannot reach the dbos-agent at {self.path}: {e.strerror or e} "
                 "(is `dbos-agent serve` running? set config agent_socket or DBOS_AGENT_SOCKET)"
             ) from None
+        try:
+            check_peer(sock, self.path, self._trusted_uids)
+        except BaseException:
+            sock.close()
+            raise
         sock.settimeout(None)
         self._sock = sock
         reader = threading.Thread(target=self._read_loop, name=f"dbos-agent-reader-{self.generation}", daemon=True)
@@ -319,7 +432,9 @@ class AgentLink:
     (with the same handshake) when it drops, until ``close``.
 
     Calls made while the agent is away wait up to ``reconnect_wait`` seconds
-    for it to come back before failing with DBOSAgentUnavailableError."""
+    for it to come back before failing with DBOSAgentUnavailableError.
+    ``trusted_uids`` are the users besides this process's own and root
+    whose socket it connects to (see ``check_peer``)."""
 
     def __init__(
         self,
@@ -332,8 +447,10 @@ class AgentLink:
         reconnect: bool = True,
         connect_timeout: float = 10.0,
         reconnect_wait: float = 30.0,
+        trusted_uids: FrozenSet[int] = frozenset(),
     ):
         self.path = path
+        self._trusted_uids = trusted_uids
         self._hello = hello
         self._on_push = on_push
         self._on_connected = on_connected
@@ -345,11 +462,17 @@ class AgentLink:
         self._conn: Optional[Connection] = None
         self._closed = False
         self._reconnecting = False
+        # Why the latest reconnection attempt failed, for the error of a call
+        # that gives up waiting.
+        self._last_failure: Optional[BaseException] = None
+
+    def _connect(self) -> Tuple[Connection, Dict[str, Any]]:
+        conn = Connection(self.path, self._on_push, self._lost, self._trusted_uids)
+        return conn, conn.open(self._hello(), self._connect_timeout)
 
     def start(self) -> Dict[str, Any]:
-        conn = Connection(self.path, self._on_push, self._lost)
         try:
-            reply = conn.open(self._hello(), self._connect_timeout)
+            conn, reply = self._connect()
         except AgentErrorReply as e:
             raise DBOSInitializationError(
                 f"the dbos-agent at {self.path} refused the handshake: {e.name or e.code}: {e.message}"
@@ -378,8 +501,9 @@ class AgentLink:
                     raise DBOSAgentUnavailableError(f"the connection to the dbos-agent at {self.path} is closed")
                 left = deadline - time.monotonic()
                 if left <= 0:
+                    why = f" (last attempt: {self._last_failure})" if self._last_failure is not None else ""
                     raise DBOSAgentUnavailableError(
-                        f"the dbos-agent at {self.path} has been unreachable for {self._reconnect_wait:g}s"
+                        f"the dbos-agent at {self.path} has been unreachable for {self._reconnect_wait:g}s{why}"
                     )
                 self._cond.wait(left)
 
@@ -433,17 +557,23 @@ class AgentLink:
                     # new loop rather than being missed.
                     self._reconnecting = False
                     return
-            conn = Connection(self.path, self._on_push, self._lost)
             try:
-                reply = conn.open(self._hello(), self._connect_timeout)
+                conn, reply = self._connect()
             except Exception as e:
-                logger.debug("dbos-agent: reconnect failed: %s", e)
+                # An impostor in the agent's place is worth a warning (once
+                # per impostor); the agent being away is the expected case.
+                if isinstance(e, DBOSAgentUntrustedError) and str(e) != str(self._last_failure):
+                    logger.warning("dbos-agent: reconnect refused: %s", e)
+                else:
+                    logger.debug("dbos-agent: reconnect failed: %s", e)
+                self._last_failure = e
                 time.sleep(delay)
                 delay = min(delay * 2, 2.0)
                 continue
             with self._cond:
                 stale = self._closed
                 if not stale:
+                    self._last_failure = None
                     self._conn = conn
                     self._cond.notify_all()
             if stale:

@@ -51,9 +51,18 @@ def no_dbos() -> Iterator[None]:
     DBOS.destroy()
 
 
-def test_socket_path_resolution(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("XDG_RUNTIME_DIR", "/run/user/1234")
-    assert default_socket_path() == "/run/user/1234/dbos-agent.sock"
+def test_socket_path_resolution(monkeypatch: pytest.MonkeyPatch, tmp_path: Any) -> None:
+    # As the agent: the runtime directory when it is this user's alone.
+    runtime = tmp_path / "run"
+    runtime.mkdir()
+    runtime.chmod(0o700)
+    monkeypatch.setenv("XDG_RUNTIME_DIR", str(runtime))
+    assert default_socket_path() == f"{runtime}/dbos-agent.sock"
+    monkeypatch.setenv("TMPDIR", "/var/tmp")
+    runtime.chmod(0o777)
+    assert default_socket_path() == f"/var/tmp/dbos-agent-{os.getuid()}/agent.sock"
+    monkeypatch.setenv("XDG_RUNTIME_DIR", str(tmp_path / "missing"))
+    assert default_socket_path() == f"/var/tmp/dbos-agent-{os.getuid()}/agent.sock"
     monkeypatch.delenv("XDG_RUNTIME_DIR")
     monkeypatch.setenv("TMPDIR", "/var/tmp")
     assert default_socket_path() == f"/var/tmp/dbos-agent-{os.getuid()}/agent.sock"
