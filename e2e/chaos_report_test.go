@@ -323,8 +323,10 @@ func (h *chaosHarness) tally(drain *chaosPhase) chaosResult {
 		total.started, total.acked, total.reExecuted, sum(total.stepErrors), total.completed,
 		total.lost, total.wrong, total.stranded, total.rerun)
 	tw.Flush()
-	b.WriteString("\ncolumns: started/acked = step bodies begun / checkpoints acknowledged; re-executed = a step begun again whose ack never came (allowed);\n" +
-		"re-run = a step begun again by a run handed out after its ack (never allowed); lost, wrong, stranded by the wave the workflow was enqueued in\n")
+	b.WriteString("\ncolumns: wave = workflows enqueued as the phase began; wave done in = from the end of its faults until none of them was PENDING or ENQUEUED;\n" +
+		"started/acked = step bodies begun / checkpoints acknowledged; re-executed = a step begun again whose ack never came (allowed);\n" +
+		"re-run = a step begun again by a run handed out after its ack (never allowed); completed = reached SUCCESS in the phase;\n" +
+		"lost, wrong, stranded by the wave the workflow was enqueued in\n")
 	if late > 0 {
 		fmt.Fprintf(&b, "%d step starts came after the step's ack from runs handed out before it (a superseded run still going; allowed)\n", late)
 	}
@@ -334,7 +336,7 @@ func (h *chaosHarness) tally(drain *chaosPhase) chaosResult {
 		}
 	}
 	for _, a := range agents {
-		for _, needle := range []string{"could not hand", "gave up after"} {
+		for _, needle := range []string{"could not hand", "gave up after", "queue poll failed"} {
 			if n, first := countLines(a.log(), needle); n > 0 {
 				fmt.Fprintf(&b, "agent pid %d logged %q %d times; first: %s\n", a.cmd.Process.Pid, needle, n, first)
 			}
@@ -427,8 +429,25 @@ func (h *chaosHarness) explainStranded(id string, r *chaosRow, run string, runBe
 		detail += ": no run of it ever began"
 		if len(mentions) > 0 {
 			detail += "; the agent's last lines about it: " + strings.Join(mentions[max(0, len(mentions)-3):], " | ")
+		} else {
+			detail += "; no agent logged a line about it (none dispatched it)"
 		}
-		return "never handed to a worker", detail
+		if r.status == "PENDING" {
+			// sysdb does not repeat a dequeue whose COMMIT lost its
+			// connection (it may have landed): the agent logs "queue poll
+			// failed" without "gave up", and the claim waits for a restart.
+			n := 0
+			for _, a := range agents {
+				for _, line := range strings.Split(a.log(), "\n") {
+					if strings.Contains(line, "queue poll failed") && !strings.Contains(line, "gave up after") {
+						n++
+					}
+				}
+			}
+			return "claimed by a dequeue but never handed to a worker", detail +
+				fmt.Sprintf("; the agents logged %d queue polls that failed at once, without retrying (a dequeue whose commit acknowledgement was lost is not repeated)", n)
+		}
+		return "never dequeued", detail
 	}
 	began := runBegan[run]
 	last := lastEvent[run]
