@@ -200,6 +200,7 @@ func (h *chaosHarness) tally(drain *chaosPhase) chaosResult {
 	// at-least-once re-execution of a step whose ack never came.
 	runBegan := map[string]time.Time{}
 	lastRun := map[string]string{}            // workflow -> its latest run
+	runsOf := map[string]int{}                // workflow -> runs begun
 	lastEvent := map[string]chaosEvent{}      // run -> its latest event
 	firstAck := map[chaosStepKey]chaosEvent{} // the step's first acknowledgement
 	starts := map[chaosStepKey]int{}          // starts seen so far
@@ -214,6 +215,7 @@ func (h *chaosHarness) tally(drain *chaosPhase) chaosResult {
 			c.run++
 			runBegan[ev.run] = ev.at
 			lastRun[ev.workflowID] = ev.run
+			runsOf[ev.workflowID]++
 		case "start":
 			c.started++
 			if ack, ok := firstAck[key]; ok {
@@ -255,7 +257,7 @@ func (h *chaosHarness) tally(drain *chaosPhase) chaosResult {
 				res.lost = append(res.lost, id+": enqueue acknowledged, no row at the end")
 				counts[pi].lost++
 			case r.status == "PENDING" || r.status == "ENQUEUED":
-				cause, detail := h.explainStranded(id, r, lastRun[id], runBegan, lastEvent, killedAt, handBack, agents, windows, phaseOf)
+				cause, detail := h.explainStranded(id, r, lastRun[id], runsOf[id], runBegan, lastEvent, killedAt, handBack, agents, windows, phaseOf)
 				strandedByCause[cause]++
 				res.stranded = append(res.stranded, detail)
 				counts[pi].stranded++
@@ -410,14 +412,17 @@ func (h *chaosHarness) checkSuccess(id string, seed int, r *chaosRow, starts map
 }
 
 // explainStranded says what became of a workflow left PENDING or ENQUEUED:
-// a cause (to count) and the details (to read).
-func (h *chaosHarness) explainStranded(id string, r *chaosRow, run string, runBegan map[string]time.Time,
+// a cause (to count) and the details (to read). runs is how many runs of
+// it began.
+func (h *chaosHarness) explainStranded(id string, r *chaosRow, run string, runs int, runBegan map[string]time.Time,
 	lastEvent map[string]chaosEvent, killedAt map[int]time.Time, handBack map[int]string, agents []*agentProc,
 	windows []*chaosPhase, phaseOf func(time.Time) int,
 ) (cause, detail string) {
-	detail = fmt.Sprintf("%s %s (executor %q, recovery attempts %d, %d/%d steps recorded)",
-		id, r.status, r.executor, r.attempts, len(r.steps), h.s.steps)
-	if run == "" {
+	detail = fmt.Sprintf("%s %s (executor %q, recovery attempts %d, %d/%d steps recorded, %d runs began)",
+		id, r.status, r.executor, r.attempts, len(r.steps), h.s.steps, runs)
+	// Each claim counts an attempt: a PENDING row with more attempts than
+	// runs was claimed last by a dequeue that handed it to nobody.
+	if r.status == "PENDING" && r.attempts > int64(runs) {
 		var mentions []string
 		for _, a := range agents {
 			for _, line := range strings.Split(a.log(), "\n") {
@@ -426,28 +431,26 @@ func (h *chaosHarness) explainStranded(id string, r *chaosRow, run string, runBe
 				}
 			}
 		}
-		detail += ": no run of it ever began"
+		detail += ": its last claim reached no worker"
 		if len(mentions) > 0 {
-			detail += "; the agent's last lines about it: " + strings.Join(mentions[max(0, len(mentions)-3):], " | ")
-		} else {
-			detail += "; no agent logged a line about it (none dispatched it)"
+			detail += "; the agents' last lines about it: " + strings.Join(mentions[max(0, len(mentions)-2):], " | ")
 		}
-		if r.status == "PENDING" {
-			// sysdb does not repeat a dequeue whose COMMIT lost its
-			// connection (it may have landed): the agent logs "queue poll
-			// failed" without "gave up", and the claim waits for a restart.
-			n := 0
-			for _, a := range agents {
-				for _, line := range strings.Split(a.log(), "\n") {
-					if strings.Contains(line, "queue poll failed") && !strings.Contains(line, "gave up after") {
-						n++
-					}
+		// sysdb does not repeat a dequeue whose COMMIT lost its
+		// connection (it may have landed): the agent logs "queue poll
+		// failed" without "gave up", and the claim waits for a restart.
+		n := 0
+		for _, a := range agents {
+			for _, line := range strings.Split(a.log(), "\n") {
+				if strings.Contains(line, "queue poll failed") && !strings.Contains(line, "gave up after") {
+					n++
 				}
 			}
-			return "claimed by a dequeue but never handed to a worker", detail +
-				fmt.Sprintf("; the agents logged %d queue polls that failed at once, without retrying (a dequeue whose commit acknowledgement was lost is not repeated)", n)
 		}
-		return "never dequeued", detail
+		return "claimed by a dequeue but never handed to a worker", detail +
+			fmt.Sprintf("; the agents logged %d queue polls that failed at once, without retrying (a dequeue whose commit acknowledgement was lost is not repeated)", n)
+	}
+	if run == "" {
+		return "never dequeued", detail + ": no run of it ever began"
 	}
 	began := runBegan[run]
 	last := lastEvent[run]
