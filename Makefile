@@ -4,6 +4,10 @@
 GO            ?= go
 BIN           := bin
 AGENT         := $(BIN)/dbos-agent
+# How long `make fuzz` runs each fuzz target; `make fuzz-short` (part of
+# `make test`) runs each for FUZZ_SHORT_TIME.
+FUZZTIME        ?= 5m
+FUZZ_SHORT_TIME ?= 20s
 # The databases `make run` and `make test` use; scripts/ensure-postgres.sh starts
 # the server each names (installing it when missing) and creates the database.
 export DATABASE_URL ?= postgres://postgres:dbos@localhost:5432/dbos_agent_example?sslmode=disable
@@ -36,7 +40,7 @@ migrate: build postgres ## Migrate a local system database and print its schema 
 	$(AGENT) migrate --database-url '$(DATABASE_URL)'
 
 .PHONY: test
-test: postgres test-go test-python ## Run every test (Go and Python) against a real PostgreSQL
+test: postgres test-go test-python fuzz-short ## Run every test (Go, with the fault suite's short form; Python; each fuzz target 20s)
 
 .PHONY: test-go
 test-go: postgres ## The Go tests: sysdb conformance and parity, protocol, end-to-end on the real binary
@@ -45,6 +49,24 @@ test-go: postgres ## The Go tests: sysdb conformance and parity, protocol, end-t
 .PHONY: test-python
 test-python: postgres ## The Python binding's tests against the real agent
 	bash scripts/python-test.sh
+
+.PHONY: chaos
+chaos: postgres ## The fault suite, long form: 2,000 workflows through worker and agent SIGKILLs, Postgres restarts, a 2-minute outage (CHAOS_* scale it)
+	CHAOS=long $(GO) test -race -count=1 -run '^TestChaos$$' -v -timeout 60m ./e2e/
+
+.PHONY: fuzz
+fuzz: ## Run each fuzz target for FUZZTIME (default 5m; e.g. make fuzz FUZZTIME=1h)
+	@set -e; for file in $$(git grep -l '^func Fuzz' -- '*_test.go'); do \
+	  pkg=./$$(dirname $$file); \
+	  for target in $$(sed -n 's/^func \(Fuzz[A-Za-z0-9_]*\)(.*/\1/p' $$file); do \
+	    echo "fuzz $$pkg $$target for $(FUZZTIME)"; \
+	    $(GO) test -run '^$$' -fuzz "^$$target\$$" -fuzztime $(FUZZTIME) $$pkg; \
+	  done; \
+	done
+
+.PHONY: fuzz-short
+fuzz-short: ## Run each fuzz target for FUZZ_SHORT_TIME (default 20s), as `make test` does
+	@$(MAKE) --no-print-directory fuzz FUZZTIME=$(FUZZ_SHORT_TIME)
 
 .PHONY: bench
 bench: postgres ## Run the benchmarks

@@ -7,7 +7,10 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
+	"math"
 	"os"
+	"strconv"
+	"strings"
 	"testing"
 	"testing/iotest"
 
@@ -50,6 +53,9 @@ func FuzzDecodeEnvelope(f *testing.F) {
 	} {
 		f.Add(junk)
 	}
+	for _, frame := range hostileFrames(f) {
+		f.Add(frame)
+	}
 	f.Fuzz(func(t *testing.T, data []byte) {
 		env, err := DecodeEnvelope(data)
 		if err != nil {
@@ -87,6 +93,47 @@ func FuzzDecodeEnvelope(f *testing.F) {
 			t.Fatalf("encoding is not a fixed point:\n%x\n%x", first, second)
 		}
 	})
+}
+
+// hostileFrames are frame bodies of the classes of bad input a client can
+// send (issue 10): ids at the edges (0, the largest), kinds a client must
+// not send (a response, a push), a body cut off after a valid id, and
+// absurd hello fields (negative counts, NaN and infinite periods, a name
+// with a NUL, a very long name, many queues), so that the fuzzer starts
+// from each.
+func hostileFrames(f *testing.F) [][]byte {
+	enc := NewEncoder()
+	frame := func(b []byte, err error) []byte {
+		require.NoError(f, err)
+		return append([]byte(nil), b[4:]...)
+	}
+	neg, nan, inf := -1, math.NaN(), math.Inf(1)
+	many := make([]QueueRegistration, 200)
+	for i := range many {
+		many[i] = QueueRegistration{Name: "q" + strconv.Itoa(i), WorkerConcurrency: &neg}
+	}
+	hellos := []Hello{
+		{MinVersion: 1, MaxVersion: 1, Role: RoleWorker, AppName: "a\x00b", MaxConcurrency: -5},
+		{MinVersion: 1, MaxVersion: 1, Role: RoleWorker, AppName: strings.Repeat("n", 4096),
+			Queues: []QueueRegistration{{Name: "q", Concurrency: &neg, RateLimitMax: &neg, RateLimitPeriodSec: &nan, PollingIntervalSec: inf}}},
+		{MinVersion: 1, MaxVersion: 1, Role: RoleWorker, AppName: "many", Queues: many},
+		{MinVersion: 7, MaxVersion: 0, Role: "impostor"},
+	}
+	out := [][]byte{
+		frame(enc.Request(0, OpPing, Empty{})),
+		frame(enc.Request(math.MaxUint64, OpPing, Empty{})),
+		frame(enc.Response(3, Empty{})),
+		frame(enc.Push(PushRun, &Run{WorkflowID: "w", History: []Step{{FunctionID: -1}}})),
+		frame(enc.ErrorResponse(9, &Error{Code: 65535, Name: "no_such_code"})),
+		frame(enc.Request(5, OpRecordStep, &RecordStep{WorkflowID: "w", Step: Step{FunctionID: math.MinInt32}})),
+	}
+	for _, h := range hellos {
+		out = append(out, frame(enc.Request(1, OpHello, &h)))
+	}
+	for _, b := range append([][]byte(nil), out...) {
+		out = append(out, b[:len(b)*2/3]) // cut off inside the body, after the id
+	}
+	return out
 }
 
 // requestMessages is the body message of each request and push op.
@@ -152,6 +199,9 @@ func FuzzFrameReader(f *testing.F) {
 	f.Add([]byte{0x82}, append(AppendFrame(nil, bytes.Repeat([]byte("x"), 40)), 0, 0))
 	f.Add([]byte{0x05}, AppendFrame(nil, []byte("too long for five")))
 	f.Add([]byte{0xff}, []byte{0xff, 0xff, 0xff, 0xff})
+	f.Add([]byte{0x04}, AppendFrame(nil, []byte("exact")))                          // a frame exactly at the cap
+	f.Add([]byte{0x44}, append(AppendFrame(nil, []byte("exact")), 0, 0, 0, 6, 'x')) // then one over it, cut short
+	f.Add([]byte{0x80}, append(AppendFrame(nil, nil), 0, 0))                        // an empty frame, then half a header
 	f.Fuzz(func(t *testing.T, params, stream []byte) {
 		var p byte
 		if len(params) > 0 {
