@@ -298,7 +298,7 @@ func (h *chaosHarness) tally(drain *chaosPhase) chaosResult {
 	// stranded by the wave the workflow belongs to.
 
 	var b strings.Builder
-	fmt.Fprintf(&b, "fault suite, %s form: %d workflows of %d steps, %d worker processes x %d, worker SIGKILL every %s, sysdb retry window %s\n",
+	fmt.Fprintf(&b, "fault suite, %s form: %d workflows of %d steps, %d worker processes x %d, worker SIGKILL every %s, sysdb's default retry window %s (the agent retries until the database returns)\n",
 		h.s.form, len(h.seeds), h.s.steps, h.s.workers, h.s.concurrency, h.s.killEvery, sysdbRetryWindow)
 	fmt.Fprintf(&b, "ran %s; %d worker processes started; %d runs began; %d log lines unreadable\n\n",
 		time.Since(h.began).Round(time.Second), h.workers.started(), total.run, malformed)

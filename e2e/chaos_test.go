@@ -33,10 +33,15 @@ import (
 	"github.com/dbos-agent/dbos-agent/protocol"
 )
 
-// sysdbRetryWindow is sysdb's default retry window (PostgresOptions.RetryFor),
-// which the agent's serve command does not change: an outage at least this
-// long outlasts every retry.
+// sysdbRetryWindow is sysdb's library default retry window
+// (PostgresOptions.RetryFor). serve retries until the database returns
+// instead; an outage at least this long proves it no longer gives up there.
 const sysdbRetryWindow = time.Minute
+
+// The suite's agents rescue orphaned claims (a dequeue whose commit
+// acknowledgement a dropped connection lost) within seconds rather than the
+// default minute, so the suite's bounded drain sees them finish.
+var chaosAgentArgs = []string{"--rescue-interval", "1s", "--rescue-horizon", "3s"}
 
 const chaosExecutor = "chaos"
 
@@ -299,7 +304,7 @@ func (h *chaosHarness) note(kind string, pid int) {
 // startAgent starts an agent with the suite's executor id, so that a
 // restarted one recovers what the killed one owned.
 func (h *chaosHarness) startAgent() {
-	a := h.e.startAgent(agentOptions{executorID: chaosExecutor})
+	a := h.e.startAgent(agentOptions{executorID: chaosExecutor, extraArgs: chaosAgentArgs})
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	h.agent = a
