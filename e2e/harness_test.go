@@ -85,6 +85,8 @@ type agentOptions struct {
 	executorID string
 	socketName string
 	extraArgs  []string
+	// binary runs instead of agentBinary (the race-detector build).
+	binary string
 }
 
 // startAgent starts the agent and returns once its log says it listens.
@@ -100,7 +102,11 @@ func (e *env) startAgent(o agentOptions) *agentProc {
 	socket := filepath.Join(e.dir, o.socketName)
 	args := append([]string{"serve", "--database-url", e.url, "--schema", e.schema, "--socket", socket,
 		"--executor-id", o.executorID, "--poll-interval", "200ms", "--grace-period", "2s", "--log-level", "debug"}, o.extraArgs...)
-	cmd := exec.Command(agentBinary, args...)
+	binary := agentBinary
+	if o.binary != "" {
+		binary = o.binary
+	}
+	cmd := exec.Command(binary, args...)
 	stderr, err := cmd.StderrPipe()
 	require.NoError(t, err)
 	require.NoError(t, cmd.Start())

@@ -31,6 +31,8 @@ type fileConfig struct {
 	PollIntervalSec float64  `yaml:"poll_interval_sec"`
 	GracePeriodSec  float64  `yaml:"grace_period_sec"`
 	AllowedUIDs     []uint32 `yaml:"allowed_uids"`
+	// The bounds on connections, requests and frames.
+	Limits connectionLimits `yaml:",inline"`
 }
 
 // defaultSocketPath is under the user's runtime directory when there is one.
@@ -58,6 +60,7 @@ func newServeCommand() *cobra.Command {
 		sweep        time.Duration
 		schedPoll    time.Duration
 		poolSize     int32
+		limits       connectionLimits
 	)
 	cmd := &cobra.Command{
 		Use:   "serve",
@@ -86,6 +89,9 @@ func newServeCommand() *cobra.Command {
 			if grace == 0 && fc.GracePeriodSec > 0 {
 				grace = time.Duration(fc.GracePeriodSec * float64(time.Second))
 			}
+			if err := limits.resolve(fc.Limits); err != nil {
+				return err
+			}
 			log, err := newLogger(level)
 			if err != nil {
 				return err
@@ -95,13 +101,13 @@ func newServeCommand() *cobra.Command {
 				url: url, schema: schema, socket: socketPath, executorID: executor, appVersion: version,
 				pollInterval: pollInterval, grace: grace, allowedUIDs: fc.AllowedUIDs,
 				stepBatchMax: stepBatchMax, committers: committers, resultPoll: resultPoll, messagePoll: messagePoll,
-				sweep: sweep, schedPoll: schedPoll, poolSize: poolSize,
+				sweep: sweep, schedPoll: schedPoll, poolSize: poolSize, limits: limits,
 			})
 		},
 	}
 	db.register(cmd)
 	f := cmd.Flags()
-	f.StringVar(&configPath, "config", "", "YAML config file (keys: database_url, schema, socket, executor_id, application_version, log_level, poll_interval_sec, grace_period_sec, allowed_uids)")
+	f.StringVar(&configPath, "config", "", "YAML config file (keys: database_url, schema, socket, executor_id, application_version, log_level, poll_interval_sec, grace_period_sec, allowed_uids, "+limitsConfigKeys+")")
 	f.StringVar(&socket, "socket", "", "Unix socket path (env DBOS_AGENT_SOCKET; default "+defaultSocketPath()+")")
 	f.StringVar(&executorID, "executor-id", "", "executor id this agent's workflows carry (env DBOS__VMID; default local)")
 	f.StringVar(&appVersion, "app-version", "", "application version for workers that announce none (env DBOS__APPVERSION)")
@@ -115,6 +121,7 @@ func newServeCommand() *cobra.Command {
 	f.DurationVar(&schedPoll, "schedule-interval", 0, "how often schedules are re-read from the database (default 10s)")
 	f.DurationVar(&resultPoll, "result-poll-interval", 0, "how often waiters re-check outcomes written without a notification (default 1s)")
 	f.DurationVar(&messagePoll, "message-poll-interval", 0, "how often waits for messages, events and stream values re-check without a notification (default 5s)")
+	limits.register(f)
 	return cmd
 }
 
@@ -125,6 +132,7 @@ type serveOptions struct {
 	stepBatchMax, committers                    int
 	resultPoll, messagePoll, sweep, schedPoll   time.Duration
 	poolSize                                    int32
+	limits                                      connectionLimits
 }
 
 func serve(ctx context.Context, log *zap.Logger, o serveOptions) error {
@@ -147,6 +155,11 @@ func serve(ctx context.Context, log *zap.Logger, o serveOptions) error {
 		MessagePollInterval: o.messagePoll,
 		SweepInterval:       o.sweep,
 		ScheduleInterval:    o.schedPoll,
+		MaxFrameSize:        int(o.limits.MaxFrameSize),
+		MaxInFlight:         o.limits.MaxInFlight,
+		MaxRunning:          o.limits.MaxRunning,
+		MaxOutboundBytes:    int(o.limits.MaxOutbound),
+		StallTimeout:        o.limits.stallTimeout,
 		Logger:              log,
 	})
 	if err != nil {
@@ -155,7 +168,8 @@ func serve(ctx context.Context, log *zap.Logger, o serveOptions) error {
 	if err := a.Start(ctx); err != nil {
 		return err
 	}
-	srv, err := server.Listen(server.Config{SocketPath: o.socket, Agent: a, AllowedUIDs: o.allowedUIDs, Logger: log})
+	srv, err := server.Listen(server.Config{SocketPath: o.socket, Agent: a, AllowedUIDs: o.allowedUIDs, Logger: log,
+		MaxConnections: o.limits.MaxConnections, MaxConnectionsPerUID: o.limits.MaxConnectionsPerUID})
 	if err != nil {
 		a.Shutdown(context.Background())
 		if errors.Is(err, server.ErrSocketInUse) {
