@@ -4,11 +4,12 @@
 // shutdown.
 //
 // It takes protocol frames in and hands frames out (Session.HandleFrame,
-// Session.Outbound); sockets and C belong to its callers. It reaches the
+// Session.TakeOutbound); sockets and C belong to its callers. It reaches the
 // database only through sysdb.SystemDatabase and sysdb.Notifications.
 //
 // Lock order: Agent.mu, then waiters.mu. Nothing is sent to a session while
-// Agent.mu is held (sends may block on a slow peer).
+// Agent.mu is held (sends may wait for a slow peer). A session's outMu is a
+// leaf: nothing else is taken while it is held.
 package agent
 
 import (

@@ -103,6 +103,14 @@ func (c *Client) Pushes() <-chan Push { return c.pushes }
 // Done is closed when the connection ends.
 func (c *Client) Done() <-chan struct{} { return c.done }
 
+// InFlight is how many requests await their answer (abandoned ones
+// included, until it comes).
+func (c *Client) InFlight() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return len(c.pending)
+}
+
 // Close closes the connection.
 func (c *Client) Close() error {
 	return c.conn.Close()

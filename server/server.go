@@ -226,7 +226,10 @@ func (s *Server) serveConn(conn *net.UnixConn) {
 		refuse(conn, perr)
 		return
 	}
-	defer s.release(cred.Uid)
+	// The connection's place is free before its session is gone: once the
+	// agent counts one session less, another connection is admitted.
+	release := sync.OnceFunc(func() { s.release(cred.Uid) })
+	defer release()
 	session := s.cfg.Agent.NewSession(label)
 	defer session.Close()
 
@@ -238,6 +241,7 @@ func (s *Server) serveConn(conn *net.UnixConn) {
 		_ = conn.SetReadDeadline(time.Now())
 	}()
 	finish := func() {
+		release()
 		session.Close()
 		select {
 		case <-writerDone:
