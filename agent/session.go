@@ -75,8 +75,9 @@ type Session struct {
 	// outTaken is what the writer took last; it counts against the bound
 	// until the writer comes back for more (it is then written).
 	outTaken int
-	// outProgress is when the writer last came back, or when the queue last
-	// went from empty to not (a writer with nothing to write is not late).
+	// outProgress is when the writer last came back, or when a frame came
+	// to a queue with nothing in it, taken or not (a writer with nothing to
+	// write is not late).
 	outProgress time.Time
 	// outWaiters are the senders waiting for room; outRoom is closed (and
 	// replaced) to wake them.
@@ -320,8 +321,11 @@ func (s *Session) send(frame []byte, push bool) error {
 		s.outMu.Lock()
 		queued := s.outBuf.len() + s.outTaken
 		if queued == 0 || queued+len(frame) <= limit {
-			if s.outBuf.len() == 0 {
+			if queued == 0 {
+				// The writer was not late: it had nothing to write.
 				s.outProgress = time.Now()
+			}
+			if s.outBuf.len() == 0 {
 				select {
 				case s.outReady <- struct{}{}:
 				default:
