@@ -8,6 +8,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/dbos-agent/dbos-agent/client"
 	"github.com/dbos-agent/dbos-agent/protocol"
 )
 
@@ -30,11 +31,7 @@ func TestConnectionAndFrameLimitsAreConfigurable(t *testing.T) {
 
 		// Once one goes, another comes in.
 		require.NoError(t, second.conn.Close())
-		deadline := time.Now().Add(30 * time.Second)
-		for agentStats(t, first, false).Sessions != 1 {
-			require.True(t, time.Now().Before(deadline), "the closed connection's session never ended")
-			time.Sleep(20 * time.Millisecond)
-		}
+		waitForSessions(t, first, 1)
 		again := dialRaw(t, agent.socket)
 		again.hello()
 		require.Nil(t, again.request(protocol.OpPing, protocol.Empty{}).Error)
@@ -42,11 +39,7 @@ func TestConnectionAndFrameLimitsAreConfigurable(t *testing.T) {
 	})
 
 	t.Run("a frame past the configured size closes its connection", func(t *testing.T) {
-		deadline := time.Now().Add(30 * time.Second)
-		for agentStats(t, first, false).Sessions != 1 {
-			require.True(t, time.Now().Before(deadline), "the last connection's session never ended")
-			time.Sleep(20 * time.Millisecond)
-		}
+		waitForSessions(t, first, 1) // the connection limit leaves room
 		c := dialRaw(t, agent.socket)
 		c.hello()
 		var header [4]byte
@@ -60,6 +53,17 @@ func TestConnectionAndFrameLimitsAreConfigurable(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	require.NoError(t, first.Call(ctx, protocol.OpPing, protocol.Empty{}, nil))
+}
+
+// waitForSessions waits until the agent has n sessions (those of closed
+// connections end soon after; nothing signals it).
+func waitForSessions(t *testing.T, c *client.Client, n int) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for agentStats(t, c, false).Sessions != n {
+		require.True(t, time.Now().Before(deadline), "the agent never had %d sessions", n)
+		time.Sleep(20 * time.Millisecond)
+	}
 }
 
 // The Go client keeps to the max_in_flight the agent announces: a request
