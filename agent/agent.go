@@ -4,7 +4,7 @@
 // shutdown.
 //
 // It takes protocol frames in and hands frames out (Session.HandleFrame,
-// Session.Outbound); sockets and C belong to its callers. It reaches the
+// Session.TakeOutbound); sockets and C belong to its callers. It reaches the
 // database only through sysdb.SystemDatabase and sysdb.Notifications.
 //
 // Every goroutine starts through the agent's supervisor (supervisor.go),
@@ -13,8 +13,8 @@
 // Lock order (a lock may be taken while holding those before it, never
 // the reverse):
 //
-//  1. Session.helloMu, Session.inflightMu (each held only briefly, never
-//     while taking another lock)
+//  1. Session.helloMu, Session.inflightMu, Session.outMu (each held only
+//     briefly, never while taking another lock: leaves)
 //  2. Agent.mu (sessions, groups, workers, runs, claims in progress)
 //  3. waiters.mu, signals.mu, scheduler's own lock
 //  4. supervisor.mu (taken by every goroutine start and end)
@@ -51,8 +51,26 @@ type Config struct {
 	DefaultAppVersion string
 	// AgentVersion is reported in the handshake.
 	AgentVersion string
-	// MaxFrameSize is announced in the handshake; 0 = protocol default.
+	// MaxFrameSize is the largest frame body a session accepts, announced
+	// in the handshake; 0 = protocol default (16 MiB).
 	MaxFrameSize int
+	// MaxInFlight bounds the requests one session handles at once (default
+	// DefaultMaxInFlight): a peer with that many unanswered is no longer
+	// read from until one is answered. Waits (get_result, recv, ...) hold
+	// their place while they wait.
+	MaxInFlight int
+	// MaxRunning bounds the requests other than waits a session handles at
+	// once (default DefaultMaxRunning, at most MaxInFlight): they end by
+	// themselves, and each holds its reply until there is room for it.
+	MaxRunning int
+	// MaxOutboundBytes bounds the frames queued for one peer (default
+	// DefaultMaxOutboundBytes): replies wait for room, pushes may use as much
+	// again before they wait (see Session.send).
+	MaxOutboundBytes int
+	// StallTimeout is how long a peer may leave its frames unread (no
+	// progress writing to it) before its session is closed (default
+	// DefaultStallTimeout).
+	StallTimeout time.Duration
 	// PollInterval is the queue pollers' idle interval (default 1s); a
 	// local enqueue or freed capacity wakes a poller at once.
 	PollInterval time.Duration
@@ -141,6 +159,18 @@ func (c *Config) setDefaults() {
 	if c.MaxFrameSize <= 0 {
 		c.MaxFrameSize = protocol.DefaultMaxFrameSize
 	}
+	if c.MaxInFlight <= 0 {
+		c.MaxInFlight = DefaultMaxInFlight
+	}
+	if c.MaxRunning <= 0 {
+		c.MaxRunning = DefaultMaxRunning
+	}
+	if c.MaxOutboundBytes <= 0 {
+		c.MaxOutboundBytes = DefaultMaxOutboundBytes
+	}
+	if c.StallTimeout <= 0 {
+		c.StallTimeout = DefaultStallTimeout
+	}
 	if c.Logger == nil {
 		c.Logger = zap.NewNop()
 	}
@@ -169,12 +199,15 @@ type Agent struct {
 	ownerPrefix string
 	rescuer     *rescuer
 
-	draining  atomic.Bool
-	steps     *batcher[sysdb.StepRecordParams, struct{}]
-	finishes  *batcher[sysdb.WorkflowFinishParams, sysdb.WorkflowFinishResult]
-	waiters   *waiters
-	signals   *signals
-	schedules *scheduler
+	draining atomic.Bool
+	// lastFreeMemory is when stats last returned memory to the system
+	// (unix nanoseconds).
+	lastFreeMemory atomic.Int64
+	steps          *batcher[sysdb.StepRecordParams, struct{}]
+	finishes       *batcher[sysdb.WorkflowFinishParams, sysdb.WorkflowFinishResult]
+	waiters        *waiters
+	signals        *signals
+	schedules      *scheduler
 
 	mu       sync.Mutex
 	sessions map[*Session]struct{}

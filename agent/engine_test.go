@@ -53,9 +53,9 @@ func setup(t *testing.T, mods ...func(*Config)) *testBundle {
 	return &testBundle{agent: a, db: db, signals: signals}
 }
 
-// peer is an in-process connection: it feeds a session frames and reads
+// enginePeer is an in-process connection: it feeds a session frames and reads
 // what the session writes, as the socket server would.
-type peer struct {
+type enginePeer struct {
 	t       *testing.T
 	s       *Session
 	enc     *protocol.Encoder
@@ -66,9 +66,9 @@ type peer struct {
 	done    chan struct{}
 }
 
-func connect(t *testing.T, a *Agent, hello protocol.Hello) *peer {
+func connect(t *testing.T, a *Agent, hello protocol.Hello) *enginePeer {
 	t.Helper()
-	p := &peer{t: t, s: a.NewSession("test"), enc: protocol.NewEncoder(),
+	p := &enginePeer{t: t, s: a.NewSession("test"), enc: protocol.NewEncoder(),
 		replies: map[uint64]chan protocol.Envelope{}, pushes: make(chan protocol.Envelope, 64), done: make(chan struct{})}
 	go p.readLoop()
 	t.Cleanup(p.close)
@@ -78,40 +78,47 @@ func connect(t *testing.T, a *Agent, hello protocol.Hello) *peer {
 	return p
 }
 
-func (p *peer) close() {
+func (p *enginePeer) close() {
 	p.s.Close()
 	<-p.done
 }
 
-func (p *peer) readLoop() {
+// outboundReader reads a session's outbound frames as a connection's
+// writer takes them.
+type outboundReader struct{ s *Session }
+
+func (r outboundReader) Read(buf []byte) (int, error) { return r.s.TakeOutbound(buf) }
+
+func (p *enginePeer) readLoop() {
 	defer close(p.done)
+	frames := protocol.NewFrameReader(outboundReader{p.s}, 1<<30)
 	for {
-		select {
-		case frame := <-p.s.Outbound():
-			env, err := protocol.DecodeEnvelope(frame[4:])
-			if err != nil {
-				p.t.Errorf("the agent wrote a malformed frame: %v", err)
-				return
-			}
-			if env.Kind == protocol.KindPush {
-				p.pushes <- env
-				continue
-			}
-			p.mu.Lock()
-			ch := p.replies[env.ID]
-			delete(p.replies, env.ID)
-			p.mu.Unlock()
-			if ch != nil {
-				ch <- env
-			}
-		case <-p.s.Done():
+		body, err := frames.Next()
+		if err != nil {
+			return // the session closed
+		}
+		// The reader reuses its buffer; envelopes outlive this iteration.
+		env, err := protocol.DecodeEnvelope(append([]byte(nil), body...))
+		if err != nil {
+			p.t.Errorf("the agent wrote a malformed frame: %v", err)
 			return
+		}
+		if env.Kind == protocol.KindPush {
+			p.pushes <- env
+			continue
+		}
+		p.mu.Lock()
+		ch := p.replies[env.ID]
+		delete(p.replies, env.ID)
+		p.mu.Unlock()
+		if ch != nil {
+			ch <- env
 		}
 	}
 }
 
 // send issues a request and returns the channel its reply arrives on.
-func (p *peer) send(op string, body any) <-chan protocol.Envelope {
+func (p *enginePeer) send(op string, body any) <-chan protocol.Envelope {
 	p.t.Helper()
 	p.mu.Lock()
 	p.nextID++
@@ -127,7 +134,7 @@ func (p *peer) send(op string, body any) <-chan protocol.Envelope {
 }
 
 // call issues a request and decodes its successful reply into out.
-func (p *peer) call(op string, body, out any) {
+func (p *enginePeer) call(op string, body, out any) {
 	p.t.Helper()
 	env := p.await(p.send(op, body))
 	require.Nil(p.t, env.Error, "%s answered an error", op)
@@ -136,7 +143,7 @@ func (p *peer) call(op string, body, out any) {
 	}
 }
 
-func (p *peer) await(ch <-chan protocol.Envelope) protocol.Envelope {
+func (p *enginePeer) await(ch <-chan protocol.Envelope) protocol.Envelope {
 	p.t.Helper()
 	select {
 	case env := <-ch:
@@ -147,7 +154,7 @@ func (p *peer) await(ch <-chan protocol.Envelope) protocol.Envelope {
 	}
 }
 
-func (p *peer) nextRun() protocol.Run {
+func (p *enginePeer) nextRun() protocol.Run {
 	p.t.Helper()
 	select {
 	case env := <-p.pushes:
@@ -161,7 +168,7 @@ func (p *peer) nextRun() protocol.Run {
 	}
 }
 
-func (p *peer) noRunPushed() {
+func (p *enginePeer) noRunPushed() {
 	p.t.Helper()
 	select {
 	case env := <-p.pushes:
@@ -181,7 +188,7 @@ func clientHello() protocol.Hello {
 	return protocol.Hello{Role: protocol.RoleClient, AppName: "engine", AppVersion: "v1"}
 }
 
-func enqueue(t *testing.T, c *peer, id, name, queue string) {
+func enqueue(t *testing.T, c *enginePeer, id, name, queue string) {
 	t.Helper()
 	var reply protocol.StartWorkflowReply
 	c.call(protocol.OpStartWorkflow, protocol.StartWorkflow{WorkflowID: id, Name: name, Inputs: str(`[]`),

@@ -19,6 +19,7 @@ var handlers map[string]handler
 func init() {
 	handlers = map[string]handler{
 		protocol.OpPing:          handlePing,
+		protocol.OpStats:         handleStats,
 		protocol.OpStartWorkflow: handleStartWorkflow,
 		protocol.OpRecordStep:    handleRecordStep,
 		protocol.OpFinish:        handleFinish,

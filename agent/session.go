@@ -13,13 +13,30 @@ import (
 	"github.com/dbos-agent/dbos-agent/sysdb"
 )
 
-// outboundQueue is how many frames may wait for a slow peer before sends
-// block.
-const outboundQueue = 1024
-
-// sendTimeout is how long a frame may wait for a peer that does not read;
-// past it the session is closed rather than stall the agent.
-const sendTimeout = 30 * time.Second
+// The defaults of the per-session bounds (Config). Together they cap what one
+// peer that sends requests and never reads its replies can make the agent
+// hold: DefaultMaxRunning replies made and waiting for room (and up to
+// DefaultMaxInFlight parked waits), and DefaultMaxOutboundBytes of frames
+// (twice that with pushes) queued for it, until DefaultStallTimeout without
+// progress closes the session.
+const (
+	// DefaultMaxInFlight is high enough for a process with a thousand
+	// workflows each in a wait (a wait holds its place) and low enough that
+	// a flood of waits parks a few MiB of goroutines.
+	DefaultMaxInFlight = 1024
+	// DefaultMaxRunning bounds the requests other than waits: they end by
+	// themselves, but each holds its reply until there is room for it, and
+	// a reply (list_workflows) can be large. 128 keeps a connection's step
+	// checkpoints batching well.
+	DefaultMaxRunning = 128
+	// DefaultMaxOutboundBytes is one maximum-size frame: a peer that leaves
+	// that much unread is not keeping up, and a larger frame still goes
+	// out, alone.
+	DefaultMaxOutboundBytes = 16 << 20
+	// DefaultStallTimeout is how long a peer may read nothing of what it is
+	// sent before its session is closed.
+	DefaultStallTimeout = 30 * time.Second
+)
 
 // ErrSessionClosed is returned for sends on a closed session.
 var ErrSessionClosed = errors.New("session closed")
@@ -31,11 +48,48 @@ type Session struct {
 	id    string
 	log   *zap.Logger
 
-	out       chan []byte
 	done      chan struct{}
 	closeOnce sync.Once
 	ctx       context.Context
 	cancel    context.CancelFunc
+
+	// slots bounds the requests being handled (Config.MaxInFlight): the
+	// read loop takes one before it dispatches a request, so a peer at the
+	// bound is no longer read from.
+	slots chan struct{}
+	// running bounds the requests other than waits among them
+	// (Config.MaxRunning). Those end without the peer's help, so the read
+	// loop may wait for one whatever the peer does next; a wait may need
+	// a later request of the peer (a send), so only the larger bound,
+	// which bindings respect, holds waits.
+	running chan struct{}
+	// throttled is closed the first time the peer reaches the bound (it is
+	// logged then, once).
+	throttled    chan struct{}
+	throttleOnce sync.Once
+
+	// The outbound queue: frames back to back, with their length prefixes,
+	// bounded in bytes (see send). TakeOutbound copies them out.
+	outMu  sync.Mutex
+	outBuf byteQueue
+	// outTaken is what the writer took last; it counts against the bound
+	// until the writer comes back for more (it is then written).
+	outTaken int
+	// outProgress is when the writer last came back, or when a frame came
+	// to a queue with nothing in it, taken or not (a writer with nothing to
+	// write is not late).
+	outProgress time.Time
+	// outWaiters are the senders waiting for room; outRoom is closed (and
+	// replaced) to wake them.
+	outWaiters int
+	outRoom    chan struct{}
+	// outReady wakes the writer when the queue goes from empty to not.
+	outReady chan struct{}
+	// outFull is closed the first time a frame waits for room (it is
+	// logged then, once).
+	outFull     chan struct{}
+	outFullOnce sync.Once
+	stallOnce   sync.Once
 
 	// Set by the handshake, read-only afterwards.
 	helloMu sync.Mutex
@@ -115,10 +169,17 @@ func (a *Agent) NewSession(label string) *Session {
 	s := &Session{
 		agent:  a,
 		id:     newToken(),
-		out:    make(chan []byte, outboundQueue),
 		done:   make(chan struct{}),
 		ctx:    ctx,
 		cancel: cancel,
+
+		slots:       make(chan struct{}, a.cfg.MaxInFlight),
+		running:     make(chan struct{}, min(a.cfg.MaxRunning, a.cfg.MaxInFlight)),
+		throttled:   make(chan struct{}),
+		outRoom:     make(chan struct{}),
+		outReady:    make(chan struct{}, 1),
+		outFull:     make(chan struct{}),
+		outProgress: time.Now(),
 
 		inflight: map[uint64]*inflightRequest{},
 	}
@@ -130,16 +191,52 @@ func (a *Agent) NewSession(label string) *Session {
 	return s
 }
 
-// Outbound yields the frames to write to the peer, each with its length
-// prefix. It is never closed: writers stop at Done (after writing what is
-// still queued, if they can).
-func (s *Session) Outbound() <-chan []byte { return s.out }
+// TakeOutbound copies frames queued for the peer into buf (whole frames
+// with their length prefixes, a frame larger than buf in parts), waiting
+// until there are some. Coming back for more says the previous bytes were
+// written: until then they count against the session's bound. After the
+// session closes it returns what is still queued, then ErrSessionClosed.
+// One writer calls it at a time.
+func (s *Session) TakeOutbound(buf []byte) (int, error) {
+	for {
+		s.outMu.Lock()
+		freed := s.outTaken > 0
+		s.outTaken = 0
+		n := s.outBuf.read(buf)
+		s.outTaken = n
+		if freed || n > 0 {
+			s.outProgress = time.Now()
+			if s.outWaiters > 0 {
+				close(s.outRoom)
+				s.outRoom = make(chan struct{})
+			}
+		}
+		s.outMu.Unlock()
+		if n > 0 {
+			return n, nil
+		}
+		select {
+		case <-s.done:
+			s.outMu.Lock()
+			empty := s.outBuf.len() == 0
+			s.outMu.Unlock()
+			if empty {
+				return 0, ErrSessionClosed
+			}
+		case <-s.outReady:
+		}
+	}
+}
 
 // Done is closed when the session closes.
 func (s *Session) Done() <-chan struct{} { return s.done }
 
 // MaxFrameSize is the largest frame the session accepts.
 func (s *Session) MaxFrameSize() int { return s.agent.cfg.MaxFrameSize }
+
+// StallTimeout is how long a write to the peer may make no progress before
+// the transport closes the session.
+func (s *Session) StallTimeout() time.Duration { return s.agent.cfg.StallTimeout }
 
 // Close ends the session: in-flight requests are abandoned and the runs of
 // a worker go back to their queues for another worker. Idempotent.
@@ -218,24 +315,88 @@ func (s *Session) handshaken() (*protocol.Hello, groupKey) {
 	return s.hello, s.group
 }
 
-// send queues a frame (copied) for the peer.
-func (s *Session) send(frame []byte) error {
-	buf := make([]byte, len(frame))
-	copy(buf, frame)
-	select {
-	case <-s.done:
-		return ErrSessionClosed
-	default:
+// send queues a frame (copied) for the peer. The queue is bounded in bytes
+// (Config.MaxOutboundBytes), whatever the frames' number, since a
+// list_workflows reply can be large. A frame always goes into an empty
+// queue (so one larger than the bound goes, alone); otherwise it waits for
+// room, and if the writer makes no progress for the stall timeout
+// meanwhile, the session closes and the frame is not sent (a worker's close
+// hands its runs back to their queues, a pushed one included: nothing is
+// dropped silently).
+//
+// A reply waits while the queue holds the bound: its request keeps its place
+// meanwhile, so a peer that does not read is soon no longer read from
+// either. A push (run, cancel) comes from the engine, a queue's dispatch or a
+// cancellation, which should not wait for one slow peer: it may take as much
+// room again before it waits. A worker that reads keeps up with a burst of
+// dispatches within that; one that does not holds its queue's dispatch up
+// for at most the stall timeout, then is disconnected.
+func (s *Session) send(frame []byte, push bool) error {
+	limit := s.agent.cfg.MaxOutboundBytes
+	if push {
+		limit *= 2
 	}
-	select {
-	case s.out <- buf:
-		return nil
-	case <-s.done:
-		return ErrSessionClosed
-	case <-time.After(sendTimeout):
-		s.log.Warn("peer does not read its frames; closing the session")
-		s.agent.sup.goFn("session close", s.Close)
-		return ErrSessionClosed
+	var timer *time.Timer
+	defer func() {
+		if timer != nil {
+			timer.Stop()
+		}
+	}()
+	for {
+		select {
+		case <-s.done:
+			return ErrSessionClosed
+		default:
+		}
+		s.outMu.Lock()
+		queued := s.outBuf.len() + s.outTaken
+		if queued == 0 || queued+len(frame) <= limit {
+			if queued == 0 {
+				// The writer was not late: it had nothing to write.
+				s.outProgress = time.Now()
+			}
+			if s.outBuf.len() == 0 {
+				select {
+				case s.outReady <- struct{}{}:
+				default:
+				}
+			}
+			s.outBuf.write(frame)
+			s.outMu.Unlock()
+			return nil
+		}
+		wait := s.agent.cfg.StallTimeout - time.Since(s.outProgress)
+		if wait <= 0 {
+			s.outMu.Unlock()
+			// Every sender waiting finds this at once: one says it.
+			s.stallOnce.Do(func() {
+				s.log.Warn("peer does not read what it is sent; closing the session",
+					zap.Int("queued_bytes", queued), zap.Duration("stall_timeout", s.agent.cfg.StallTimeout))
+				s.agent.sup.goFn("session close", s.Close)
+			})
+			return ErrSessionClosed
+		}
+		s.outWaiters++
+		room := s.outRoom
+		s.outMu.Unlock()
+		s.outFullOnce.Do(func() {
+			s.log.Debug("peer does not keep up with what it is sent; frames wait for room",
+				zap.Int("queued_bytes", queued), zap.Int("max_outbound_bytes", s.agent.cfg.MaxOutboundBytes))
+			close(s.outFull)
+		})
+		if timer == nil {
+			timer = time.NewTimer(wait)
+		} else {
+			timer.Reset(wait)
+		}
+		select {
+		case <-room:
+		case <-s.done:
+		case <-timer.C: // the loop checks the writer's progress again
+		}
+		s.outMu.Lock()
+		s.outWaiters--
+		s.outMu.Unlock()
 	}
 }
 
@@ -246,7 +407,7 @@ func (s *Session) push(op string, body any) error {
 	if err != nil {
 		return err
 	}
-	return s.send(frame)
+	return s.send(frame, true)
 }
 
 func (s *Session) reply(id uint64, body any, perr *protocol.Error) {
@@ -266,7 +427,7 @@ func (s *Session) reply(id uint64, body any, perr *protocol.Error) {
 		s.log.Error("could not encode a reply", zap.Error(err))
 		frame, _ = enc.ErrorResponse(id, protocol.Errorf(protocol.CodeInternal, "could not encode the reply"))
 	}
-	_ = s.send(frame)
+	_ = s.send(frame, false)
 }
 
 // HandleFrame processes one frame body from the peer. The frame may be
@@ -320,19 +481,41 @@ func (s *Session) HandleFrame(frame []byte) error {
 		s.reply(env.ID, nil, protocol.Errorf(protocol.CodeUnknownOp, "unknown op %q", env.Op))
 		return nil
 	}
+	// Requests run concurrently, at most MaxInFlight of them, and of those
+	// at most MaxRunning that are not waits: at a bound this waits, and so
+	// does the reading of this peer's frames, until a reply is queued.
+	// Only waits can be cancelled, so only they pay for a context of their
+	// own (a step checkpoint does not).
+	wait := cancellableOps[env.Op]
+	if !wait {
+		if err := s.acquire(s.running); err != nil {
+			return err
+		}
+	}
+	if err := s.acquire(s.slots); err != nil {
+		if !wait {
+			<-s.running
+		}
+		return err
+	}
+	release := func() {
+		<-s.slots
+		if !wait {
+			<-s.running
+		}
+	}
 	select {
 	case <-s.done:
+		release()
 		return ErrSessionClosed
 	default:
 	}
-	// Requests run concurrently: many may be in flight on one connection.
-	// Only waits can be cancelled, so only they pay for a context of their
-	// own (a step checkpoint does not).
 	var req *inflightRequest
-	if cancellableOps[env.Op] {
+	if wait {
 		req = s.track(env.ID)
 	}
 	started := s.agent.sup.goFn("request", func() {
+		defer release()
 		if req != nil {
 			defer s.untrack(env.ID, req)
 		}
@@ -355,8 +538,29 @@ func (s *Session) HandleFrame(frame []byte) error {
 			s.untrack(env.ID, req)
 		}
 		s.reply(env.ID, nil, protocol.Errorf(protocol.CodeShuttingDown, "the agent is shutting down"))
+		release()
 	}
 	return nil
+}
+
+// acquire takes a place in sem, waiting for one while the session is open.
+func (s *Session) acquire(sem chan struct{}) error {
+	select {
+	case sem <- struct{}{}:
+		return nil
+	default:
+	}
+	s.throttleOnce.Do(func() {
+		s.log.Debug("peer has the most requests in flight; reading from it waits for replies",
+			zap.Int("max_in_flight", cap(s.slots)), zap.Int("max_running", cap(s.running)))
+		close(s.throttled)
+	})
+	select {
+	case sem <- struct{}{}:
+		return nil
+	case <-s.done:
+		return ErrSessionClosed
+	}
 }
 
 func (s *Session) handleHello(env protocol.Envelope) error {
@@ -446,6 +650,7 @@ func (s *Session) handleHello(env protocol.Envelope) error {
 		SessionID:    s.id,
 		ExecutorID:   a.cfg.ExecutorID,
 		AppVersion:   h.AppVersion,
+		MaxInFlight:  uint32(a.cfg.MaxInFlight),
 	}, nil)
 	return nil
 }

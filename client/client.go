@@ -36,11 +36,23 @@ type Client struct {
 
 	mu      sync.Mutex
 	nextID  uint64
-	pending map[uint64]chan protocol.Envelope
+	pending map[uint64]*pendingRequest
 	err     error
+	// slots bounds the requests in flight to the agent's max_in_flight
+	// (nil before the handshake, or when the agent announces none). A
+	// request abandoned by its caller keeps its slot until its answer
+	// comes: the agent holds it until then, and a request past its bound
+	// would stop the agent reading this connection, the cancel_request
+	// behind it too.
+	slots chan struct{}
 
 	pushes chan Push
 	done   chan struct{}
+}
+
+type pendingRequest struct {
+	ch   chan protocol.Envelope
+	slot bool // holds one of slots
 }
 
 // ErrClosed is returned for requests on a closed client.
@@ -94,7 +106,7 @@ func Dial(ctx context.Context, socketPath string, hello protocol.Hello, opts ...
 		conn:    conn,
 		enc:     protocol.NewEncoder(),
 		w:       bufio.NewWriter(conn),
-		pending: map[uint64]chan protocol.Envelope{},
+		pending: map[uint64]*pendingRequest{},
 		pushes:  make(chan Push, 4096),
 		done:    make(chan struct{}),
 	}
@@ -114,6 +126,11 @@ func Dial(ctx context.Context, socketPath string, hello protocol.Hello, opts ...
 	if err := c.Call(ctx, protocol.OpHello, &hello, &c.Hello); err != nil {
 		c.Close()
 		return nil, err
+	}
+	if n := c.Hello.MaxInFlight; n > 0 {
+		c.mu.Lock()
+		c.slots = make(chan struct{}, n)
+		c.mu.Unlock()
 	}
 	return c, nil
 }
@@ -137,6 +154,14 @@ func (c *Client) Pushes() <-chan Push { return c.pushes }
 
 // Done is closed when the connection ends.
 func (c *Client) Done() <-chan struct{} { return c.done }
+
+// InFlight is how many requests await their answer (abandoned ones
+// included, until it comes).
+func (c *Client) InFlight() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return len(c.pending)
+}
 
 // Close closes the connection.
 func (c *Client) Close() error {
@@ -170,22 +195,34 @@ func (c *Client) SendRaw(b []byte) error {
 }
 
 func (c *Client) roundTrip(ctx context.Context, op string, req any) (protocol.Envelope, error) {
-	ch := make(chan protocol.Envelope, 1)
+	c.mu.Lock()
+	slots := c.slots
+	c.mu.Unlock()
+	// cancel_request takes no slot: the agent handles it as it reads it.
+	slot := slots != nil && op != protocol.OpCancelRequest
+	if slot {
+		select {
+		case slots <- struct{}{}:
+		case <-ctx.Done():
+			return protocol.Envelope{}, ctx.Err()
+		case <-c.done:
+			return protocol.Envelope{}, c.closedErr()
+		}
+	}
+	p := &pendingRequest{ch: make(chan protocol.Envelope, 1), slot: slot}
 	c.mu.Lock()
 	if c.err != nil {
 		err := c.err
 		c.mu.Unlock()
+		if slot {
+			<-slots
+		}
 		return protocol.Envelope{}, err
 	}
 	c.nextID++
 	id := c.nextID
-	c.pending[id] = ch
+	c.pending[id] = p
 	c.mu.Unlock()
-	defer func() {
-		c.mu.Lock()
-		delete(c.pending, id)
-		c.mu.Unlock()
-	}()
 
 	c.writeMu.Lock()
 	frame, err := c.enc.Request(id, op, req)
@@ -197,21 +234,34 @@ func (c *Client) roundTrip(ctx context.Context, op string, req any) (protocol.En
 	}
 	c.writeMu.Unlock()
 	if err != nil {
+		c.forget(id)
 		return protocol.Envelope{}, fmt.Errorf("send %s: %w", op, err)
 	}
 	select {
-	case env, ok := <-ch:
+	case env, ok := <-p.ch:
 		if !ok {
 			return protocol.Envelope{}, c.closedErr()
 		}
 		return env, nil
 	case <-ctx.Done():
+		// The answer, when it comes, is dropped (and frees the slot).
 		if op != protocol.OpCancelRequest {
 			// The agent need not keep waiting for an answer nobody reads.
 			go c.cancelRequest(id)
 		}
 		return protocol.Envelope{}, ctx.Err()
 	}
+}
+
+// forget drops a pending request, freeing its slot.
+func (c *Client) forget(id uint64) {
+	c.mu.Lock()
+	p := c.pending[id]
+	delete(c.pending, id)
+	if p != nil && p.slot {
+		<-c.slots
+	}
+	c.mu.Unlock()
 }
 
 // cancelRequest tells the agent a request was abandoned. Best effort: its
@@ -251,10 +301,11 @@ func (c *Client) readLoop() {
 		switch env.Kind {
 		case protocol.KindResponse:
 			c.mu.Lock()
-			ch := c.pending[env.ID]
+			p := c.pending[env.ID]
 			c.mu.Unlock()
-			if ch != nil {
-				ch <- env
+			if p != nil {
+				p.ch <- env // buffered: one answer per request
+				c.forget(env.ID)
 			} else if env.ID == 0 && env.Error != nil {
 				// A connection-level error (before the connection closes).
 				c.mu.Lock()
@@ -269,9 +320,12 @@ func (c *Client) readLoop() {
 	if c.err == nil {
 		c.err = fmt.Errorf("%w: %v", ErrClosed, readErr)
 	}
-	for id, ch := range c.pending {
-		close(ch)
+	for id, p := range c.pending {
+		close(p.ch)
 		delete(c.pending, id)
+		if p.slot {
+			<-c.slots
+		}
 	}
 	c.mu.Unlock()
 }

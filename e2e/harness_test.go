@@ -100,6 +100,8 @@ type agentOptions struct {
 	// defaultSocket, when set, is where the agent is expected to listen
 	// when given no --socket.
 	defaultSocket string
+	// binary runs instead of agentBinary (the race-detector build).
+	binary string
 }
 
 // startAgent starts the agent and returns once its log says it listens.
@@ -124,7 +126,11 @@ func (e *env) startAgent(o agentOptions) *agentProc {
 	}
 	args = append(append(args, "--executor-id", o.executorID, "--poll-interval", "200ms", "--grace-period", "2s",
 		"--log-level", "debug"), o.extraArgs...)
-	cmd := exec.Command(agentBinary, args...)
+	binary := agentBinary
+	if o.binary != "" {
+		binary = o.binary
+	}
+	cmd := exec.Command(binary, args...)
 	cmd.Env = append(os.Environ(), o.env...)
 	stderr, err := cmd.StderrPipe()
 	require.NoError(t, err)

@@ -11,18 +11,19 @@ type Code uint16
 // against that file, so the three cannot drift.
 const (
 	// Transport and request errors (1xx): the request was not understood.
-	CodeInternal         Code = 100 // the agent failed; the request may be retried
-	CodeMalformedFrame   Code = 101 // not valid msgpack or not a protocol envelope
-	CodeFrameTooLarge    Code = 102 // frame larger than the agreed maximum; the connection closes
-	CodeUnknownOp        Code = 103 // op not known to this protocol version
-	CodeInvalidArgument  Code = 104 // a field is missing, of the wrong type or out of range
-	CodeVersionMismatch  Code = 105 // no protocol version in common; the connection closes
-	CodeHandshakeNeeded  Code = 106 // a request came before hello, or hello came twice
-	CodeShuttingDown     Code = 107 // the agent is draining and takes no new work
-	CodeDatabaseDown     Code = 108 // the system database is unreachable; retry later
-	CodeNotRegistered    Code = 109 // no connected worker of the application can run that workflow
-	CodePermissionDenied Code = 110 // the peer may not use this agent
-	CodeRequestCancelled Code = 111 // the peer cancelled the request (cancel_request)
+	CodeInternal          Code = 100 // the agent failed; the request may be retried
+	CodeMalformedFrame    Code = 101 // not valid msgpack or not a protocol envelope
+	CodeFrameTooLarge     Code = 102 // frame larger than the agreed maximum; the connection closes
+	CodeUnknownOp         Code = 103 // op not known to this protocol version
+	CodeInvalidArgument   Code = 104 // a field is missing, of the wrong type or out of range
+	CodeVersionMismatch   Code = 105 // no protocol version in common; the connection closes
+	CodeHandshakeNeeded   Code = 106 // a request came before hello, or hello came twice
+	CodeShuttingDown      Code = 107 // the agent is draining and takes no new work
+	CodeDatabaseDown      Code = 108 // the system database is unreachable; retry later
+	CodeNotRegistered     Code = 109 // no connected worker of the application can run that workflow
+	CodePermissionDenied  Code = 110 // the peer may not use this agent
+	CodeRequestCancelled  Code = 111 // the peer cancelled the request (cancel_request)
+	CodeResourceExhausted Code = 112 // a limit of the agent was reached (connections); retry later
 
 	// Workflow errors (2xx): the request was understood and refused.
 	CodeWorkflowNotFound   Code = 200 // no workflow with that id
@@ -67,6 +68,7 @@ var Catalog = []CodeInfo{
 	{CodeNotRegistered, "not_registered", "DBOSWorkflowFunctionNotFoundError", false, false, "no connected worker of the application can run that workflow"},
 	{CodePermissionDenied, "permission_denied", "", false, true, "the peer may not use this agent"},
 	{CodeRequestCancelled, "request_cancelled", "", false, false, "the peer cancelled the request"},
+	{CodeResourceExhausted, "resource_exhausted", "", true, true, "a limit of the agent was reached (its connections, or one user's); retry later"},
 	{CodeWorkflowNotFound, "workflow_not_found", "DBOSNonExistentWorkflowError", false, false, "no workflow with that id"},
 	{CodeWorkflowConflict, "workflow_conflict", "DBOSConflictingWorkflowError", false, false, "the id is taken by a workflow of another name, class, config or queue"},
 	{CodeDeduplicated, "deduplicated", "DBOSQueueDeduplicatedError", false, false, "the queue already has an active workflow with that deduplication id"},

@@ -66,6 +66,8 @@ var messageTypes = map[string]func() any{
 	"Hello":              func() any { return new(Hello) },
 	"HelloReply":         func() any { return new(HelloReply) },
 	"Empty":              func() any { return new(Empty) },
+	"Stats":              func() any { return new(Stats) },
+	"StatsReply":         func() any { return new(StatsReply) },
 	"StartWorkflow":      func() any { return new(StartWorkflow) },
 	"StartWorkflowReply": func() any { return new(StartWorkflowReply) },
 	"RecordStep":         func() any { return new(RecordStep) },
@@ -186,15 +188,22 @@ func vectorDefs() []vectorDef {
 			}},
 		{name: "hello_client", description: "A client (no workflow code) opens its connection with the fewest fields.",
 			kind: KindRequest, id: 1, op: OpHello, message: "Hello", body: &Hello{MinVersion: 1, MaxVersion: 1, Role: RoleClient, AppName: "shop"}},
-		{name: "hello_reply", description: "The agent accepts the connection: version 1, its frame cap, the session and executor ids.",
+		{name: "hello_reply", description: "The agent accepts the connection: version 1, its frame cap, the session and executor ids, and how many requests it handles at once.",
 			kind: KindResponse, id: 1, replyTo: OpHello, message: "HelloReply", body: &HelloReply{
 				Version: 1, AgentVersion: "0.1.0", MaxFrameSize: DefaultMaxFrameSize, SessionID: exampleSession,
-				ExecutorID: "local", AppVersion: "v1",
+				ExecutorID: "local", AppVersion: "v1", MaxInFlight: 1024,
 			}},
 		{name: "ping", description: "A liveness check; the body is an empty map.",
 			kind: KindRequest, id: 2, op: OpPing, message: "Empty", body: Empty{}},
 		{name: "ping_reply", description: "The answer to ping: an empty map.",
 			kind: KindResponse, id: 2, replyTo: OpPing, message: "Empty", body: Empty{}},
+		{name: "stats", description: "Ask for the agent's runtime figures after a collection.",
+			kind: KindRequest, id: 2, op: OpStats, message: "Stats", body: &Stats{FreeMemory: true}},
+		{name: "stats_reply", description: "The agent's goroutines, sessions and memory; this request ran the collection.",
+			kind: KindResponse, id: 2, replyTo: OpStats, message: "StatsReply", body: &StatsReply{
+				Goroutines: 42, Sessions: 3, HeapAllocBytes: 4 << 20, HeapSysBytes: 12 << 20, HeapReleasedBytes: 6 << 20,
+				SysBytes: 24 << 20, NumGC: 17, MemoryFreed: true,
+			}},
 
 		// Starting workflows.
 		{name: "start_workflow_queued", description: "Enqueue \"checkout\" on the queue \"orders\" with a priority, a deduplication id and a timeout.",
@@ -890,7 +899,7 @@ func TestGoldenVectorsCoverEveryOpAndPush(t *testing.T) {
 			replies[d.replyTo] = true
 		}
 	}
-	for _, op := range []string{OpHello, OpPing, OpStartWorkflow, OpRecordStep, OpFinish, OpGetResult,
+	for _, op := range []string{OpHello, OpPing, OpStats, OpStartWorkflow, OpRecordStep, OpFinish, OpGetResult,
 		OpGetWorkflow, OpListWorkflows, OpListSteps, OpCancel, OpResume,
 		OpRegisterQueues, OpDebounceWorkflow, OpSetWorkflowDelay, OpGetQueue, OpListQueues,
 		OpCreateSchedule, OpGetSchedule, OpListSchedules, OpPauseSchedule, OpResumeSchedule, OpDeleteSchedule,

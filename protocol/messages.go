@@ -22,6 +22,7 @@ const (
 const (
 	OpHello         = "hello"
 	OpPing          = "ping"
+	OpStats         = "stats"
 	OpStartWorkflow = "start_workflow"
 	OpRecordStep    = "record_step"
 	OpFinish        = "finish"
@@ -122,6 +123,11 @@ type HelloReply struct {
 	SessionID    string `msgpack:"session_id"`
 	ExecutorID   string `msgpack:"executor_id"`
 	AppVersion   string `msgpack:"app_version"`
+	// MaxInFlight is how many requests the agent handles at once on this
+	// connection; past it the agent stops reading the connection until one
+	// is answered. A binding keeps at most this many unanswered requests
+	// (cancel_request aside) and waits for a reply before sending more.
+	MaxInFlight uint32 `msgpack:"max_in_flight"`
 }
 
 // StartWorkflow creates a workflow (idempotent on its id).
@@ -340,6 +346,33 @@ type CancelPush struct {
 
 // Empty is the body of replies that carry nothing.
 type Empty struct{}
+
+// Stats asks for the agent's runtime figures (debugging, and the tests that
+// check that what a connection held is released when it closes).
+type Stats struct {
+	// FreeMemory collects garbage (twice, so that pooled buffers go too)
+	// and returns freed memory to the operating system first (at most once
+	// a second; MemoryFreed says whether it ran).
+	FreeMemory bool `msgpack:"free_memory,omitempty"`
+}
+
+// StatsReply is the agent's runtime figures.
+type StatsReply struct {
+	// Goroutines is the agent process's goroutine count.
+	Goroutines int `msgpack:"goroutines"`
+	// Sessions is the connections with a session, this one included.
+	Sessions int `msgpack:"sessions"`
+	// HeapAllocBytes is the bytes of live (and not yet collected) heap
+	// objects; HeapSysBytes the heap memory obtained from the system, of
+	// which HeapReleasedBytes has been returned to it; SysBytes all memory
+	// obtained from the system (Go's runtime.MemStats).
+	HeapAllocBytes    uint64 `msgpack:"heap_alloc_bytes"`
+	HeapSysBytes      uint64 `msgpack:"heap_sys_bytes"`
+	HeapReleasedBytes uint64 `msgpack:"heap_released_bytes"`
+	SysBytes          uint64 `msgpack:"sys_bytes"`
+	NumGC             uint32 `msgpack:"num_gc"`
+	MemoryFreed       bool   `msgpack:"memory_freed"`
+}
 
 // RegisterQueues adds queues a worker serves after its hello (DBOS Python
 // declares queues after launch).

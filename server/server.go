@@ -29,8 +29,27 @@ type Config struct {
 	Agent      *agent.Agent
 	// AllowedUIDs may connect besides the agent's own user and root.
 	AllowedUIDs []uint32
-	Logger      *zap.Logger
+	// MaxConnections bounds the sessions served at once (default
+	// DefaultMaxConnections); MaxConnectionsPerUID those of one user
+	// (default: MaxConnections, i.e. no bound of its own). A connection
+	// past either is refused with resource_exhausted.
+	MaxConnections       int
+	MaxConnectionsPerUID int
+	Logger               *zap.Logger
 }
+
+// DefaultMaxConnections is far more processes than one host runs against
+// one agent, and few enough that each can hold its per-session bounds.
+const DefaultMaxConnections = 1024
+
+const (
+	// writeChunk is the most written to a peer in one call: a peer must
+	// take that much every stall timeout to be making progress.
+	writeChunk = 64 << 10
+	// drainTimeout is how long the frames queued before a session closed
+	// (the reply that made it close, for instance) may take to go out.
+	drainTimeout = time.Second
+)
 
 // Server accepts connections on a Unix socket.
 type Server struct {
@@ -42,6 +61,13 @@ type Server struct {
 	conns    map[net.Conn]struct{}
 	closed   bool
 	allowUID map[uint32]bool
+	// sessions counts the connections being served, all and by uid
+	// (guarded by mu); refused counts those refused since the last log of
+	// a refusal, which is at most one a second.
+	sessions      int
+	sessionsByUID map[uint32]int
+	refused       int
+	refusedLogged time.Time
 }
 
 // ErrSocketInUse says another live process listens on the socket path.
@@ -87,7 +113,14 @@ func Listen(cfg Config) (*Server, error) {
 	for _, u := range cfg.AllowedUIDs {
 		allow[u] = true
 	}
-	return &Server{cfg: cfg, ln: ln, log: cfg.Logger, conns: map[net.Conn]struct{}{}, allowUID: allow}, nil
+	if cfg.MaxConnections <= 0 {
+		cfg.MaxConnections = DefaultMaxConnections
+	}
+	if cfg.MaxConnectionsPerUID <= 0 || cfg.MaxConnectionsPerUID > cfg.MaxConnections {
+		cfg.MaxConnectionsPerUID = cfg.MaxConnections
+	}
+	return &Server{cfg: cfg, ln: ln, log: cfg.Logger, conns: map[net.Conn]struct{}{}, allowUID: allow,
+		sessionsByUID: map[uint32]int{}}, nil
 }
 
 // Addr is the socket path.
@@ -95,6 +128,7 @@ func (s *Server) Addr() string { return s.cfg.SocketPath }
 
 // Serve accepts connections until Close.
 func (s *Server) Serve() error {
+	var backoff time.Duration
 	for {
 		conn, err := s.ln.AcceptUnix()
 		if err != nil {
@@ -108,8 +142,18 @@ func (s *Server) Serve() error {
 			if errors.As(err, &ne) && ne.Timeout() {
 				continue
 			}
+			if acceptRetryable(err) {
+				// Out of file descriptors, or a peer gone before its
+				// accept: the listener is fine, and connections that close
+				// free what the next accept needs.
+				backoff = min(max(2*backoff, 5*time.Millisecond), time.Second)
+				s.log.Warn("accept failed; retrying", zap.Error(err), zap.Duration("retry_in", backoff))
+				time.Sleep(backoff)
+				continue
+			}
 			return fmt.Errorf("accept: %w", err)
 		}
+		backoff = 0
 		s.mu.Lock()
 		if s.closed {
 			s.mu.Unlock()
@@ -127,6 +171,11 @@ func (s *Server) Serve() error {
 			s.mu.Unlock()
 		}()
 	}
+}
+
+func acceptRetryable(err error) bool {
+	return errors.Is(err, syscall.EMFILE) || errors.Is(err, syscall.ENFILE) ||
+		errors.Is(err, syscall.ENOBUFS) || errors.Is(err, syscall.ENOMEM) || errors.Is(err, syscall.ECONNABORTED)
 }
 
 // Close stops accepting, closes every connection and removes the socket.
@@ -155,19 +204,37 @@ func (s *Server) serveConn(conn *net.UnixConn) {
 	label := "pid " + strconv.Itoa(int(cred.Pid))
 	if !s.allowUID[cred.Uid] {
 		s.log.Warn("refusing a peer of another user", zap.Uint32("uid", cred.Uid), zap.Int32("pid", cred.Pid))
-		enc := protocol.NewEncoder()
-		frame, _ := enc.ErrorResponse(0, protocol.Errorf(protocol.CodePermissionDenied, "uid %d may not use this agent", cred.Uid))
-		_, _ = conn.Write(frame)
+		refuse(conn, protocol.Errorf(protocol.CodePermissionDenied, "uid %d may not use this agent", cred.Uid))
 		return
 	}
+	if perr := s.admit(cred); perr != nil {
+		refuse(conn, perr)
+		return
+	}
+	// The connection's place is free before its session is gone: once the
+	// agent counts one session less, another connection is admitted.
+	release := sync.OnceFunc(func() { s.release(cred.Uid) })
+	defer release()
 	session := s.cfg.Agent.NewSession(label)
 	defer session.Close()
 
 	writerDone := make(chan struct{})
 	go func() {
 		defer close(writerDone)
-		writeLoop(conn, session)
+		s.writeLoop(conn, session, label)
+		// The session is over: a read waiting for the peer ends too.
+		_ = conn.SetReadDeadline(time.Now())
 	}()
+	finish := func() {
+		release()
+		session.Close()
+		select {
+		case <-writerDone:
+		case <-time.After(2 * drainTimeout):
+			conn.Close() // ends a write still waiting for the peer
+			<-writerDone
+		}
+	}
 
 	reader := protocol.NewFrameReader(bufio.NewReaderSize(conn, 64<<10), session.MaxFrameSize())
 	for {
@@ -176,73 +243,107 @@ func (s *Server) serveConn(conn *net.UnixConn) {
 			switch {
 			case errors.Is(err, protocol.ErrFrameTooLarge):
 				// The stream cannot be resynchronised: say why, then close.
-				enc := protocol.NewEncoder()
-				f, _ := enc.ErrorResponse(0, protocol.Errorf(protocol.CodeFrameTooLarge, "%v", err))
-				_ = conn.SetWriteDeadline(time.Now().Add(time.Second))
-				_, _ = conn.Write(f)
 				s.log.Warn("closing a connection that sent an oversize frame", zap.String("peer", label), zap.Error(err))
-			case errors.Is(err, io.EOF), errors.Is(err, net.ErrClosed):
+				finish()
+				refuse(conn, protocol.Errorf(protocol.CodeFrameTooLarge, "%v", err))
+				return
+			case errors.Is(err, io.EOF), errors.Is(err, net.ErrClosed), errors.Is(err, os.ErrDeadlineExceeded):
 			case errors.Is(err, io.ErrUnexpectedEOF):
 				s.log.Debug("peer closed mid-frame", zap.String("peer", label))
 			default:
 				s.log.Debug("read failed", zap.String("peer", label), zap.Error(err))
 			}
-			session.Close()
-			<-writerDone
+			finish()
 			return
 		}
 		if err := session.HandleFrame(frame); err != nil {
-			session.Close()
-			<-writerDone
+			finish()
 			return
 		}
 	}
 }
 
-// writeLoop writes the session's frames, batching what is queued into one
-// write, until the session closes.
-func writeLoop(conn net.Conn, session *agent.Session) {
-	w := bufio.NewWriterSize(conn, 64<<10)
-	out := session.Outbound()
+// refuse sends a connection-level error (id 0), giving the peer a second to
+// take it; the caller closes the connection.
+func refuse(conn net.Conn, perr *protocol.Error) {
+	enc := protocol.NewEncoder()
+	frame, _ := enc.ErrorResponse(0, perr)
+	_ = conn.SetWriteDeadline(time.Now().Add(drainTimeout))
+	_, _ = conn.Write(frame)
+}
+
+// admit counts a new session against the connection bounds, or says why it
+// is refused.
+func (s *Server) admit(cred *syscall.Ucred) *protocol.Error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var perr *protocol.Error
+	switch {
+	case s.sessions >= s.cfg.MaxConnections:
+		perr = protocol.Errorf(protocol.CodeResourceExhausted, "the agent serves its maximum of %d connections", s.cfg.MaxConnections)
+	case s.sessionsByUID[cred.Uid] >= s.cfg.MaxConnectionsPerUID:
+		perr = protocol.Errorf(protocol.CodeResourceExhausted, "uid %d has its maximum of %d connections to this agent", cred.Uid, s.cfg.MaxConnectionsPerUID)
+	default:
+		s.sessions++
+		s.sessionsByUID[cred.Uid]++
+		return nil
+	}
+	// A peer that keeps reconnecting must not flood the log either.
+	s.refused++
+	if time.Since(s.refusedLogged) >= time.Second {
+		s.log.Warn("refusing connections past the limit", zap.String("reason", perr.Message),
+			zap.Int32("pid", cred.Pid), zap.Uint32("uid", cred.Uid), zap.Int("refused", s.refused))
+		s.refused = 0
+		s.refusedLogged = time.Now()
+	}
+	return perr
+}
+
+func (s *Server) release(uid uint32) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.sessions--
+	if s.sessionsByUID[uid]--; s.sessionsByUID[uid] <= 0 {
+		delete(s.sessionsByUID, uid)
+	}
+}
+
+// writeLoop writes the session's frames until the session closes and what
+// was queued before is written. Each write of at most writeChunk bytes must
+// complete within the stall timeout: a peer that stops reading is
+// disconnected, its session closed.
+func (s *Server) writeLoop(conn net.Conn, session *agent.Session, label string) {
+	buf := make([]byte, writeChunk)
+	stall := session.StallTimeout()
+	var drainBy time.Time
 	for {
+		n, err := session.TakeOutbound(buf)
+		if err != nil {
+			return
+		}
+		deadline := time.Now().Add(stall)
 		select {
-		case frame := <-out:
-			if _, err := w.Write(frame); err != nil {
-				session.Close()
-				return
-			}
-			// Take whatever else is ready before the syscall.
-		more:
-			for {
-				select {
-				case frame := <-out:
-					if _, err := w.Write(frame); err != nil {
-						session.Close()
-						return
-					}
-				default:
-					break more
-				}
-			}
-			if err := w.Flush(); err != nil {
-				session.Close()
-				return
-			}
 		case <-session.Done():
-			// Write what was queued before the close (the reply to the
-			// request that made the agent close, for instance), briefly.
-			_ = conn.SetWriteDeadline(time.Now().Add(time.Second))
-			for {
-				select {
-				case frame := <-out:
-					if _, err := w.Write(frame); err != nil {
-						return
-					}
-				default:
-					_ = w.Flush()
-					return
+			if drainBy.IsZero() {
+				drainBy = time.Now().Add(drainTimeout)
+			}
+			deadline = drainBy
+		default:
+		}
+		_ = conn.SetWriteDeadline(deadline)
+		if _, err := conn.Write(buf[:n]); err != nil {
+			select {
+			case <-session.Done():
+			default:
+				if errors.Is(err, os.ErrDeadlineExceeded) {
+					s.log.Warn("peer does not read what it is sent; disconnecting it",
+						zap.String("peer", label), zap.Duration("stall_timeout", stall))
+				} else {
+					s.log.Debug("write failed", zap.String("peer", label), zap.Error(err))
 				}
 			}
+			session.Close()
+			return
 		}
 	}
 }

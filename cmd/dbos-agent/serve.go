@@ -33,6 +33,8 @@ type fileConfig struct {
 	PollIntervalSec float64  `yaml:"poll_interval_sec"`
 	GracePeriodSec  float64  `yaml:"grace_period_sec"`
 	AllowedUIDs     []uint32 `yaml:"allowed_uids"`
+	// The bounds on connections, requests and frames.
+	Limits connectionLimits `yaml:",inline"`
 }
 
 // defaultSocketPath is private to the user: in the user's runtime
@@ -79,6 +81,7 @@ func newServeCommand() *cobra.Command {
 		dbRetry      time.Duration
 		rescueEvery  time.Duration
 		rescueAfter  time.Duration
+		limits       connectionLimits
 	)
 	cmd := &cobra.Command{
 		Use:   "serve",
@@ -109,6 +112,9 @@ func newServeCommand() *cobra.Command {
 			if grace == 0 && fc.GracePeriodSec > 0 {
 				grace = time.Duration(fc.GracePeriodSec * float64(time.Second))
 			}
+			if err := limits.resolve(fc.Limits); err != nil {
+				return err
+			}
 			log, err := newLogger(level)
 			if err != nil {
 				return err
@@ -118,14 +124,14 @@ func newServeCommand() *cobra.Command {
 				db: target, socket: socketPath, executorID: executor, appVersion: version,
 				pollInterval: pollInterval, grace: grace, allowedUIDs: fc.AllowedUIDs,
 				stepBatchMax: stepBatchMax, committers: committers, resultPoll: resultPoll, messagePoll: messagePoll,
-				sweep: sweep, schedPoll: schedPoll, poolSize: poolSize,
+				sweep: sweep, schedPoll: schedPoll, poolSize: poolSize, limits: limits,
 				shutdownTimeout: shutdownMax, dbRetry: dbRetry, rescueInterval: rescueEvery, rescueHorizon: rescueAfter,
 			})
 		},
 	}
 	db.register(cmd)
 	f := cmd.Flags()
-	f.StringVar(&configPath, "config", "", "YAML config file (keys: database_url, database_password_file, schema, socket, executor_id, application_version, log_level, poll_interval_sec, grace_period_sec, allowed_uids)")
+	f.StringVar(&configPath, "config", "", "YAML config file (keys: database_url, database_password_file, schema, socket, executor_id, application_version, log_level, poll_interval_sec, grace_period_sec, allowed_uids, "+limitsConfigKeys+")")
 	f.StringVar(&socket, "socket", "", "Unix socket path (env DBOS_AGENT_SOCKET; default "+defaultSocketPath()+")")
 	f.StringVar(&executorID, "executor-id", "", "executor id this agent's workflows carry (env DBOS__VMID; default local)")
 	f.StringVar(&appVersion, "app-version", "", "application version for workers that announce none (env DBOS__APPVERSION)")
@@ -143,6 +149,7 @@ func newServeCommand() *cobra.Command {
 	f.DurationVar(&rescueEvery, "rescue-interval", 0, "how often rows this agent claimed that no run holds go back to their queue (default 30s)")
 	f.DurationVar(&rescueAfter, "rescue-horizon", 0, "how long such a row must be unchanged before it is rescued (default 1m)")
 	f.DurationVar(&messagePoll, "message-poll-interval", 0, "how often waits for messages, events and stream values re-check without a notification (default 5s)")
+	limits.register(f)
 	return cmd
 }
 
@@ -156,6 +163,7 @@ type serveOptions struct {
 	poolSize                                  int32
 	shutdownTimeout, dbRetry                  time.Duration
 	rescueInterval, rescueHorizon             time.Duration
+	limits                                    connectionLimits
 }
 
 func serve(ctx context.Context, log *zap.Logger, o serveOptions) error {
@@ -192,6 +200,11 @@ func serve(ctx context.Context, log *zap.Logger, o serveOptions) error {
 		ShutdownTimeout:     o.shutdownTimeout,
 		RescueInterval:      o.rescueInterval,
 		RescueHorizon:       o.rescueHorizon,
+		MaxFrameSize:        int(o.limits.MaxFrameSize),
+		MaxInFlight:         o.limits.MaxInFlight,
+		MaxRunning:          o.limits.MaxRunning,
+		MaxOutboundBytes:    int(o.limits.MaxOutbound),
+		StallTimeout:        o.limits.stallTimeout,
 		Logger:              log,
 	})
 	if err != nil {
@@ -200,7 +213,8 @@ func serve(ctx context.Context, log *zap.Logger, o serveOptions) error {
 	if err := a.Start(ctx); err != nil {
 		return err
 	}
-	srv, err := server.Listen(server.Config{SocketPath: o.socket, Agent: a, AllowedUIDs: o.allowedUIDs, Logger: log})
+	srv, err := server.Listen(server.Config{SocketPath: o.socket, Agent: a, AllowedUIDs: o.allowedUIDs, Logger: log,
+		MaxConnections: o.limits.MaxConnections, MaxConnectionsPerUID: o.limits.MaxConnectionsPerUID})
 	if err != nil {
 		a.Shutdown(context.Background())
 		return socketError(err)

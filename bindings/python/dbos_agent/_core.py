@@ -841,7 +841,7 @@ class Engine:
     async def start_async(self, body: Dict[str, Any], parent: Optional["ParentStep"] = None) -> Tuple[Dict[str, Any], int]:
         conn = run_connection(self, parent.run) if parent is not None else await self._link().connection_async()
         try:
-            return await asyncio.wrap_future(conn.request(proto.OP_START_WORKFLOW, body)), conn.generation
+            return await asyncio.wrap_future(await conn.request_async(proto.OP_START_WORKFLOW, body)), conn.generation
         except BaseException as e:
             raise self._start_failed(body, parent, e) from None
 
@@ -1206,7 +1206,7 @@ class Engine:
                 raise run.stop_error()
             body = self._finish_body(run, output, error)
             try:
-                reply = await asyncio.wrap_future(run_connection(self, run).request(proto.OP_FINISH, body))
+                reply = await asyncio.wrap_future(await run_connection(self, run).request_async(proto.OP_FINISH, body))
             except AgentErrorReply as e:
                 raise self._finish_failed(run, map_agent_error(e, workflow_id=run.workflow_id)) from None
             except BaseException as e:
@@ -1385,7 +1385,7 @@ def _record(engine: Engine, run: WorkflowRun, body: Dict[str, Any]) -> None:
 
 async def _record_async(engine: Engine, run: WorkflowRun, body: Dict[str, Any]) -> None:
     try:
-        await asyncio.wrap_future(run_connection(engine, run).request(proto.OP_RECORD_STEP, body))
+        await asyncio.wrap_future(await run_connection(engine, run).request_async(proto.OP_RECORD_STEP, body))
     except BaseException as e:
         raise _record_failed(run, body["function_id"], body["name"], e) from None
 
@@ -1539,7 +1539,7 @@ async def _race_async(engine: Engine, race: FirstOf) -> Tuple[int, Dict[str, Any
     futs: "List[asyncio.Future[Dict[str, Any]]]" = []
     try:
         for c in race.calls:
-            requests.append(conn.request(c.op, c.body))  # one by one: a refused one leaves those sent to cancel
+            requests.append(await conn.request_async(c.op, c.body))  # one by one: a refused one leaves those sent to cancel
         futs = [asyncio.wrap_future(r) for r in requests]
         await asyncio.wait([*futs, *([stopped] if stopped is not None else [])], return_when=asyncio.FIRST_COMPLETED)
         return _first_answer(race, futs)

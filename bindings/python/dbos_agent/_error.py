@@ -443,6 +443,7 @@ ERROR_CATALOG: Dict[int, "tuple[str, str, bool]"] = {
     109: ("not_registered", "DBOSWorkflowFunctionNotFoundError", False),
     110: ("permission_denied", "", False),
     111: ("request_cancelled", "", False),
+    112: ("resource_exhausted", "", True),
     200: ("workflow_not_found", "DBOSNonExistentWorkflowError", False),
     201: ("workflow_conflict", "DBOSConflictingWorkflowError", False),
     202: ("deduplicated", "DBOSQueueDeduplicatedError", False),

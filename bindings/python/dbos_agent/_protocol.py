@@ -19,6 +19,7 @@ KIND_PUSH = 3
 
 OP_HELLO = "hello"
 OP_PING = "ping"
+OP_STATS = "stats"
 OP_CANCEL_REQUEST = "cancel_request"
 OP_START_WORKFLOW = "start_workflow"
 OP_RECORD_STEP = "record_step"

@@ -15,7 +15,14 @@ Before anything is sent, the connection checks who serves the socket (the
 uid the kernel records for it, SO_PEERCRED): this process's own user, root,
 or a user configured as trusted (``agent_trusted_uids``, env
 ``DBOS_AGENT_TRUSTED_UIDS``). Anyone else could read every request and send
-``run`` pushes whose payloads this process unpickles."""
+``run`` pushes whose payloads this process unpickles.
+
+The agent handles at most ``max_in_flight`` requests of a connection at once
+(its hello reply says how many) and stops reading the connection past that.
+So a request waits here while that many are unanswered: a thread blocks, a
+coroutine (``request_async``) awaits. An abandoned request keeps its place
+until its late answer comes, as it does in the agent; ``cancel_request``
+takes none, since the agent answers it as it reads it."""
 
 from __future__ import annotations
 
@@ -31,7 +38,7 @@ import stat
 import struct
 import threading
 import time
-from typing import Any, Callable, Deque, Dict, FrozenSet, Iterable, Optional, Tuple, Union
+from typing import Any, Callable, Deque, Dict, FrozenSet, Iterable, List, Optional, Tuple, Union
 
 from . import _protocol as proto
 from ._error import (
@@ -173,6 +180,11 @@ class Request(concurrent.futures.Future[Dict[str, Any]]):
         return True
 
 
+def _complete(waiter: "asyncio.Future[None]") -> None:
+    if not waiter.done():
+        waiter.set_result(None)
+
+
 class Connection:
     """One connection to the agent, from handshake to close."""
 
@@ -211,7 +223,16 @@ class Connection:
         self._closed = False
         self._lost_reason: Optional[BaseException] = None
         self.max_frame_size = proto.DEFAULT_MAX_FRAME_SIZE
+        #: The most requests in flight the agent takes (0: it announced no
+        #: bound; so until the hello reply).
+        self.max_in_flight = 0
+        #: How many times a request waited for a place (for tests; a change
+        #: wakes ``wait_until``).
+        self.waited_for_slot = 0
         self.hello_reply: Dict[str, Any] = {}
+        self._reader: Optional[threading.Thread] = None
+        # Coroutines waiting for a place: (their loop, a future to complete).
+        self._slot_waiters: "List[Tuple[asyncio.AbstractEventLoop, asyncio.Future[None]]]" = []
 
     @property
     def closed(self) -> bool:
@@ -256,6 +277,7 @@ class Connection:
         sock.settimeout(None)
         self._sock = sock
         reader = threading.Thread(target=self._read_loop, name=f"dbos-agent-reader-{self.generation}", daemon=True)
+        self._reader = reader
         reader.start()
         fut = self.request(proto.OP_HELLO, hello)
         try:
@@ -269,14 +291,43 @@ class Connection:
         self.hello_reply = reply
         if reply.get("max_frame_size"):
             self.max_frame_size = int(reply["max_frame_size"])
+        if reply.get("max_in_flight"):
+            self.max_in_flight = int(reply["max_in_flight"])
         return reply
 
     def request(self, op: str, body: Dict[str, Any]) -> "concurrent.futures.Future[Dict[str, Any]]":
         """Send a request; the future resolves to the reply body or fails with
         AgentErrorReply (an error reply) or DBOSAgentUnavailableError.
-        Cancelling the future abandons the request (see ``Request``)."""
-        rid = next(self._ids)
-        fut = Request(self, rid, op)
+        Cancelling the future abandons the request (see ``Request``). Blocks
+        while ``max_in_flight`` requests are unanswered (see the module)."""
+        fut = self._send(op, body, block=True)
+        assert fut is not None
+        return fut
+
+    async def request_async(self, op: str, body: Dict[str, Any]) -> "concurrent.futures.Future[Dict[str, Any]]":
+        """``request`` for a coroutine: while ``max_in_flight`` requests are
+        unanswered it awaits a place, and the event loop runs on."""
+        loop = asyncio.get_running_loop()
+        while True:
+            fut = self._send(op, body, block=False)
+            if fut is not None:
+                return fut
+            waiter: "asyncio.Future[None]" = loop.create_future()
+            with self._plock:
+                if self._closed or not self._full_locked():
+                    continue
+                self._slot_waiters.append((loop, waiter))
+                self.waited_for_slot += 1
+                self._plock.notify_all()
+            await waiter
+
+    def _full_locked(self) -> bool:
+        return 0 < self.max_in_flight <= len(self._pending)
+
+    def _send(self, op: str, body: Dict[str, Any], block: bool) -> "Optional[concurrent.futures.Future[Dict[str, Any]]]":
+        """Send a request, waiting for a place if ``block``; None when there
+        is none and not ``block``."""
+        rid = next(self._ids)  # one an unsent attempt leaves unused is skipped
         frame = proto.encode_frame(proto.KIND_REQUEST, rid, op, body)
         if len(frame) - proto.HEADER.size > self.max_frame_size:
             raise DBOSException(
@@ -284,6 +335,16 @@ class Connection:
                 f"{self.max_frame_size}; keep large payloads in the application's own storage"
             )
         with self._plock:
+            if not self._closed and self._full_locked():
+                if not block:
+                    return None
+                # The reader thread resolves the answers that free places:
+                # it must never wait for one (a push handler's request).
+                if threading.current_thread() is not self._reader:
+                    self.waited_for_slot += 1
+                    self._plock.notify_all()
+                    self._plock.wait_for(lambda: self._closed or not self._full_locked())
+            fut = Request(self, rid, op)
             if self._closed:
                 fut.set_exception(self._unavailable())
                 return fut
@@ -296,6 +357,17 @@ class Connection:
         except OSError as e:
             self._lost(e)
         return fut
+
+    def _freed_locked(self) -> None:
+        """Requests left the table, or the connection closed: wake whoever
+        waits for a place (and for ``wait_until``)."""
+        self._plock.notify_all()
+        waiters, self._slot_waiters = self._slot_waiters, []
+        for loop, waiter in waiters:
+            try:
+                loop.call_soon_threadsafe(_complete, waiter)
+            except RuntimeError:
+                pass  # its loop has closed
 
     def _abandon(self, req: Request) -> None:
         """``req``'s caller gave up on it: ask the agent to stop it. Fire and
@@ -362,7 +434,7 @@ class Connection:
         with self._plock:
             fut = self._pending.pop(rid, None)
             if fut is not None:
-                self._plock.notify_all()
+                self._freed_locked()
         if fut is None:
             # No such request: an error about the connection itself (id 0),
             # or the reply to a cancel_request, which nothing waits for.
@@ -402,7 +474,7 @@ class Connection:
                 self._lost_reason = reason
             pending = list(self._pending.values())
             self._pending.clear()
-            self._plock.notify_all()
+            self._freed_locked()
         if self._sock is not None:
             try:
                 self._sock.shutdown(socket.SHUT_RDWR)
@@ -532,7 +604,7 @@ class AgentLink:
 
     async def call_async(self, op: str, body: Dict[str, Any]) -> Dict[str, Any]:
         conn = await self.connection_async()
-        return await asyncio.wrap_future(conn.request(op, body))
+        return await asyncio.wrap_future(await conn.request_async(op, body))
 
     def _lost(self, conn: Connection, reason: BaseException) -> None:
         with self._cond:

@@ -158,8 +158,9 @@ class AgentProcess:
 class AgentEnv:
     """One test module's database schema, socket directory and agent."""
 
-    def __init__(self, binary: str, name: str):
+    def __init__(self, binary: str, name: str, extra: Optional[List[str]] = None):
         self.binary = binary
+        self.extra = extra
         self.schema = f"py_{name[:20]}_{secrets.token_hex(4)}".lower()
         # Unix socket paths are limited to ~100 bytes: keep the directory short.
         self.dir = tempfile.mkdtemp(prefix="dbp")
@@ -168,7 +169,7 @@ class AgentEnv:
         self.agent = self.start_agent()
 
     def start_agent(self, executor_id: str = "local") -> AgentProcess:
-        a = AgentProcess(self.binary, self.schema, self.socket, executor_id)
+        a = AgentProcess(self.binary, self.schema, self.socket, executor_id, self.extra)
         self.agents.append(a)
         self.agent = a
         return a
