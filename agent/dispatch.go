@@ -491,7 +491,7 @@ func (p *poller) pollPartition(ctx context.Context, cfg sysdb.QueueConfig, parti
 		a.log.Error("could not read the claimed workflows' histories; handing them back", zap.Error(err))
 		claims := make([]sysdb.WorkflowClaim, len(claimed))
 		for i, wf := range claimed {
-			claims[i] = sysdb.WorkflowClaim{WorkflowID: wf.ID, OwnerXID: deref(wf.OwnerXID)}
+			claims[i] = sysdb.WorkflowClaim{WorkflowID: wf.ID, OwnerXID: deref(wf.OwnerXID), PreClaim: wf.PreClaim}
 		}
 		_, _ = a.db.WorkflowUnclaim(ctx, claims)
 		return 0, false, err
@@ -539,7 +539,9 @@ func (a *Agent) dispatch(ctx context.Context, g *workerGroup, queue string, cfg 
 	a.mu.Unlock()
 
 	if chosen == nil {
-		if _, err := a.db.WorkflowUnclaim(ctx, []sysdb.WorkflowClaim{{WorkflowID: wf.ID, OwnerXID: owner}}); err != nil {
+		// The row goes back as it was: claimed for a group whose workers
+		// left, an unversioned row must not become that group's version.
+		if _, err := a.db.WorkflowUnclaim(ctx, []sysdb.WorkflowClaim{{WorkflowID: wf.ID, OwnerXID: owner, PreClaim: wf.PreClaim}}); err != nil {
 			a.log.Error("could not hand an undispatchable workflow back to its queue", zap.String("workflow_id", wf.ID), zap.Error(err))
 		}
 		return

@@ -389,6 +389,11 @@ func (s *Session) handleHello(env protocol.Envelope) error {
 				s.reply(env.ID, nil, protocolError(s, env.Op, err))
 				return nil
 			}
+		} else if latest, found, err := a.db.VersionLatest(s.ctx, optional(h.AppName)); err == nil && found {
+			// No version is never the latest (PROTOCOL.md 2.13): such a
+			// worker runs only what it starts itself.
+			s.log.Warn("a worker without an application version takes no queued unversioned work while its application has versions; give it one",
+				zap.String("app", h.AppName), zap.String("latest_version", latest.Name))
 		}
 	}
 	s.helloMu.Lock()
