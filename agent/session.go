@@ -248,17 +248,24 @@ func (s *Session) HandleFrame(frame []byte) error {
 	copy(body, frame)
 	env, err := protocol.DecodeEnvelope(body)
 	if err != nil {
-		// The request id is unknown; 0 tells the peer the error is about
-		// the connection, not a request.
-		s.reply(env.ID, nil, protocol.Errorf(protocol.CodeMalformedFrame, "%v", err))
+		// A request whose id could be read is answered with it, so that it
+		// fails now rather than at its caller's timeout. Otherwise id 0
+		// says the error is about the connection: the id is unknown, or
+		// the frame is a response or push, whose id names no request of
+		// the peer.
+		id := env.ID
+		if env.Kind != protocol.KindRequest && env.Kind != 0 {
+			id = 0
+		}
+		s.reply(id, nil, protocol.Errorf(protocol.CodeMalformedFrame, "%v", err))
 		return nil
 	}
-	switch env.Kind {
-	case protocol.KindRequest:
-	case protocol.KindResponse:
-		return nil // the agent sends no requests today; late answers are ignored
-	default:
-		s.reply(env.ID, nil, protocol.Errorf(protocol.CodeMalformedFrame, "a peer may not send kind %d", env.Kind))
+	if env.Kind != protocol.KindRequest {
+		// Responses and pushes are the agent's to send: it sends no
+		// requests in version 1, so no response is awaited, and pushes
+		// go one way. Refused on the connection, not dropped silently.
+		s.reply(0, nil, protocol.Errorf(protocol.CodeMalformedFrame,
+			"a peer sends only requests (kind 1); kind %d is the agent's to send in protocol version 1", env.Kind))
 		return nil
 	}
 	hello, _ := s.handshaken()

@@ -303,6 +303,10 @@ func vectorDefs() []vectorDef {
 		// Errors.
 		{name: "error_malformed_frame", description: "A frame the agent could not read as an envelope (here an empty map: no kind, no id). id 0: the error is about the connection; it stays open.",
 			kind: KindResponse, err: &Error{Code: CodeMalformedFrame, Message: "malformed message: envelope needs kind and id"}},
+		{name: "error_malformed_request", description: "A request the agent could not read past its id (here {kind: 1, id: 41, op: \"ping\", body: <a str announcing 4 GB>}): answered with that id, so that the request fails at once rather than at its caller's timeout.",
+			kind: KindResponse, id: 41, err: &Error{Code: CodeMalformedFrame, Message: "malformed message: the frame ends inside a value"}},
+		{name: "error_reserved_kind", description: "A binding sent a response (or a push): those are the agent's to send. Refused on the connection (id 0), which stays open.",
+			kind: KindResponse, err: &Error{Code: CodeMalformedFrame, Message: "a peer sends only requests (kind 1); kind 2 is the agent's to send in protocol version 1"}},
 		{name: "error_frame_too_large", description: "The peer announced a frame over the cap; the agent sends this with id 0, then closes the connection.",
 			kind: KindResponse, err: &Error{Code: CodeFrameTooLarge, Message: "frame larger than the agreed maximum: 16777217 bytes announced, limit 16777216"}},
 		{name: "error_version_mismatch", description: "hello with no version in common; the connection closes after it.",
