@@ -330,6 +330,9 @@ func (s *Session) HandleFrame(frame []byte) error {
 	return nil
 }
 
+// handleHello opens the session. The hello is checked whole (every field,
+// every registration, the counts: protocol's Hello.Validate) before
+// anything is written, so a bad one leaves the shared tables as they were.
 func (s *Session) handleHello(env protocol.Envelope) error {
 	a := s.agent
 	var h protocol.Hello
@@ -337,18 +340,20 @@ func (s *Session) handleHello(env protocol.Envelope) error {
 		s.reply(env.ID, nil, protocol.Errorf(protocol.CodeInvalidArgument, "hello: %v", err))
 		return nil
 	}
+	// The version comes first: a peer of another protocol version may
+	// send fields this one reads otherwise.
 	version, ok := protocol.NegotiateVersion(h.MinVersion, h.MaxVersion)
 	if !ok {
 		s.reply(env.ID, nil, protocol.Errorf(protocol.CodeVersionMismatch,
 			"the agent speaks protocol versions %d to %d, the peer %d to %d", protocol.MinVersion, protocol.Version, h.MinVersion, h.MaxVersion))
 		return fmt.Errorf("no common protocol version")
 	}
+	if err := h.Validate(env.Op); err != nil {
+		s.reply(env.ID, nil, protocol.Errorf(protocol.CodeInvalidArgument, "%v", err))
+		return nil
+	}
 	if h.Role == "" {
 		h.Role = protocol.RoleClient
-	}
-	if h.Role != protocol.RoleWorker && h.Role != protocol.RoleClient {
-		s.reply(env.ID, nil, protocol.Errorf(protocol.CodeInvalidArgument, "hello: role must be %q or %q", protocol.RoleWorker, protocol.RoleClient))
-		return nil
 	}
 	if h.AppVersion == "" {
 		h.AppVersion = a.cfg.DefaultAppVersion
@@ -361,16 +366,12 @@ func (s *Session) handleHello(env protocol.Envelope) error {
 		}
 		w = &worker{
 			session:        s,
-			functions:      map[string]protocol.WorkflowRegistration{},
-			queues:         map[string]protocol.QueueRegistration{},
+			functions:      make(map[string]protocol.WorkflowRegistration, len(h.Workflows)),
+			queues:         make(map[string]protocol.QueueRegistration, len(h.Queues)),
 			maxConcurrency: h.MaxConcurrency,
 			running:        map[string]*run{},
 		}
 		for _, f := range h.Workflows {
-			if f.Name == "" {
-				s.reply(env.ID, nil, protocol.Errorf(protocol.CodeInvalidArgument, "hello: a workflow registration needs a name"))
-				return nil
-			}
 			w.functions[f.Name] = f
 		}
 		for _, q := range h.Queues {

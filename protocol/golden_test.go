@@ -311,6 +311,8 @@ func vectorDefs() []vectorDef {
 			kind: KindResponse, err: &Error{Code: CodeFrameTooLarge, Message: "frame larger than the agreed maximum: 16777217 bytes announced, limit 16777216"}},
 		{name: "error_version_mismatch", description: "hello with no version in common; the connection closes after it.",
 			kind: KindResponse, id: 1, replyTo: OpHello, err: &Error{Code: CodeVersionMismatch, Message: "the agent speaks protocol versions 1 to 1, the peer 7 to 9"}},
+		{name: "error_hello_invalid_argument", description: "A hello with a registration that breaks a rule: the message names the field's path; nothing was written, the connection stays open and hello may be sent again.",
+			kind: KindResponse, id: 1, replyTo: OpHello, err: &Error{Code: CodeInvalidArgument, Message: "hello.queues[0].worker_concurrency: must be >= 1 (omit it for no limit)"}},
 		{name: "error_handshake_needed", description: "A request before hello.",
 			kind: KindResponse, id: 1, replyTo: OpPing, err: &Error{Code: CodeHandshakeNeeded, Message: "the first request must be hello"}},
 		{name: "error_unknown_op", description: "An op this agent does not know; the connection stays open.",
