@@ -1143,19 +1143,6 @@ func (p *Postgres) QueueDequeue(ctx context.Context, in QueueDequeueParams) ([]W
 		if budget == 0 {
 			return nil
 		}
-		// Unversioned rows belong to the latest version only; with no
-		// version registered, every executor counts as the latest. An
-		// executor without a version is no exception: its version is ""
-		// and never the latest, so it takes unversioned work only while
-		// its application has no version (as DBOS Python decides, where
-		// every executor has a version).
-		latest, err := scanVersion(tx.QueryRow(ctx, p.sql("LatestApplicationVersion"), in.ApplicationName))
-		noVersions := errors.Is(err, pgx.ErrNoRows)
-		if err != nil && !noVersions {
-			return err
-		}
-		takesUnversioned := noVersions || latest.Name == in.ApplicationVersion
-
 		var args []any
 		arg := func(v any) string {
 			args = append(args, v)
@@ -1165,11 +1152,21 @@ func (p *Postgres) QueueDequeue(ctx context.Context, in QueueDequeueParams) ([]W
 		// so that an unclaim can restore them (PreClaim).
 		q := "SELECT workflow_uuid, application_version, application_name, executor_id, workflow_deadline_epoch_ms FROM " + p.table("workflow_status") +
 			" WHERE queue_name = " + arg(in.QueueName) + " AND status = 'ENQUEUED'"
-		if takesUnversioned {
-			q += " AND (application_version = " + arg(in.ApplicationVersion) + " OR application_version IS NULL)"
-		} else {
-			q += " AND application_version = " + arg(in.ApplicationVersion)
-		}
+		// Unversioned rows belong to the latest version only; with no
+		// version registered, every executor counts as the latest. An
+		// executor without a version is no exception: its version is ""
+		// and never the latest, so it takes unversioned work only while
+		// its application has no version (as DBOS Python decides, where
+		// every executor has a version). The latest is read in this
+		// statement, not before it: under READ COMMITTED each statement
+		// has its own snapshot, and a row enqueued after a version became
+		// the latest (a first registration, a promotion) must not be
+		// claimed on a decision taken before it.
+		version := arg(in.ApplicationVersion)
+		q += " AND (application_version = " + version + " OR (application_version IS NULL AND COALESCE((" +
+			"SELECT version_name FROM " + p.table("application_versions") +
+			" WHERE " + arg(in.ApplicationName) + "::text IS NULL OR application_name = $" + strconv.Itoa(len(args)) + " OR application_name IS NULL" +
+			" ORDER BY version_timestamp DESC, created_at DESC, version_name DESC LIMIT 1), " + version + ") = " + version + "))"
 		if in.ApplicationName != nil {
 			q += " AND (application_name = " + arg(*in.ApplicationName) + " OR application_name IS NULL)"
 		}
