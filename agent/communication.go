@@ -2,7 +2,6 @@ package agent
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"time"
 
@@ -598,29 +597,18 @@ func handleUpdateAttributes(s *Session, env protocol.Envelope) (any, *protocol.E
 	if perr := decode(env, &m); perr != nil {
 		return nil, perr
 	}
-	if perr := required(env.Op, "workflow_id", m.WorkflowID); perr != nil {
-		return nil, perr
-	}
-	if m.Merge && m.Attributes == nil {
-		return nil, protocol.Errorf(protocol.CodeInvalidArgument, "%s: nothing to merge (attributes is nil)", env.Op)
-	}
-	if perr := checkAttributes(env.Op, m.Attributes); perr != nil {
-		return nil, perr
-	}
+	// decode checked the id and the attributes (UpdateAttributes.Validate).
 	if err := s.agent.db.WorkflowSetAttributes(s.ctx, m.WorkflowID, m.Attributes, m.Merge); err != nil {
 		return nil, protocolError(s, env.Op, err)
 	}
 	return protocol.Empty{}, nil
 }
 
-// checkAttributes accepts nil or the JSON text of an object.
+// checkAttributes accepts nil or the JSON text of an object, by the rule
+// update_workflow_attributes applies.
 func checkAttributes(op string, attributes *string) *protocol.Error {
-	if attributes == nil {
-		return nil
-	}
-	var object map[string]any
-	if err := json.Unmarshal([]byte(*attributes), &object); err != nil || object == nil {
-		return protocol.Errorf(protocol.CodeInvalidArgument, "%s: attributes must be the JSON text of an object", op)
+	if err := protocol.CheckAttributes(op+".attributes", attributes); err != nil {
+		return protocol.Errorf(protocol.CodeInvalidArgument, "%v", err)
 	}
 	return nil
 }

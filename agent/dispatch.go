@@ -5,6 +5,7 @@ import (
 	"errors"
 	"math/rand/v2"
 	"sort"
+	"sync"
 	"time"
 
 	"go.uber.org/zap"
@@ -32,13 +33,25 @@ type workerGroup struct {
 	pollers map[string]*poller
 }
 
-// worker is a connected worker process.
+// worker is a connected worker process. Its maps are guarded by Agent.mu.
 type worker struct {
 	session        *Session
 	functions      map[string]protocol.WorkflowRegistration
 	queues         map[string]protocol.QueueRegistration
 	maxConcurrency int
 	running        map[string]*run
+	// registering serializes the worker's register_queues, which count
+	// its queues before they write (taken before Agent.mu, never inside).
+	registering sync.Mutex
+}
+
+// workerOfLocked returns the registered worker of session s, or nil.
+// Caller holds a.mu.
+func (a *Agent) workerOfLocked(s *Session) *worker {
+	if g := a.groups[s.group]; g != nil {
+		return g.workers[s]
+	}
+	return nil
 }
 
 // run is one workflow running in a worker of this agent.
@@ -419,9 +432,38 @@ func (p *poller) currentConfig(ctx context.Context) (sysdb.QueueConfig, error) {
 		return cfg, err
 	}
 	a.mu.Lock()
+	previous := p.config
 	p.config, p.configAt = stored, time.Now()
 	a.mu.Unlock()
+	if zero := zeroLimit(stored); zero != "" && zero != zeroLimit(previous) {
+		// The agent refuses such a registration, but an SDK may have
+		// written it (DBOS Python accepts worker_concurrency=0): say why
+		// the queue runs nothing rather than let it stall silently.
+		a.log.Warn("the queue's stored configuration sets a limit to 0, which lets none of its workflows start here (a worker_concurrency of 0 only on workers that register none of their own)",
+			zap.String("queue", p.queue), zap.String("limit", zero))
+	}
 	return stored, nil
+}
+
+// zeroLimit names the first limit of cfg that is 0, which lets nothing
+// run; "" when none is.
+func zeroLimit(cfg sysdb.QueueConfig) string {
+	for _, l := range []struct {
+		name  string
+		value *int
+	}{
+		{"worker_concurrency", cfg.WorkerConcurrency},
+		{"concurrency", cfg.Concurrency},
+		{"rate_limit_max", cfg.RateLimitMax},
+		{"partition_concurrency", cfg.PartitionConcurrency},
+		{"partition_worker_concurrency", cfg.PartitionWorkerConcurrency},
+		{"partition_rate_limit_max", cfg.PartitionRateLimitMax},
+	} {
+		if l.value != nil && *l.value <= 0 {
+			return l.name
+		}
+	}
+	return ""
 }
 
 // pollPartition claims work of one partition (or of the whole queue when
@@ -503,7 +545,7 @@ func (p *poller) pollPartition(ctx context.Context, cfg sysdb.QueueConfig, parti
 		a.log.Error("could not read the claimed workflows' histories; handing them back", zap.Error(err))
 		claims := make([]sysdb.WorkflowClaim, len(claimed))
 		for i, wf := range claimed {
-			claims[i] = sysdb.WorkflowClaim{WorkflowID: wf.ID, OwnerXID: deref(wf.OwnerXID)}
+			claims[i] = sysdb.WorkflowClaim{WorkflowID: wf.ID, OwnerXID: deref(wf.OwnerXID), PreClaim: wf.PreClaim}
 		}
 		if _, uerr := a.db.WorkflowUnclaim(ctx, claims); uerr != nil {
 			a.log.Warn("could not hand back claimed workflows; the rescuer will", zap.Error(uerr))
@@ -553,7 +595,9 @@ func (a *Agent) dispatch(ctx context.Context, g *workerGroup, queue string, cfg 
 	a.mu.Unlock()
 
 	if chosen == nil {
-		if _, err := a.db.WorkflowUnclaim(ctx, []sysdb.WorkflowClaim{{WorkflowID: wf.ID, OwnerXID: owner}}); err != nil {
+		// The row goes back as it was: claimed for a group whose workers
+		// left, an unversioned row must not become that group's version.
+		if _, err := a.db.WorkflowUnclaim(ctx, []sysdb.WorkflowClaim{{WorkflowID: wf.ID, OwnerXID: owner, PreClaim: wf.PreClaim}}); err != nil {
 			a.log.Warn("could not hand an undispatchable workflow back to its queue; the rescuer will",
 				zap.String("workflow_id", wf.ID), zap.Error(err))
 		}

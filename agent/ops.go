@@ -52,9 +52,18 @@ func init() {
 	}
 }
 
+// decode decodes a request body and, for a message with rules of its own
+// (protocol.Validator: the registrations and the other writes of shared
+// configuration), checks them, so that no handler writes a value the
+// protocol refuses.
 func decode(env protocol.Envelope, v any) *protocol.Error {
 	if err := protocol.DecodeBody(env.Body, v); err != nil {
 		return protocol.Errorf(protocol.CodeInvalidArgument, "%s: %v", env.Op, err)
+	}
+	if m, ok := v.(protocol.Validator); ok {
+		if err := m.Validate(env.Op); err != nil {
+			return protocol.Errorf(protocol.CodeInvalidArgument, "%v", err)
+		}
 	}
 	return nil
 }

@@ -2,7 +2,6 @@ package agent
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"sync"
@@ -235,36 +234,27 @@ func scheduleError(s *Session, op string, err error) *protocol.Error {
 	return protocolError(s, op, err)
 }
 
-// decodeScheduleRef decodes a request that names one schedule.
+// decodeScheduleRef decodes (and checks) a request that names one schedule.
 func decodeScheduleRef(env protocol.Envelope) (protocol.ScheduleRef, *protocol.Error) {
 	var m protocol.ScheduleRef
-	if perr := decode(env, &m); perr != nil {
-		return m, perr
-	}
-	return m, required(env.Op, "schedule_name", m.ScheduleName)
+	return m, decode(env, &m)
 }
 
 func handleCreateSchedule(s *Session, env protocol.Envelope) (any, *protocol.Error) {
 	a := s.agent
 	var m protocol.Schedule
+	// decode checks the names, the context and the status
+	// (Schedule.Validate); the expression and its time zone are parsed
+	// here, by the parser that fires them.
 	if perr := decode(env, &m); perr != nil {
-		return nil, perr
-	}
-	if perr := required(env.Op, "schedule_name", m.ScheduleName, "workflow_name", m.WorkflowName, "schedule", m.Cron); perr != nil {
 		return nil, perr
 	}
 	if _, _, err := ParseCron(m.Cron, m.CronTimezone); err != nil {
 		return nil, protocol.Errorf(protocol.CodeInvalidArgument, "%s: %v", env.Op, err)
 	}
-	if m.Context != "" && !json.Valid([]byte(m.Context)) {
-		return nil, protocol.Errorf(protocol.CodeInvalidArgument, "%s: context must be JSON text", env.Op)
-	}
 	status := m.Status
 	if status == "" {
 		status = sysdb.ScheduleActive
-	}
-	if status != sysdb.ScheduleActive && status != sysdb.SchedulePaused {
-		return nil, protocol.Errorf(protocol.CodeInvalidArgument, "%s: status must be ACTIVE or PAUSED", env.Op)
 	}
 	_, group := s.handshaken()
 	ctxText := m.Context
@@ -316,11 +306,8 @@ func handleListSchedules(s *Session, env protocol.Envelope) (any, *protocol.Erro
 
 func setScheduleStatus(status string) handler {
 	return func(s *Session, env protocol.Envelope) (any, *protocol.Error) {
-		var m protocol.ScheduleRef
-		if perr := decode(env, &m); perr != nil {
-			return nil, perr
-		}
-		if perr := required(env.Op, "schedule_name", m.ScheduleName); perr != nil {
+		m, perr := decodeScheduleRef(env)
+		if perr != nil {
 			return nil, perr
 		}
 		if err := s.agent.db.ScheduleSetStatus(s.ctx, m.ScheduleName, status); err != nil {
@@ -347,12 +334,6 @@ func handleBackfillSchedule(s *Session, env protocol.Envelope) (any, *protocol.E
 	var m protocol.BackfillSchedule
 	if perr := decode(env, &m); perr != nil {
 		return nil, perr
-	}
-	if perr := required(env.Op, "schedule_name", m.ScheduleName); perr != nil {
-		return nil, perr
-	}
-	if m.EndEpochMS <= m.StartEpochMS {
-		return nil, protocol.Errorf(protocol.CodeInvalidArgument, "%s: end_epoch_ms must be after start_epoch_ms", env.Op)
 	}
 	sched, err := s.agent.db.ScheduleGet(s.ctx, m.ScheduleName)
 	if err != nil {

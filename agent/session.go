@@ -439,17 +439,24 @@ func (s *Session) HandleFrame(frame []byte) error {
 	copy(body, frame)
 	env, err := protocol.DecodeEnvelope(body)
 	if err != nil {
-		// The request id is unknown; 0 tells the peer the error is about
-		// the connection, not a request.
-		s.reply(env.ID, nil, protocol.Errorf(protocol.CodeMalformedFrame, "%v", err))
+		// A request whose id could be read is answered with it, so that it
+		// fails now rather than at its caller's timeout. Otherwise id 0
+		// says the error is about the connection: the id is unknown, or
+		// the frame is a response or push, whose id names no request of
+		// the peer.
+		id := env.ID
+		if env.Kind != protocol.KindRequest && env.Kind != 0 {
+			id = 0
+		}
+		s.reply(id, nil, protocol.Errorf(protocol.CodeMalformedFrame, "%v", err))
 		return nil
 	}
-	switch env.Kind {
-	case protocol.KindRequest:
-	case protocol.KindResponse:
-		return nil // the agent sends no requests today; late answers are ignored
-	default:
-		s.reply(env.ID, nil, protocol.Errorf(protocol.CodeMalformedFrame, "a peer may not send kind %d", env.Kind))
+	if env.Kind != protocol.KindRequest {
+		// Responses and pushes are the agent's to send: it sends no
+		// requests in version 1, so no response is awaited, and pushes
+		// go one way. Refused on the connection, not dropped silently.
+		s.reply(0, nil, protocol.Errorf(protocol.CodeMalformedFrame,
+			"a peer sends only requests (kind 1); kind %d is the agent's to send in protocol version 1", env.Kind))
 		return nil
 	}
 	hello, _ := s.handshaken()
@@ -563,6 +570,9 @@ func (s *Session) acquire(sem chan struct{}) error {
 	}
 }
 
+// handleHello opens the session. The hello is checked whole (every field,
+// every registration, the counts: protocol's Hello.Validate) before
+// anything is written, so a bad one leaves the shared tables as they were.
 func (s *Session) handleHello(env protocol.Envelope) error {
 	a := s.agent
 	var h protocol.Hello
@@ -570,18 +580,20 @@ func (s *Session) handleHello(env protocol.Envelope) error {
 		s.reply(env.ID, nil, protocol.Errorf(protocol.CodeInvalidArgument, "hello: %v", err))
 		return nil
 	}
+	// The version comes first: a peer of another protocol version may
+	// send fields this one reads otherwise.
 	version, ok := protocol.NegotiateVersion(h.MinVersion, h.MaxVersion)
 	if !ok {
 		s.reply(env.ID, nil, protocol.Errorf(protocol.CodeVersionMismatch,
 			"the agent speaks protocol versions %d to %d, the peer %d to %d", protocol.MinVersion, protocol.Version, h.MinVersion, h.MaxVersion))
 		return fmt.Errorf("no common protocol version")
 	}
+	if err := h.Validate(env.Op); err != nil {
+		s.reply(env.ID, nil, protocol.Errorf(protocol.CodeInvalidArgument, "%v", err))
+		return nil
+	}
 	if h.Role == "" {
 		h.Role = protocol.RoleClient
-	}
-	if h.Role != protocol.RoleWorker && h.Role != protocol.RoleClient {
-		s.reply(env.ID, nil, protocol.Errorf(protocol.CodeInvalidArgument, "hello: role must be %q or %q", protocol.RoleWorker, protocol.RoleClient))
-		return nil
 	}
 	if h.AppVersion == "" {
 		h.AppVersion = a.cfg.DefaultAppVersion
@@ -594,16 +606,12 @@ func (s *Session) handleHello(env protocol.Envelope) error {
 		}
 		w = &worker{
 			session:        s,
-			functions:      map[string]protocol.WorkflowRegistration{},
-			queues:         map[string]protocol.QueueRegistration{},
+			functions:      make(map[string]protocol.WorkflowRegistration, len(h.Workflows)),
+			queues:         make(map[string]protocol.QueueRegistration, len(h.Queues)),
 			maxConcurrency: h.MaxConcurrency,
 			running:        map[string]*run{},
 		}
 		for _, f := range h.Workflows {
-			if f.Name == "" {
-				s.reply(env.ID, nil, protocol.Errorf(protocol.CodeInvalidArgument, "hello: a workflow registration needs a name"))
-				return nil
-			}
 			w.functions[f.Name] = f
 		}
 		for _, q := range h.Queues {
@@ -629,6 +637,11 @@ func (s *Session) handleHello(env protocol.Envelope) error {
 				s.reply(env.ID, nil, protocolError(s, env.Op, err))
 				return nil
 			}
+		} else if latest, found, err := a.db.VersionLatest(s.ctx, optional(h.AppName)); err == nil && found {
+			// No version is never the latest (PROTOCOL.md 2.13): such a
+			// worker runs only what it starts itself.
+			s.log.Warn("a worker without an application version takes no queued unversioned work while its application has versions; give it one",
+				zap.String("app", h.AppName), zap.String("latest_version", latest.Name))
 		}
 	}
 	s.helloMu.Lock()

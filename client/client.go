@@ -307,10 +307,14 @@ func (c *Client) readLoop() {
 				p.ch <- env // buffered: one answer per request
 				c.forget(env.ID)
 			} else if env.ID == 0 && env.Error != nil {
-				// A connection-level error (before the connection closes).
-				c.mu.Lock()
-				c.err = env.Error
-				c.mu.Unlock()
+				// An error about the connection. One that closes it says
+				// why it closed; the others (a frame the agent could not
+				// read as a request) leave it open for later requests.
+				if info, ok := env.Error.Code.Info(); ok && info.CloseConnection {
+					c.mu.Lock()
+					c.err = env.Error
+					c.mu.Unlock()
+				}
 			}
 		case protocol.KindPush:
 			c.pushes <- Push{Op: env.Op, Body: env.Body}

@@ -124,6 +124,79 @@ func TestBadInputGetsErrorsAndAgentKeepsServing(t *testing.T) {
 		require.Nil(t, c.request(protocol.OpPing, protocol.Empty{}).Error)
 	})
 
+	t.Run("malformed frames answered with their id", func(t *testing.T) {
+		c := dialRaw(t, agent.socket)
+		c.hello()
+		s := func(v string) []byte { return append([]byte{0xa0 | byte(len(v))}, v...) }
+		cat := func(parts ...[]byte) []byte {
+			var b []byte
+			for _, p := range parts {
+				b = append(b, p...)
+			}
+			return b
+		}
+		for _, tc := range []struct {
+			name string
+			body []byte
+			id   uint64
+		}{
+			// A body announcing 4 GB in a small frame, after the id.
+			{"truncated body", cat([]byte{0x84}, s("kind"), []byte{0x01}, s("id"), []byte{0x29}, s("op"), s("ping"), s("body"), []byte{0xdb, 0xff, 0xff, 0xff, 0xff}), 41},
+			// The id first, then a kind of the wrong type.
+			{"bad kind after the id", cat([]byte{0x83}, s("id"), []byte{0x2a}, s("kind"), s("x"), s("op"), s("ping")), 42},
+			// A request without an op.
+			{"no op", cat([]byte{0x82}, s("kind"), []byte{0x01}, s("id"), []byte{0x2b}), 43},
+			// Trailing bytes after a whole envelope.
+			{"trailing bytes", cat([]byte{0x83}, s("kind"), []byte{0x01}, s("id"), []byte{0x2c}, s("op"), s("ping"), []byte{0xc0}), 44},
+		} {
+			c.write(protocol.AppendFrame(nil, tc.body))
+			env := c.next()
+			requireCode(t, env, protocol.CodeMalformedFrame)
+			require.Equal(t, tc.id, env.ID, tc.name)
+		}
+		require.Nil(t, c.request(protocol.OpPing, protocol.Empty{}).Error)
+	})
+
+	t.Run("request id 0 is refused", func(t *testing.T) {
+		c := dialRaw(t, agent.socket)
+		c.hello()
+		frame, err := protocol.NewEncoder().Request(0, protocol.OpPing, protocol.Empty{})
+		require.NoError(t, err)
+		c.write(frame)
+		env := c.next()
+		requireCode(t, env, protocol.CodeMalformedFrame)
+		require.Equal(t, uint64(0), env.ID)
+		require.Contains(t, env.Error.Message, "0 is reserved")
+		// Before hello too, and it is not taken for one.
+		c2 := dialRaw(t, agent.socket)
+		frame, err = protocol.NewEncoder().Request(0, protocol.OpHello, &protocol.Hello{MinVersion: 1})
+		require.NoError(t, err)
+		c2.write(frame)
+		requireCode(t, c2.next(), protocol.CodeMalformedFrame)
+		requireCode(t, c2.request(protocol.OpPing, protocol.Empty{}), protocol.CodeHandshakeNeeded)
+		require.Nil(t, c.request(protocol.OpPing, protocol.Empty{}).Error)
+	})
+
+	t.Run("kinds reserved for the agent are refused", func(t *testing.T) {
+		c := dialRaw(t, agent.socket)
+		c.hello()
+		enc := protocol.NewEncoder()
+		response, err := enc.Response(7, protocol.Empty{})
+		require.NoError(t, err)
+		c.write(response)
+		env := c.next()
+		requireCode(t, env, protocol.CodeMalformedFrame)
+		require.Equal(t, uint64(0), env.ID, "a response's id names no request of the peer")
+		require.Contains(t, env.Error.Message, "kind 2")
+		push, err := enc.Push(protocol.PushRun, &protocol.Run{WorkflowID: "x"})
+		require.NoError(t, err)
+		c.write(push)
+		env = c.next()
+		requireCode(t, env, protocol.CodeMalformedFrame)
+		require.Contains(t, env.Error.Message, "kind 3")
+		require.Nil(t, c.request(protocol.OpPing, protocol.Empty{}).Error)
+	})
+
 	t.Run("unknown op", func(t *testing.T) {
 		c := dialRaw(t, agent.socket)
 		c.hello()

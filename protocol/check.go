@@ -23,23 +23,34 @@ var errTruncated = errors.New("the frame ends inside a value")
 // nesting nor a huge announced length in a small frame can exhaust the
 // stack or the memory of the process decoding it.
 func checkWellFormed(b []byte) error {
+	end, err := skipValue(b, 0, 1)
+	if err != nil {
+		return err
+	}
+	if end < len(b) {
+		return fmt.Errorf("%d trailing bytes after the value", len(b)-end)
+	}
+	return nil
+}
+
+// skipValue walks one value starting at b[i], counting the envelope's
+// level as depth (1 for the envelope itself), and returns the offset just
+// after it.
+func skipValue(b []byte, i, depth int) (int, error) {
 	var stack [MaxDepth]int // values still due at each open level
-	depth := 0
+	base := depth - 1
+	depth = base
 	need := 1 // values still due at the current level
-	i := 0
 	for {
 		for need == 0 {
-			if depth == 0 {
-				if i < len(b) {
-					return fmt.Errorf("%d trailing bytes after the value", len(b)-i)
-				}
-				return nil
+			if depth == base {
+				return i, nil
 			}
 			depth--
 			need = stack[depth]
 		}
 		if i >= len(b) {
-			return errTruncated
+			return 0, errTruncated
 		}
 		start := i
 		c := b[i]
@@ -60,7 +71,7 @@ func checkWellFormed(b []byte) error {
 			switch c {
 			case 0xc0, 0xc2, 0xc3: // nil, false, true
 			case 0xc1:
-				return fmt.Errorf("byte 0xc1 at offset %d is not msgpack", start)
+				return 0, fmt.Errorf("byte 0xc1 at offset %d is not msgpack", start)
 			case 0xc4, 0xd9: // bin 8, str 8
 				skip, i, err = readLength(b, i, 1)
 			case 0xc5, 0xda: // bin 16, str 16
@@ -103,10 +114,10 @@ func checkWellFormed(b []byte) error {
 			}
 		}
 		if err != nil {
-			return err
+			return 0, err
 		}
 		if skip > uint64(len(b)-i) {
-			return errTruncated
+			return 0, errTruncated
 		}
 		i += int(skip)
 		if elems == 0 {
@@ -114,10 +125,10 @@ func checkWellFormed(b []byte) error {
 		}
 		// Every value takes at least one byte.
 		if elems > uint64(len(b)-i) {
-			return fmt.Errorf("a container at offset %d announces %d values; %d bytes follow", start, elems, len(b)-i)
+			return 0, fmt.Errorf("a container at offset %d announces %d values; %d bytes follow", start, elems, len(b)-i)
 		}
 		if depth == MaxDepth {
-			return fmt.Errorf("values nest deeper than %d levels", MaxDepth)
+			return 0, fmt.Errorf("values nest deeper than %d levels", MaxDepth)
 		}
 		stack[depth] = need
 		depth++

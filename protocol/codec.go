@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"io"
 	"sync"
 
 	"github.com/vmihailenco/msgpack/v5"
@@ -118,9 +119,60 @@ var ErrMalformed = errors.New("malformed message")
 // DecodeEnvelope decodes a frame body (without its length prefix). The
 // returned Body aliases frame.
 //
-// On error the Envelope holds what was read before the failure: a non-zero
-// ID lets the caller answer the request it belongs to.
+// On error the Envelope holds the kind and id the frame announces, when
+// they can be read (the fault lies elsewhere in the frame): a request's
+// non-zero ID lets the caller answer it, so that it fails at once instead
+// of at its caller's timeout.
 func DecodeEnvelope(frame []byte) (Envelope, error) {
+	env, err := decodeEnvelope(frame)
+	if err != nil {
+		env = Envelope{}
+		env.Kind, env.ID = scanHead(frame)
+	}
+	return env, err
+}
+
+// scanHead reads the kind and id of a frame that does not decode: it walks
+// the envelope's entries as far as they are well-formed msgpack, and keeps
+// the last kind and id it meets that are non-negative integers (0 for
+// those it does not meet).
+func scanHead(frame []byte) (kind Kind, id uint64) {
+	d := getDecoder(frame)
+	defer putDecoder(d)
+	dec, r := d.dec, &d.r
+	n, err := dec.DecodeMapLen()
+	if err != nil || n < 0 || n > maxEnvelopeFields {
+		return 0, 0
+	}
+	for i := 0; i < n; i++ {
+		key, err := dec.DecodeString()
+		if err != nil {
+			return kind, id
+		}
+		// Each value is walked (bounds-checked, allocation-free) before
+		// the decoder reads it, and skipped by moving the reader past it:
+		// the decoder reads the bytes.Reader directly, buffering nothing.
+		end, err := skipValue(frame, len(frame)-r.Len(), 2)
+		if err != nil {
+			return kind, id
+		}
+		if key == "kind" || key == "id" {
+			if v, err := decodeUint(dec); err == nil {
+				if key == "id" {
+					id = v
+				} else if v >= uint64(KindRequest) && v <= uint64(KindPush) {
+					kind = Kind(v)
+				}
+			}
+		}
+		if _, err := r.Seek(int64(end), io.SeekStart); err != nil {
+			return kind, id
+		}
+	}
+	return kind, id
+}
+
+func decodeEnvelope(frame []byte) (Envelope, error) {
 	var env Envelope
 	if err := checkWellFormed(frame); err != nil {
 		return env, fmt.Errorf("%w: %v", ErrMalformed, err)
@@ -191,6 +243,9 @@ func DecodeEnvelope(frame []byte) (Envelope, error) {
 	}
 	if !haveKind || !haveID {
 		return env, fmt.Errorf("%w: envelope needs kind and id", ErrMalformed)
+	}
+	if env.Kind == KindRequest && env.ID == 0 {
+		return env, fmt.Errorf("%w: a request needs an id from 1 (0 is reserved for errors about the connection)", ErrMalformed)
 	}
 	if env.Kind != KindResponse && env.Op == "" {
 		return env, fmt.Errorf("%w: a request or push needs an op", ErrMalformed)

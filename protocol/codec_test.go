@@ -160,49 +160,60 @@ func TestDecodeEnvelopeRefuses(t *testing.T) {
 	for _, tc := range []struct {
 		name, why string
 		in        []byte
-		id        uint64 // what the envelope says of the id despite the error
+		// What the envelope says of the kind and id despite the error:
+		// they are read wherever the frame is well-formed enough to reach
+		// them, so that a request is answered with its own id.
+		kind Kind
+		id   uint64
 	}{
-		{"empty frame", "", nil, 0},
-		{"not msgpack", "0xc1", []byte{0xc1}, 0},
-		{"an array, not a map", "not a map", appendValue(nil, []any{int64(1), int64(2)}), 0},
-		{"a string, not a map", "not a map", appendValue(nil, "hello"), 0},
-		{"no kind, no id", "needs kind and id", envelopeBytes(), 0},
-		{"no id", "needs kind and id", envelopeBytes(kind1, ping), 0},
-		{"no kind", "needs kind and id", envelopeBytes(id1, ping), 1},
-		{"kind nil", "kind: not an integer", envelopeBytes(kv{"kind", nil}, id1, ping), 0},
-		{"kind a string", "kind: not an integer", envelopeBytes(kv{"kind", "request"}, id1, ping), 0},
-		{"kind a float", "kind: not an integer", envelopeBytes(kv{"kind", 1.0}, id1, ping), 0},
-		{"kind 0", "unknown kind 0", envelopeBytes(kv{"kind", int64(0)}, id1, ping), 0},
-		{"kind 4", "unknown kind 4", envelopeBytes(kv{"kind", int64(4)}, id1, ping), 0},
-		{"kind 257 (1 modulo 256)", "unknown kind 257", envelopeBytes(kv{"kind", int64(257)}, id1, ping), 0},
-		{"kind negative", "kind: -255 is negative", envelopeBytes(kv{"kind", int64(-255)}, id1, ping), 0},
-		{"id nil", "id: not an integer", envelopeBytes(kind1, kv{"id", nil}, ping), 0},
-		{"id negative", "id: -1 is negative", envelopeBytes(kind1, kv{"id", int64(-1)}, ping), 0},
-		{"id a string", "id: not an integer", envelopeBytes(kind1, kv{"id", "1"}, ping), 0},
-		{"op an integer", "op:", envelopeBytes(kind1, id1, kv{"op", int64(3)}), 1},
-		{"request without op", "needs an op", envelopeBytes(kind1, id1), 1},
-		{"push without op", "needs an op", envelopeBytes(kv{"kind", int64(3)}, kv{"id", int64(0)}), 0},
-		{"request with an empty op", "needs an op", envelopeBytes(kind1, id1, kv{"op", ""}), 1},
-		{"error a string", "error:", envelopeBytes(kv{"kind", int64(2)}, id1, kv{"error", "bad"}), 1},
-		{"error code a string", "error:", envelopeBytes(kv{"kind", int64(2)}, id1, kv{"error", omap{{"code", "x"}}}), 1},
-		{"a key that is not a string", "envelope key", append([]byte{0x83, 0x01, 0x01}, envelopeBytes(kind1, id1)[1:]...), 0},
-		{"seventeen fields", "17 fields", envelopeBytes(tooMany...), 0},
-		{"trailing bytes", "trailing bytes", append(envelopeBytes(kind1, id1, ping), 0xc0), 0},
-		{"truncated", "ends inside", envelopeBytes(kind1, id1, ping)[:10], 0},
-		{"nested too deep", "deeper than", envelopeBytes(kind1, id1, ping, kv{"body", deep}), 0},
+		{"empty frame", "", nil, 0, 0},
+		{"not msgpack", "0xc1", []byte{0xc1}, 0, 0},
+		{"an array, not a map", "not a map", appendValue(nil, []any{int64(1), int64(2)}), 0, 0},
+		{"a string, not a map", "not a map", appendValue(nil, "hello"), 0, 0},
+		{"no kind, no id", "needs kind and id", envelopeBytes(), 0, 0},
+		{"no id", "needs kind and id", envelopeBytes(kind1, ping), KindRequest, 0},
+		{"no kind", "needs kind and id", envelopeBytes(id1, ping), 0, 1},
+		{"kind nil", "kind: not an integer", envelopeBytes(kv{"kind", nil}, id1, ping), 0, 1},
+		{"kind a string", "kind: not an integer", envelopeBytes(kv{"kind", "request"}, id1, ping), 0, 1},
+		{"kind a float", "kind: not an integer", envelopeBytes(kv{"kind", 1.0}, id1, ping), 0, 1},
+		{"kind 0", "unknown kind 0", envelopeBytes(kv{"kind", int64(0)}, id1, ping), 0, 1},
+		{"kind 4", "unknown kind 4", envelopeBytes(kv{"kind", int64(4)}, id1, ping), 0, 1},
+		{"kind 257 (1 modulo 256)", "unknown kind 257", envelopeBytes(kv{"kind", int64(257)}, id1, ping), 0, 1},
+		{"kind negative", "kind: -255 is negative", envelopeBytes(kv{"kind", int64(-255)}, id1, ping), 0, 1},
+		{"id nil", "id: not an integer", envelopeBytes(kind1, kv{"id", nil}, ping), KindRequest, 0},
+		{"id negative", "id: -1 is negative", envelopeBytes(kind1, kv{"id", int64(-1)}, ping), KindRequest, 0},
+		{"id a string", "id: not an integer", envelopeBytes(kind1, kv{"id", "1"}, ping), KindRequest, 0},
+		{"request id 0", "0 is reserved", envelopeBytes(kind1, kv{"id", int64(0)}, ping), KindRequest, 0},
+		{"op an integer", "op:", envelopeBytes(kind1, id1, kv{"op", int64(3)}), KindRequest, 1},
+		{"request without op", "needs an op", envelopeBytes(kind1, id1), KindRequest, 1},
+		{"push without op", "needs an op", envelopeBytes(kv{"kind", int64(3)}, kv{"id", int64(0)}), KindPush, 0},
+		{"request with an empty op", "needs an op", envelopeBytes(kind1, id1, kv{"op", ""}), KindRequest, 1},
+		{"error a string", "error:", envelopeBytes(kv{"kind", int64(2)}, id1, kv{"error", "bad"}), KindResponse, 1},
+		{"error code a string", "error:", envelopeBytes(kv{"kind", int64(2)}, id1, kv{"error", omap{{"code", "x"}}}), KindResponse, 1},
+		{"a key that is not a string", "envelope key", append([]byte{0x83, 0x01, 0x01}, envelopeBytes(kind1, id1)[1:]...), 0, 0},
+		{"a key that is not a string after the id", "envelope key",
+			append(envelopeBytes(kind1, id1, ping)[:len(envelopeBytes(kind1, id1, ping))-len(appendValue(nil, "op"))-len(appendValue(nil, "ping"))], 0x01, 0x01), KindRequest, 1},
+		{"seventeen fields", "17 fields", envelopeBytes(tooMany...), 0, 0},
+		{"trailing bytes", "trailing bytes", append(envelopeBytes(kind1, id1, ping), 0xc0), KindRequest, 1},
+		{"truncated inside the id", "ends inside", envelopeBytes(kind1, kv{"id", int64(1000)}, ping)[:11], KindRequest, 0},
+		{"truncated after the id", "ends inside", envelopeBytes(kind1, kv{"id", int64(1000)}, ping)[:16], KindRequest, 1000},
+		{"nested too deep", "deeper than", envelopeBytes(kind1, id1, ping, kv{"body", deep}), KindRequest, 1},
 		{"an array announcing 4G values", "announces 4294967295 values",
-			append(bodyless(), 0xdd, 0xff, 0xff, 0xff, 0xff), 0},
+			append(bodyless(), 0xdd, 0xff, 0xff, 0xff, 0xff), KindRequest, 1},
 		{"a map announcing 64K pairs", "announces 131070 values",
-			append(bodyless(), 0xde, 0xff, 0xff, 0x00), 0},
+			append(bodyless(), 0xde, 0xff, 0xff, 0x00), KindRequest, 1},
 		{"a string announcing 4 GB", "ends inside",
-			append(bodyless(), 0xdb, 0xff, 0xff, 0xff, 0xff, 'a'), 0},
+			append(bodyless(), 0xdb, 0xff, 0xff, 0xff, 0xff, 'a'), KindRequest, 1},
+		{"the id after the fault", "ends inside",
+			append(envelopeBytes(kind1, ping, kv{"body", nil}, id1)[:1], 0xa4, 'b', 'o', 'd', 'y', 0xdb, 0xff, 0xff, 0xff, 0xff), 0, 0},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			env, err := DecodeEnvelope(tc.in)
 			require.ErrorIs(t, err, ErrMalformed)
 			require.Contains(t, err.Error(), tc.why)
-			require.Equal(t, tc.id, env.ID)
+			require.Equal(t, tc.id, env.ID, "id")
+			require.Equal(t, tc.kind, env.Kind, "kind")
 		})
 	}
 }

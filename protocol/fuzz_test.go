@@ -64,6 +64,11 @@ func FuzzDecodeEnvelope(f *testing.F) {
 			}
 			return
 		}
+		// What a refused frame is answered with agrees with the decoder
+		// on the frames it accepts.
+		if kind, id := scanHead(data); kind != env.Kind || id != env.ID {
+			t.Fatalf("scanHead read kind %d id %d; the decoder kind %d id %d", kind, id, env.Kind, env.ID)
+		}
 		// The agent and the clients decode bodies into the op's struct:
 		// that path (typed slices, nested messages) must not fail badly
 		// either.

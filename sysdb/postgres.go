@@ -725,15 +725,6 @@ func (p *Postgres) WorkflowRecover(ctx context.Context, in WorkflowRecoverParams
 
 // WorkflowRequeue implements SystemDatabase.
 func (p *Postgres) WorkflowRequeue(ctx context.Context, claims []WorkflowClaim) ([]string, error) {
-	return p.requeue(ctx, "requeue workflows", claims, false)
-}
-
-// WorkflowUnclaim implements SystemDatabase.
-func (p *Postgres) WorkflowUnclaim(ctx context.Context, claims []WorkflowClaim) ([]string, error) {
-	return p.requeue(ctx, "unclaim workflows", claims, true)
-}
-
-func (p *Postgres) requeue(ctx context.Context, what string, claims []WorkflowClaim, refund bool) ([]string, error) {
 	if len(claims) == 0 {
 		return nil, nil
 	}
@@ -742,7 +733,28 @@ func (p *Postgres) requeue(ctx context.Context, what string, claims []WorkflowCl
 	for i, c := range claims {
 		ids[i], owners[i] = c.WorkflowID, c.OwnerXID
 	}
-	return p.collectQueued(ctx, what, p.sql("WorkflowRequeue"), ids, owners, InternalQueueName, refund)
+	return p.collectQueued(ctx, "requeue workflows", p.sql("WorkflowRequeue"), ids, owners, InternalQueueName)
+}
+
+// WorkflowUnclaim implements SystemDatabase.
+func (p *Postgres) WorkflowUnclaim(ctx context.Context, claims []WorkflowClaim) ([]string, error) {
+	if len(claims) == 0 {
+		return nil, nil
+	}
+	n := len(claims)
+	ids, owners := make([]string, n), make([]string, n)
+	restore := make([]bool, n)
+	versions, apps, executors := make([]*string, n), make([]*string, n), make([]*string, n)
+	deadlines := make([]*int64, n)
+	for i, c := range claims {
+		ids[i], owners[i] = c.WorkflowID, c.OwnerXID
+		if pc := c.PreClaim; pc != nil {
+			restore[i] = true
+			versions[i], apps[i], executors[i], deadlines[i] = pc.ApplicationVersion, pc.ApplicationName, pc.ExecutorID, pc.DeadlineEpochMS
+		}
+	}
+	return p.collectQueued(ctx, "unclaim workflows", p.sql("WorkflowUnclaim"), ids, owners, InternalQueueName,
+		restore, versions, apps, executors, deadlines)
 }
 
 // WorkflowOrphaned implements SystemDatabase.
@@ -1179,32 +1191,30 @@ func (p *Postgres) QueueDequeue(ctx context.Context, in QueueDequeueParams) ([]W
 		if budget == 0 {
 			return nil
 		}
-		// Unversioned rows belong to the latest version only. With no
-		// version registered, every executor counts as the latest; an
-		// executor without a version of its own runs unversioned work
-		// (it could run nothing else).
-		takesUnversioned := in.ApplicationVersion == ""
-		if !takesUnversioned {
-			latest, err := scanVersion(tx.QueryRow(ctx, p.sql("LatestApplicationVersion"), in.ApplicationName))
-			noVersions := errors.Is(err, pgx.ErrNoRows)
-			if err != nil && !noVersions {
-				return err
-			}
-			takesUnversioned = noVersions || latest.Name == in.ApplicationVersion
-		}
-
 		var args []any
 		arg := func(v any) string {
 			args = append(args, v)
 			return "$" + strconv.Itoa(len(args))
 		}
-		q := "SELECT workflow_uuid FROM " + p.table("workflow_status") +
+		// The claim stamps these columns; they are read with the row lock
+		// so that an unclaim can restore them (PreClaim).
+		q := "SELECT workflow_uuid, application_version, application_name, executor_id, workflow_deadline_epoch_ms FROM " + p.table("workflow_status") +
 			" WHERE queue_name = " + arg(in.QueueName) + " AND status = 'ENQUEUED'"
-		if takesUnversioned {
-			q += " AND (application_version = " + arg(in.ApplicationVersion) + " OR application_version IS NULL)"
-		} else {
-			q += " AND application_version = " + arg(in.ApplicationVersion)
-		}
+		// Unversioned rows belong to the latest version only; with no
+		// version registered, every executor counts as the latest. An
+		// executor without a version is no exception: its version is ""
+		// and never the latest, so it takes unversioned work only while
+		// its application has no version (as DBOS Python decides, where
+		// every executor has a version). The latest is read in this
+		// statement, not before it: under READ COMMITTED each statement
+		// has its own snapshot, and a row enqueued after a version became
+		// the latest (a first registration, a promotion) must not be
+		// claimed on a decision taken before it.
+		version := arg(in.ApplicationVersion)
+		q += " AND (application_version = " + version + " OR (application_version IS NULL AND COALESCE((" +
+			"SELECT version_name FROM " + p.table("application_versions") +
+			" WHERE " + arg(in.ApplicationName) + "::text IS NULL OR application_name = $" + strconv.Itoa(len(args)) + " OR application_name IS NULL" +
+			" ORDER BY version_timestamp DESC, created_at DESC, version_name DESC LIMIT 1), " + version + ") = " + version + "))"
 		if in.ApplicationName != nil {
 			q += " AND (application_name = " + arg(*in.ApplicationName) + " OR application_name IS NULL)"
 		}
@@ -1227,7 +1237,16 @@ func (p *Postgres) QueueDequeue(ctx context.Context, in QueueDequeueParams) ([]W
 		if err != nil {
 			return err
 		}
-		candidates, err := pgx.CollectRows(rows, pgx.RowTo[string])
+		var candidates []string
+		before := map[string]*PreClaim{}
+		var id string
+		var pre PreClaim
+		_, err = pgx.ForEachRow(rows, []any{&id, &pre.ApplicationVersion, &pre.ApplicationName, &pre.ExecutorID, &pre.DeadlineEpochMS}, func() error {
+			candidates = append(candidates, id)
+			prior := pre
+			before[id] = &prior
+			return nil
+		})
 		if err != nil {
 			return err
 		}
@@ -1264,6 +1283,7 @@ func (p *Postgres) QueueDequeue(ctx context.Context, in QueueDequeueParams) ([]W
 		}
 		for _, id := range candidates {
 			if w, ok := index[id]; ok {
+				w.PreClaim = before[id]
 				claimed = append(claimed, w)
 			}
 		}

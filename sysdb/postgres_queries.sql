@@ -158,11 +158,7 @@ UPDATE {{schema}}.workflow_status
 UPDATE {{schema}}.workflow_status AS w
     SET status = 'ENQUEUED', owner_xid = NULL, started_at_epoch_ms = NULL,
         queue_name = COALESCE(NULLIF(w.queue_name, ''), $3),
-        updated_at = (EXTRACT(epoch FROM now()) * 1000)::bigint,
-        -- $4: the claim never reached a worker, so it does not count as an
-        -- attempt nor as a start against a rate limit.
-        recovery_attempts = CASE WHEN $4 THEN GREATEST(w.recovery_attempts - 1, 0) ELSE w.recovery_attempts END,
-        rate_limited = CASE WHEN $4 THEN false ELSE w.rate_limited END
+        updated_at = (EXTRACT(epoch FROM now()) * 1000)::bigint
     FROM unnest($1::text[], $2::text[]) AS c(workflow_uuid, owner_xid)
     WHERE w.workflow_uuid = c.workflow_uuid AND w.owner_xid = c.owner_xid AND w.status = 'PENDING'
     RETURNING w.workflow_uuid, w.queue_name
@@ -178,6 +174,26 @@ WHERE status = 'PENDING' AND executor_id = $1
   AND owner_xid <> ALL($5::text[])
 ORDER BY updated_at, workflow_uuid
 LIMIT $4
+
+-- name: WorkflowUnclaim
+-- Claims that never reached a worker go back as they were: the claim counts
+-- as no attempt and no start against a rate limit, and where the claim
+-- carries what it overwrote ($4 true) the version, application, executor
+-- and deadline it stamped are restored ($5..$8).
+UPDATE {{schema}}.workflow_status AS w
+    SET status = 'ENQUEUED', owner_xid = NULL, started_at_epoch_ms = NULL,
+        queue_name = COALESCE(NULLIF(w.queue_name, ''), $3),
+        updated_at = (EXTRACT(epoch FROM now()) * 1000)::bigint,
+        recovery_attempts = GREATEST(w.recovery_attempts - 1, 0),
+        rate_limited = false,
+        application_version = CASE WHEN c.restore THEN c.application_version ELSE w.application_version END,
+        application_name = CASE WHEN c.restore THEN c.application_name ELSE w.application_name END,
+        executor_id = CASE WHEN c.restore THEN c.executor_id ELSE w.executor_id END,
+        workflow_deadline_epoch_ms = CASE WHEN c.restore THEN c.deadline ELSE w.workflow_deadline_epoch_ms END
+    FROM unnest($1::text[], $2::text[], $4::boolean[], $5::text[], $6::text[], $7::text[], $8::bigint[])
+        AS c(workflow_uuid, owner_xid, restore, application_version, application_name, executor_id, deadline)
+    WHERE w.workflow_uuid = c.workflow_uuid AND w.owner_xid = c.owner_xid AND w.status = 'PENDING'
+    RETURNING w.workflow_uuid, w.queue_name
 
 -- name: WorkflowDeadLetter
 UPDATE {{schema}}.workflow_status
@@ -261,9 +277,11 @@ WHERE queue_name = $1 AND rate_limited = TRUE
 -- name: QueueClaim
 -- Claims the selected candidates: each gets its own owner token, its first
 -- start time, its deadline from its timeout, and one more recovery attempt.
+-- A claimer without a version ("") leaves the row unversioned (NULL), the
+-- one way a row says it has none.
 UPDATE {{schema}}.workflow_status
 SET status = 'PENDING',
-    application_version = $2,
+    application_version = NULLIF($2, ''),
     executor_id = $3,
     owner_xid = $6::text || gen_random_uuid()::text,
     started_at_epoch_ms = (EXTRACT(epoch FROM now()) * 1000)::bigint,

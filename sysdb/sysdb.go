@@ -90,7 +90,8 @@ type SystemDatabase interface {
 
 	// WorkflowUnclaim hands back claimed workflows that never reached a
 	// worker (none could take them): like WorkflowRequeue, but the claim
-	// does not count as a recovery attempt nor against a rate limit.
+	// does not count as a recovery attempt nor against a rate limit, and
+	// what it stamped is restored from each claim's PreClaim.
 	WorkflowUnclaim(ctx context.Context, claims []WorkflowClaim) ([]string, error)
 
 	// WorkflowOrphaned lists the PENDING workflows of p.ExecutorID whose
@@ -208,6 +209,9 @@ type Workflow struct {
 	Error         *string
 	// PayloadsLoaded says whether Inputs/Output/Error were read.
 	PayloadsLoaded bool
+	// PreClaim is set on the workflows QueueDequeue returns: the row before
+	// the claim, for WorkflowUnclaim.
+	PreClaim *PreClaim
 }
 
 // Active reports whether the workflow may still run.
@@ -357,6 +361,23 @@ type WorkflowRecoverParams struct {
 type WorkflowClaim struct {
 	WorkflowID string
 	OwnerXID   string
+	// PreClaim, for WorkflowUnclaim, is the row as it was before the claim
+	// (the claimed Workflow's PreClaim); nil keeps what the claim stamped.
+	PreClaim *PreClaim
+}
+
+// PreClaim is what a dequeue's claim overwrote in a workflow row: it stamps
+// the claimer's version, application and executor, and starts the timeout's
+// clock. WorkflowUnclaim puts these back, so that a claim that reached no
+// worker leaves the row as its enqueuer wrote it. Otherwise an unversioned
+// row claimed for a worker that left meanwhile would belong to that
+// worker's version from then on, and the latest version's workers, the
+// only ones that take unversioned work, would never run it.
+type PreClaim struct {
+	ApplicationVersion *string
+	ApplicationName    *string
+	ExecutorID         *string
+	DeadlineEpochMS    *int64
 }
 
 // WorkflowOrphanedParams selects the claims WorkflowOrphaned lists.

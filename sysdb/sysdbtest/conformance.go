@@ -1620,6 +1620,23 @@ func testQueueDequeueUnversioned(t *testing.T, db sysdb.SystemDatabase) {
 	require.Equal(t, Ptr("v1"), ws[0].ApplicationVersion, "the claim stamps the version")
 	require.Equal(t, sysdb.StatusEnqueued, get(t, db, "v2").Status)
 	require.Equal(t, []string{"v2"}, ids(dequeue(t, db, sysdb.QueueDequeueParams{QueueName: "q", ApplicationVersion: "v2"})))
+
+	// An executor without a version takes unversioned rows only while no
+	// version is registered: "" is a version like any other, never the
+	// latest, not a wildcard.
+	enqueue(t, db, "any-2", "q", func(p *sysdb.WorkflowInsertParams) { p.ApplicationVersion = nil })
+	enqueue(t, db, "any-3", "q", func(p *sysdb.WorkflowInsertParams) { p.ApplicationVersion = nil })
+	versionless := func() []sysdb.Workflow {
+		ws, err := db.QueueDequeue(t.Context(), sysdb.QueueDequeueParams{QueueName: "q", ExecutorID: "local", MaxClaim: 1})
+		require.NoError(t, err)
+		return ws
+	}
+	ws = versionless()
+	require.Equal(t, []string{"any-2"}, ids(ws), "no version registered: the executor without one takes it")
+	require.Nil(t, ws[0].ApplicationVersion, "and leaves it unversioned")
+	require.NoError(t, db.VersionRegister(t.Context(), "v2", nil))
+	require.Empty(t, versionless(), "v2 is the latest: unversioned work is its")
+	require.Equal(t, []string{"any-3"}, ids(dequeue(t, db, sysdb.QueueDequeueParams{QueueName: "q", ApplicationVersion: "v2"})))
 }
 
 func testQueueDequeueApplicationName(t *testing.T, db sysdb.SystemDatabase) {
@@ -1870,25 +1887,33 @@ func concurrentGlobalLimit(t *testing.T, db sysdb.SystemDatabase, partitioned bo
 }
 
 // testWorkflowUnclaim: a claim handed back unused costs no attempt and no
-// rate-limit start; a claim of another token is left alone.
+// rate-limit start, and leaves the row as it was before the claim (an
+// unversioned row stays unversioned); a claim of another token is left
+// alone.
 func testWorkflowUnclaim(t *testing.T, db sysdb.SystemDatabase) {
 	ctx := t.Context()
+	timeout := int64(60000)
 	_, err := db.WorkflowInsert(ctx, sysdb.WorkflowInsertParams{ID: "u", Name: "wf", Status: sysdb.StatusEnqueued,
-		CreatorXID: Token(), QueueName: Ptr("uq"), ExecutorID: "local"})
+		CreatorXID: Token(), QueueName: Ptr("uq"), ExecutorID: "enqueuer", TimeoutMS: &timeout})
 	require.NoError(t, err)
 	max := 5
-	claimed, err := db.QueueDequeue(ctx, sysdb.QueueDequeueParams{QueueName: "uq", ExecutorID: "local", ApplicationVersion: "v1",
-		Limits: sysdb.QueueLimits{RateLimitMax: &max, RateLimitPeriod: time.Minute}})
+	claimed, err := db.QueueDequeue(ctx, sysdb.QueueDequeueParams{QueueName: "uq", ExecutorID: "claimer", ApplicationVersion: "v1",
+		ApplicationName: Ptr("shop"), Limits: sysdb.QueueLimits{RateLimitMax: &max, RateLimitPeriod: time.Minute}})
 	require.NoError(t, err)
 	require.Len(t, claimed, 1)
 	require.Equal(t, int64(1), claimed[0].RecoveryAttempts)
 	require.True(t, claimed[0].RateLimited)
+	require.Equal(t, Ptr("v1"), claimed[0].ApplicationVersion, "the claim stamps the version")
+	require.Equal(t, Ptr("shop"), claimed[0].ApplicationName)
+	require.NotNil(t, claimed[0].DeadlineEpochMS, "the claim starts the timeout's clock")
+	require.Equal(t, &sysdb.PreClaim{ExecutorID: Ptr("enqueuer")}, claimed[0].PreClaim)
 
-	got, err := db.WorkflowUnclaim(ctx, []sysdb.WorkflowClaim{{WorkflowID: "u", OwnerXID: Token()}})
+	claim := sysdb.WorkflowClaim{WorkflowID: "u", OwnerXID: *claimed[0].OwnerXID, PreClaim: claimed[0].PreClaim}
+	got, err := db.WorkflowUnclaim(ctx, []sysdb.WorkflowClaim{{WorkflowID: "u", OwnerXID: Token(), PreClaim: claim.PreClaim}})
 	require.NoError(t, err)
 	require.Empty(t, got, "another token's claim must not be handed back")
 
-	got, err = db.WorkflowUnclaim(ctx, []sysdb.WorkflowClaim{{WorkflowID: "u", OwnerXID: *claimed[0].OwnerXID}})
+	got, err = db.WorkflowUnclaim(ctx, []sysdb.WorkflowClaim{claim})
 	require.NoError(t, err)
 	require.Equal(t, []string{"u"}, got)
 	wf, err := db.WorkflowGet(ctx, "u")
@@ -1898,6 +1923,26 @@ func testWorkflowUnclaim(t *testing.T, db sysdb.SystemDatabase) {
 	require.False(t, wf.RateLimited)
 	require.Nil(t, wf.OwnerXID)
 	require.Equal(t, "uq", *wf.QueueName)
+	require.Nil(t, wf.ApplicationVersion, "still unversioned")
+	require.Nil(t, wf.ApplicationName, "still any application's")
+	require.Equal(t, Ptr("enqueuer"), wf.ExecutorID)
+	require.Nil(t, wf.DeadlineEpochMS, "the timeout starts at a real start")
+
+	// So the latest version takes it, though a v1 claim once held it.
+	require.NoError(t, db.VersionRegister(ctx, "v2", nil))
+	require.Empty(t, dequeue(t, db, sysdb.QueueDequeueParams{QueueName: "uq", ApplicationVersion: "v1"}))
+	require.Equal(t, []string{"u"}, ids(dequeue(t, db, sysdb.QueueDequeueParams{QueueName: "uq", ApplicationVersion: "v2"})))
+
+	// Without a PreClaim the claim's stamps stay.
+	_, err = db.WorkflowInsert(ctx, sysdb.WorkflowInsertParams{ID: "u2", Name: "wf", Status: sysdb.StatusEnqueued,
+		CreatorXID: Token(), QueueName: Ptr("uq"), ExecutorID: "enqueuer"})
+	require.NoError(t, err)
+	claimed = dequeue(t, db, sysdb.QueueDequeueParams{QueueName: "uq", ExecutorID: "claimer", ApplicationVersion: "v2"})
+	require.Len(t, claimed, 1)
+	got, err = db.WorkflowUnclaim(ctx, []sysdb.WorkflowClaim{{WorkflowID: "u2", OwnerXID: *claimed[0].OwnerXID}})
+	require.NoError(t, err)
+	require.Equal(t, []string{"u2"}, got)
+	require.Equal(t, Ptr("v2"), get(t, db, "u2").ApplicationVersion)
 }
 
 // testStepListMany: several workflows' histories in one read, each in

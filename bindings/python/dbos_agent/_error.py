@@ -457,6 +457,10 @@ ERROR_CATALOG: Dict[int, "tuple[str, str, bool]"] = {
     210: ("workflow_active", "DBOSException", False),
 }
 
+#: The codes after which the agent closes the connection (the catalog's
+#: ``close_connection``); any other error with id 0 leaves it open.
+CLOSING_CODES = frozenset({102, 105, 110, 112})
+
 
 class AgentErrorReply(Exception):
     """An error response as it came off the wire, before it is turned into a

@@ -76,6 +76,8 @@ PUSH_CANCEL = "cancel"
 ROLE_WORKER = "worker"
 ROLE_CLIENT = "client"
 
+MAX_REQUEST_ID = 2**64 - 1
+
 HEADER = struct.Struct(">I")
 DEFAULT_MAX_FRAME_SIZE = 16 << 20
 
@@ -94,7 +96,11 @@ def encode_frame(
     kind: int, request_id: int, op: Optional[str], body: Optional[Dict[str, Any]], *, omit_nil: bool = True
 ) -> bytes:
     """Encode one frame with its length prefix. Maps keep their insertion
-    order; integers take their smallest encoding, floats are float64."""
+    order; integers take their smallest encoding, floats are float64. A
+    request's id is from 1 to 2**64-1: the agent refuses id 0, which its
+    errors about the connection carry."""
+    if kind == KIND_REQUEST and not 0 < request_id <= MAX_REQUEST_ID:
+        raise ValueError(f"a request id is from 1 to {MAX_REQUEST_ID}, not {request_id}")
     env: Dict[str, Any] = {"kind": kind, "id": request_id}
     if op:
         env["op"] = op

@@ -42,6 +42,7 @@ from typing import Any, Callable, Deque, Dict, FrozenSet, Iterable, List, Option
 
 from . import _protocol as proto
 from ._error import (
+    CLOSING_CODES,
     AgentErrorReply,
     DBOSAgentUnavailableError,
     DBOSAgentUntrustedError,
@@ -439,10 +440,13 @@ class Connection:
             # No such request: an error about the connection itself (id 0),
             # or the reply to a cancel_request, which nothing waits for.
             if rid == 0 and err:
-                # The connection closes next.
-                self._lost_reason = AgentErrorReply(
+                reply = AgentErrorReply(
                     int(err.get("code", 0)), err.get("name", ""), err.get("message", ""), err.get("data")
                 )
+                if reply.code in CLOSING_CODES:
+                    self._lost_reason = reply  # the connection closes next
+                else:
+                    logger.warning("dbos-agent: an error about the connection, which stays open: %s", reply)
             return
         # A caller that stopped waiting (it cancelled the future, as does a
         # cancelled asyncio task) has gone: its late answer, request_cancelled

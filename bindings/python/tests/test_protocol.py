@@ -135,6 +135,18 @@ def test_error_catalog_matches_the_protocols() -> None:
     ours = {code: (name, dbos, retry) for code, (name, dbos, retry) in _error.ERROR_CATALOG.items()}
     theirs = {c["code"]: (c["name"], c["dbos_name"], c["retryable"]) for c in CATALOG}
     assert ours == theirs
+    assert _error.CLOSING_CODES == {c["code"] for c in CATALOG if c["close_connection"]}
+
+
+@pytest.mark.parametrize("rid", [0, -1, proto.MAX_REQUEST_ID + 1])
+def test_a_request_never_goes_out_with_a_reserved_id(rid: int) -> None:
+    # The agent refuses id 0 (its errors about the connection carry it);
+    # ids come from a counter from 1, and the encoder refuses the rest.
+    with pytest.raises(ValueError):
+        proto.encode_frame(proto.KIND_REQUEST, rid, proto.OP_PING, {})
+    assert proto.encode_frame(proto.KIND_REQUEST, proto.MAX_REQUEST_ID, proto.OP_PING, {})
+    # Responses and pushes carry id 0 legitimately.
+    assert proto.encode_frame(proto.KIND_RESPONSE, 0, None, {})
 
 
 @pytest.mark.parametrize("entry", CATALOG, ids=lambda c: c["name"])

@@ -40,6 +40,22 @@ def fresh_tracker() -> Iterator[Tracker]:
     t.open()
 
 
+@pytest.fixture(scope="module")
+def dbos(agent_env: AgentEnv) -> Iterator[type]:
+    """DBOS launched with a version of its own, as an official DBOS process
+    always has one: the official process of this module registers its
+    version, official-1, which then is the latest, and a worker without a
+    version takes no queued unversioned work while another version is the
+    latest (PROTOCOL.md 2.13, as DBOS Python routes it)."""
+    DBOS.destroy()
+    DBOS(config={"name": "pytest", "agent_socket": agent_env.socket, "application_version": "binding-1"})
+    DBOS.launch()
+    try:
+        yield DBOS
+    finally:
+        DBOS.destroy()
+
+
 def run_official_app(agent_env: AgentEnv, **env: str) -> Dict[str, Any]:
     full = dict(os.environ)
     full.update({
@@ -88,6 +104,11 @@ def test_queues_are_shared_with_official_dbos_both_ways(dbos: Any, agent_env: Ag
 
     # The official client enqueues onto the binding's queue; the binding
     # worker runs them one at a time (the global concurrency it stored).
+    # Its enqueues are unversioned, which only the latest version takes:
+    # official-1 since the official process registered it, and gone, so
+    # binding-1 is made the latest again (a rollback, as in DBOS).
+    assert DBOS.get_latest_application_version()["version_name"] == "official-1"
+    DBOS.set_latest_application_version("binding-1")
     official = OfficialClient(system_database_url=sqlalchemy_url(), dbos_system_schema=agent_env.schema)
     fresh = Tracker()
     state["tracker"] = fresh

@@ -5,11 +5,12 @@ versioned work only on its version, promotion switching the latest."""
 from __future__ import annotations
 
 import asyncio
+import uuid
 from typing import Iterator, List
 
 import pytest
 
-from dbos_agent import DBOS, DBOSClient, DBOSException, DBOSNotSupportedError
+from dbos_agent import DBOS, DBOSClient, DBOSException, DBOSNotSupportedError, SetWorkflowID
 
 from conftest import AgentEnv, Worker
 from holds import queue_env, quick_lines
@@ -24,6 +25,11 @@ def no_dbos() -> Iterator[None]:
 
 def names(versions: List[dict]) -> List[str]:  # type: ignore[type-arg]
     return [v["version_name"] for v in versions]
+
+
+@DBOS.workflow()
+def stamped_workflow(value: str) -> str:
+    return value
 
 
 def test_version_calls_list_get_and_promote(agent_env: AgentEnv) -> None:
@@ -99,3 +105,19 @@ def test_only_the_latest_version_takes_unversioned_work(agent_env: AgentEnv, wor
         # v2 still takes the work of its own version.
         direct = client.enqueue({"workflow_name": "quick", "queue_name": "vq", "app_version": "v2"}, "to-v2")
         assert direct.get_result() == "to-v2@v2"
+
+
+def test_a_configured_version_stamps_what_it_starts(agent_env: AgentEnv) -> None:
+    DBOS(config={"name": "pytest-ver", "agent_socket": agent_env.socket, "application_version": "v7"})
+    DBOS.launch()
+    assert DBOS.application_version == "v7"
+    with SetWorkflowID(f"stamped-{uuid.uuid4().hex[:6]}") as s:
+        assert stamped_workflow("hi") == "hi"
+    status = DBOS.get_workflow_status(s.wfid)
+    assert status is not None and status.app_version == "v7"
+    # Queued too: its own version's work, which this worker runs. (Last in
+    # this module, and of the application the others use: the application
+    # of a queue is the first to register it, and the queues declared by
+    # any test module are registered by every launch.)
+    queue = DBOS.register_queue("v7q")
+    assert queue.enqueue(stamped_workflow, "queued").get_result() == "queued"

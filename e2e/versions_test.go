@@ -1,0 +1,121 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/dbos-agent/dbos-agent/client"
+	"github.com/dbos-agent/dbos-agent/protocol"
+)
+
+// versionWorkers starts workers of application "e2e" serving queue "rq"
+// with one workflow, "routed", that reports which worker ran it.
+type versionWorkers struct {
+	t      *testing.T
+	socket string
+	ranBy  chan [2]string // worker label, workflow id
+}
+
+func newVersionWorkers(t *testing.T, socket string) *versionWorkers {
+	return &versionWorkers{t: t, socket: socket, ranBy: make(chan [2]string, 64)}
+}
+
+func (v *versionWorkers) start(label, version string) *client.Worker {
+	return qWorker(v.t, v.socket, client.WorkerConfig{AppName: "e2e", AppVersion: version,
+		Queues: []protocol.QueueRegistration{{Name: "rq"}},
+		Workflows: map[string]client.WorkflowFunc{"routed": func(wf *client.Workflow, _ *string) (*string, error) {
+			v.ranBy <- [2]string{label, wf.ID()}
+			return str(label), nil
+		}}})
+}
+
+func (v *versionWorkers) requireRanBy(c *client.Client, id, label string) {
+	v.t.Helper()
+	require.Equal(v.t, "SUCCESS", awaitResult(v.t, c, id).Status)
+	require.Equal(v.t, [2]string{label, id}, recv(v.t, v.ranBy, "a run"))
+}
+
+// TestWorkerWithoutVersionIsNoWildcard: the routing rule of PROTOCOL.md
+// 2.13. A worker that announces no version (and gets none from the agent)
+// takes unversioned work only while its application has no registered
+// version; once v2 is registered, unversioned work is v2's alone, even
+// while the version-less worker is the only one connected. (Before, a
+// version-less worker took unversioned work whatever the latest was.)
+func TestWorkerWithoutVersionIsNoWildcard(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	a := e.startAgent(agentOptions{})
+	clock := startClock(t, a.socket)
+	w := newVersionWorkers(t, a.socket)
+	c := dialClient(t, a.socket)
+
+	none := w.start("none", "")
+	require.Equal(t, "", none.Client.Hello.AppVersion, "no version, none from the agent")
+	enqueue(t, c, protocol.StartWorkflow{WorkflowID: "n-0", Name: "routed", QueueName: "rq"})
+	w.requireRanBy(c, "n-0", "none")
+	require.Equal(t, "", getWorkflow(t, c, "n-0").AppVersion, "run by no version, it stays unversioned")
+
+	v2 := w.start("v2", "v2")
+	for i := 1; i <= 6; i++ {
+		enqueue(t, c, protocol.StartWorkflow{WorkflowID: fmt.Sprintf("n-%d", i), Name: "routed", QueueName: "rq"})
+	}
+	for i := 1; i <= 6; i++ {
+		id := fmt.Sprintf("n-%d", i)
+		require.Equal(t, "SUCCESS", awaitResult(t, c, id).Status)
+		require.Equal(t, "v2", getWorkflow(t, c, id).AppVersion)
+	}
+	for i := 1; i <= 6; i++ {
+		require.Equal(t, "v2", recv(t, w.ranBy, "a run")[0], "only the latest version takes unversioned work")
+	}
+
+	// With v2 gone, the version-less worker still takes none of it.
+	v2.Close()
+	<-v2.Client.Done()
+	enqueue(t, c, protocol.StartWorkflow{WorkflowID: "n-7", Name: "routed", QueueName: "rq"})
+	clock.waitTicks(t, 2)
+	require.Equal(t, "ENQUEUED", getWorkflow(t, c, "n-7").Status)
+	require.Empty(t, w.ranBy)
+	// A version-less worker that connects now is told why in the log.
+	w.start("none-2", "")
+	a.waitForLog(t, "a worker without an application version takes no queued unversioned work")
+	w.start("v2-again", "v2")
+	w.requireRanBy(c, "n-7", "v2-again")
+
+	// It still runs what it starts itself, and its enqueues are
+	// unversioned: the latest version's.
+	reply, err := none.Start(context.Background(), protocol.StartWorkflow{WorkflowID: "own", Name: "routed"})
+	require.NoError(t, err)
+	require.NotNil(t, reply.Run, "a direct start runs in the worker that made it")
+	w.requireRanBy(c, "own", "none")
+}
+
+// TestAgentAppVersionAppliesToWorkersThatAnnounceNone: the agent's
+// --app-version is the version of a worker that announces none: the reply
+// says so, the version is registered, and it takes unversioned work.
+func TestAgentAppVersionAppliesToWorkersThatAnnounceNone(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	a := e.startAgent(agentOptions{extraArgs: []string{"--app-version", "v3"}})
+	w := newVersionWorkers(t, a.socket)
+	c := dialClient(t, a.socket)
+	worker := w.start("default", "")
+	require.Equal(t, "v3", worker.Client.Hello.AppVersion)
+	var versions protocol.ListVersionsReply
+	require.NoError(t, c.Call(context.Background(), protocol.OpListVersions, &protocol.Empty{}, &versions))
+	require.Len(t, versions.Versions, 1)
+	require.Equal(t, "v3", versions.Versions[0].VersionName)
+
+	// The client announced no version either: its enqueue is v3's.
+	enqueue(t, c, protocol.StartWorkflow{WorkflowID: "d-1", Name: "routed", QueueName: "rq"})
+	w.requireRanBy(c, "d-1", "default")
+	require.Equal(t, "v3", getWorkflow(t, c, "d-1").AppVersion)
+	// An unversioned row (as an SDK client writes it) goes to the latest, v3.
+	_, err := e.commSQL().Exec(context.Background(), "INSERT INTO "+e.commTable("workflow_status")+
+		" (workflow_uuid, status, name, queue_name, application_name) VALUES ('d-2', 'ENQUEUED', 'routed', 'rq', 'e2e')")
+	require.NoError(t, err)
+	w.requireRanBy(c, "d-2", "default")
+	require.Equal(t, "v3", getWorkflow(t, c, "d-2").AppVersion, "claimed by v3, it is v3's")
+}

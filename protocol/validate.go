@@ -1,0 +1,418 @@
+package protocol
+
+import (
+	"encoding/json"
+	"fmt"
+	"math"
+	"strings"
+	"unicode"
+	"unicode/utf8"
+)
+
+// The validation of what a peer registers. The rules live here, beside the
+// messages, rather than in the agent: they are part of the wire contract
+// (PROTOCOL.md states them per field), every transport reaches the agent
+// with the same decoded messages (the socket and the C library alike), and
+// a Go client can check a message before it sends it. The agent validates a
+// request whole before it writes anything.
+
+// Bounds on registrations. Each is far above what a real application
+// declares, and low enough that the agent answers any registration
+// promptly and keeps it small.
+const (
+	// MaxNameBytes bounds the names of queues, applications, versions and
+	// schedules, class names (the DBOS schema's class_name is a
+	// varchar(255)), time zones and cron expressions.
+	MaxNameBytes = 255
+	// MaxFunctionNameBytes bounds workflow function names, which some SDKs
+	// qualify with a module or package path.
+	MaxFunctionNameBytes = 1024
+	// MaxWorkflowsPerHello bounds the workflow functions one worker
+	// registers.
+	MaxWorkflowsPerHello = 4096
+	// MaxQueuesPerWorker bounds the queues one worker serves, hello and
+	// register_queues together: each is registered in the database and
+	// polled.
+	MaxQueuesPerWorker = 1000
+	// MaxLimit bounds every count (concurrency limits, rate-limit maxima,
+	// max_concurrency, max_recovery_attempts): the DBOS schema stores the
+	// limits as 32-bit integers.
+	MaxLimit = math.MaxInt32
+	// MinPeriodSec and MaxPeriodSec bound a rate limit's period. Starts are
+	// counted in whole milliseconds, so a shorter period would limit
+	// nothing; a year is longer than any limit means. MinPeriodSec also
+	// bounds polling_interval_sec, which the SDKs poll at: shorter is a
+	// busy loop.
+	MinPeriodSec = 0.001
+	MaxPeriodSec = 365 * 24 * 3600
+	// MaxPollingIntervalSec bounds polling_interval_sec (a day).
+	MaxPollingIntervalSec = 24 * 3600
+	// MaxScheduleContextBytes bounds a schedule's context, which every
+	// tick of it carries.
+	MaxScheduleContextBytes = 64 << 10
+)
+
+// InternalQueueName is the queue of direct starts, which every worker
+// serves and none may register.
+const InternalQueueName = "_dbos_internal_queue"
+
+// FieldError is a request field that breaks a rule. Path names the field
+// from the op down, as in hello.queues[3].concurrency; the agent answers it
+// with invalid_argument and the message "path: problem".
+type FieldError struct {
+	Path    string
+	Problem string
+}
+
+func (e *FieldError) Error() string { return e.Path + ": " + e.Problem }
+
+func fieldErr(path, format string, args ...any) *FieldError {
+	return &FieldError{Path: path, Problem: fmt.Sprintf(format, args...)}
+}
+
+// Validator is a message with rules beyond its types. op roots the paths
+// of the errors (the same message serves several ops).
+type Validator interface {
+	Validate(op string) error
+}
+
+// Validate checks a hello: every field, every registration, the counts,
+// and that only a worker registers. The agent's defaults (an empty role is
+// a client, an empty app_version the agent's) are applied after it.
+func (h *Hello) Validate(op string) error {
+	if err := checkNames(op,
+		name{"app_name", h.AppName, MaxNameBytes, false},
+		name{"app_version", h.AppVersion, MaxNameBytes, false},
+		name{"language", h.Language, MaxNameBytes, false},
+		name{"binding_version", h.BindingVersion, MaxNameBytes, false},
+	); err != nil {
+		return err
+	}
+	if h.PID < 0 {
+		return fieldErr(op+".pid", "must not be negative")
+	}
+	switch h.Role {
+	case "", RoleClient:
+		// A client takes no runs: a registration would be ignored, so it
+		// is refused rather than dropped silently.
+		switch {
+		case len(h.Workflows) > 0:
+			return fieldErr(op+".workflows", "only a worker registers workflows (role is client)")
+		case len(h.Queues) > 0:
+			return fieldErr(op+".queues", "only a worker serves queues (role is client)")
+		case h.MaxConcurrency != 0:
+			return fieldErr(op+".max_concurrency", "only a worker takes runs (role is client)")
+		}
+	case RoleWorker:
+	default:
+		return fieldErr(op+".role", "must be %q or %q", RoleWorker, RoleClient)
+	}
+	if err := checkCount(op+".max_concurrency", h.MaxConcurrency, 0); err != nil {
+		return err
+	}
+	if len(h.Workflows) > MaxWorkflowsPerHello {
+		return fieldErr(op+".workflows", "%d registrations; at most %d", len(h.Workflows), MaxWorkflowsPerHello)
+	}
+	seen := make(map[string]int, len(h.Workflows))
+	for i := range h.Workflows {
+		path := fmt.Sprintf("%s.workflows[%d]", op, i)
+		if err := h.Workflows[i].validate(path); err != nil {
+			return err
+		}
+		if j, dup := seen[h.Workflows[i].Name]; dup {
+			return fieldErr(path+".name", "%q is registered twice (workflows[%d])", h.Workflows[i].Name, j)
+		}
+		seen[h.Workflows[i].Name] = i
+	}
+	return validateQueues(op+".queues", h.Queues)
+}
+
+func (w *WorkflowRegistration) validate(path string) error {
+	if err := checkNames(path,
+		name{"name", w.Name, MaxFunctionNameBytes, true},
+		name{"class_name", w.ClassName, MaxNameBytes, false},
+	); err != nil {
+		return err
+	}
+	return checkCount(path+".max_recovery_attempts", w.MaxRecoveryAttempts, 0)
+}
+
+// Validate checks the queues registered after a hello. That the worker
+// stays within MaxQueuesPerWorker in all is the agent's to check.
+func (r *RegisterQueues) Validate(op string) error {
+	if len(r.Queues) == 0 {
+		return fieldErr(op+".queues", "is required (at least one queue)")
+	}
+	return validateQueues(op+".queues", r.Queues)
+}
+
+func validateQueues(path string, queues []QueueRegistration) error {
+	if len(queues) > MaxQueuesPerWorker {
+		return fieldErr(path, "%d queues; a worker serves at most %d", len(queues), MaxQueuesPerWorker)
+	}
+	seen := make(map[string]int, len(queues))
+	for i := range queues {
+		p := fmt.Sprintf("%s[%d]", path, i)
+		if err := queues[i].validate(p); err != nil {
+			return err
+		}
+		if j, dup := seen[queues[i].Name]; dup {
+			return fieldErr(p+".name", "%q is registered twice ([%d])", queues[i].Name, j)
+		}
+		seen[queues[i].Name] = i
+	}
+	return nil
+}
+
+// validate applies the zero/absent rule of the queue options: an absent
+// limit is no limit, and a present one must allow something, so 0 is
+// refused (a queue that can never run anything is a mistake, not a
+// setting). The bounds between the limits are DBOS Python's.
+func (q *QueueRegistration) validate(path string) error {
+	if err := checkName(path+".name", q.Name, MaxNameBytes, true); err != nil {
+		return err
+	}
+	if q.Name == InternalQueueName {
+		return fieldErr(path+".name", "%s is reserved: every worker serves it", InternalQueueName)
+	}
+	for _, l := range []struct {
+		field string
+		value *int
+	}{
+		{"worker_concurrency", q.WorkerConcurrency},
+		{"concurrency", q.Concurrency},
+		{"rate_limit_max", q.RateLimitMax},
+		{"partition_concurrency", q.PartitionConcurrency},
+		{"partition_worker_concurrency", q.PartitionWorkerConcurrency},
+		{"partition_rate_limit_max", q.PartitionRateLimitMax},
+	} {
+		if l.value == nil {
+			continue
+		}
+		if err := checkCount(path+"."+l.field, *l.value, 1); err != nil {
+			return err
+		}
+	}
+	if err := checkRateLimit(path, "rate_limit", q.RateLimitMax, q.RateLimitPeriodSec); err != nil {
+		return err
+	}
+	if err := checkRateLimit(path, "partition_rate_limit", q.PartitionRateLimitMax, q.PartitionRateLimitPeriodSec); err != nil {
+		return err
+	}
+	if p := q.PollingIntervalSec; p != 0 && !(p >= MinPeriodSec && p <= MaxPollingIntervalSec) { // NaN fails both
+		return fieldErr(path+".polling_interval_sec", "must be a finite number of seconds from %g to %d (omit it for the default)", MinPeriodSec, MaxPollingIntervalSec)
+	}
+	for _, b := range []struct {
+		small, large string
+		s, l         *int
+	}{
+		{"worker_concurrency", "concurrency", q.WorkerConcurrency, q.Concurrency},
+		{"partition_worker_concurrency", "partition_concurrency", q.PartitionWorkerConcurrency, q.PartitionConcurrency},
+		{"partition_worker_concurrency", "worker_concurrency", q.PartitionWorkerConcurrency, q.WorkerConcurrency},
+		{"partition_concurrency", "concurrency", q.PartitionConcurrency, q.Concurrency},
+	} {
+		if b.s != nil && b.l != nil && *b.s > *b.l {
+			return fieldErr(path+"."+b.small, "%d is more than %s (%d)", *b.s, b.large, *b.l)
+		}
+	}
+	return nil
+}
+
+// checkRateLimit checks a maximum and its period: both or neither, the
+// period finite and within bounds.
+func checkRateLimit(path, name string, maximum *int, period *float64) error {
+	switch {
+	case maximum == nil && period == nil:
+		return nil
+	case period == nil:
+		return fieldErr(path+"."+name+"_period_sec", "is required with %s_max", name)
+	case maximum == nil:
+		return fieldErr(path+"."+name+"_max", "is required with %s_period_sec", name)
+	}
+	if p := *period; !(p >= MinPeriodSec && p <= MaxPeriodSec) { // NaN fails both
+		return fieldErr(path+"."+name+"_period_sec", "must be a finite number of seconds from %g to %d", MinPeriodSec, MaxPeriodSec)
+	}
+	return nil
+}
+
+// Validate checks a schedule to create.
+func (s *Schedule) Validate(op string) error {
+	// The expression and the time zone are parsed by the agent, with the
+	// parser the scheduler fires them with.
+	if err := checkNames(op,
+		name{"schedule_name", s.ScheduleName, MaxNameBytes, true},
+		name{"workflow_name", s.WorkflowName, MaxFunctionNameBytes, true},
+		name{"workflow_class_name", s.WorkflowClassName, MaxNameBytes, false},
+		name{"schedule", s.Cron, MaxNameBytes, true},
+		name{"cron_timezone", s.CronTimezone, MaxNameBytes, false},
+		name{"queue_name", s.QueueName, MaxNameBytes, false},
+	); err != nil {
+		return err
+	}
+	switch s.Status {
+	case "", "ACTIVE", "PAUSED":
+	default:
+		return fieldErr(op+".status", "must be ACTIVE or PAUSED")
+	}
+	if s.Context != "" {
+		if len(s.Context) > MaxScheduleContextBytes {
+			return fieldErr(op+".context", "%d bytes; at most %d", len(s.Context), MaxScheduleContextBytes)
+		}
+		if err := checkJSON(op+".context", s.Context, false); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// Validate checks a schedule's name, for the ops that name one.
+func (s *ScheduleRef) Validate(op string) error {
+	return checkName(op+".schedule_name", s.ScheduleName, MaxNameBytes, true)
+}
+
+// Validate checks a backfill's schedule and range.
+func (b *BackfillSchedule) Validate(op string) error {
+	if err := checkName(op+".schedule_name", b.ScheduleName, MaxNameBytes, true); err != nil {
+		return err
+	}
+	if b.StartEpochMS < 0 {
+		return fieldErr(op+".start_epoch_ms", "must not be negative")
+	}
+	if b.EndEpochMS <= b.StartEpochMS {
+		return fieldErr(op+".end_epoch_ms", "must be after start_epoch_ms")
+	}
+	return nil
+}
+
+// Validate checks a version's name (promote_version).
+func (v *VersionRef) Validate(op string) error {
+	return checkName(op+".version_name", v.VersionName, MaxNameBytes, true)
+}
+
+// Validate checks an attributes update: the workflow and the JSON object.
+func (u *UpdateAttributes) Validate(op string) error {
+	if err := checkText(op+".workflow_id", u.WorkflowID, true); err != nil {
+		return err
+	}
+	if u.Merge && u.Attributes == nil {
+		return fieldErr(op+".attributes", "is required to merge")
+	}
+	return CheckAttributes(op+".attributes", u.Attributes)
+}
+
+// CheckAttributes accepts nil or the JSON text of an object that the
+// database's jsonb column can hold (no NUL character, escaped or not).
+func CheckAttributes(path string, attributes *string) error {
+	if attributes == nil {
+		return nil
+	}
+	return checkJSON(path, *attributes, true)
+}
+
+// checkJSON checks JSON text (of an object when object is set) that a
+// Postgres text or jsonb column can hold: no NUL, raw or escaped.
+func checkJSON(path, text string, object bool) error {
+	if err := checkText(path, text, false); err != nil {
+		return err
+	}
+	var v any
+	if err := json.Unmarshal([]byte(text), &v); err != nil {
+		return fieldErr(path, "must be JSON text")
+	}
+	if _, isObject := v.(map[string]any); object && !isObject {
+		return fieldErr(path, "must be the JSON text of an object")
+	}
+	if hasNUL(v) {
+		return fieldErr(path, "must not contain the character U+0000")
+	}
+	return nil
+}
+
+func hasNUL(v any) bool {
+	switch v := v.(type) {
+	case string:
+		return strings.IndexByte(v, 0) >= 0
+	case []any:
+		for _, e := range v {
+			if hasNUL(e) {
+				return true
+			}
+		}
+	case map[string]any:
+		for k, e := range v {
+			if strings.IndexByte(k, 0) >= 0 || hasNUL(e) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// name is a name field of a message, for checkNames.
+type name struct {
+	field, value string
+	max          int
+	required     bool
+}
+
+// checkNames checks the names of a message at path, in order.
+func checkNames(path string, names ...name) error {
+	for _, n := range names {
+		if err := checkName(path+"."+n.field, n.value, n.max, n.required); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// checkName checks a name: at most max bytes of UTF-8 without control
+// characters (which Postgres refuses, as it does NUL, or which garble the
+// logs and listings that show it).
+func checkName(path, name string, max int, required bool) error {
+	if name == "" {
+		if required {
+			return fieldErr(path, "is required")
+		}
+		return nil
+	}
+	if len(name) > max {
+		return fieldErr(path, "%d bytes; at most %d", len(name), max)
+	}
+	if !utf8.ValidString(name) {
+		return fieldErr(path, "must be valid UTF-8")
+	}
+	for i, r := range name {
+		if unicode.IsControl(r) {
+			return fieldErr(path, "must not contain control characters (%U at byte %d)", r, i)
+		}
+	}
+	return nil
+}
+
+// checkText checks text a Postgres text column can hold: valid UTF-8
+// without NUL. Other characters are the caller's (workflow ids are the
+// application's to choose).
+func checkText(path, text string, required bool) error {
+	switch {
+	case text == "" && required:
+		return fieldErr(path, "is required")
+	case !utf8.ValidString(text):
+		return fieldErr(path, "must be valid UTF-8")
+	case strings.IndexByte(text, 0) >= 0:
+		return fieldErr(path, "must not contain the character U+0000")
+	}
+	return nil
+}
+
+// checkCount checks a count from min (0 or 1) to MaxLimit.
+func checkCount(path string, n, min int) error {
+	switch {
+	case n < min && min == 1:
+		return fieldErr(path, "must be >= 1 (omit it for no limit)")
+	case n < min:
+		return fieldErr(path, "must be >= %d", min)
+	case n > MaxLimit:
+		return fieldErr(path, "must be <= %d", MaxLimit)
+	}
+	return nil
+}
