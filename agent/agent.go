@@ -203,6 +203,9 @@ type Agent struct {
 	// lastFreeMemory is when stats last returned memory to the system
 	// (unix nanoseconds).
 	lastFreeMemory atomic.Int64
+	// memoryReleasePending is set while a release after a bounded
+	// session's close is scheduled (releaseMemorySoon).
+	memoryReleasePending atomic.Bool
 	steps          *batcher[sysdb.StepRecordParams, struct{}]
 	finishes       *batcher[sysdb.WorkflowFinishParams, sysdb.WorkflowFinishResult]
 	waiters        *waiters

@@ -256,7 +256,24 @@ func (s *Session) Close() {
 		if len(runs) > 0 {
 			a.handBack(s.log, runs)
 		}
+		if s.hitBounds() {
+			a.releaseMemorySoon()
+		}
 	})
+}
+
+// hitBounds reports whether the peer ever reached its in-flight bound or
+// had frames wait for room: then it made the agent hold memory worth
+// returning once it is gone.
+func (s *Session) hitBounds() bool {
+	for _, ch := range []chan struct{}{s.throttled, s.outFull} {
+		select {
+		case <-ch:
+			return true
+		default:
+		}
+	}
+	return false
 }
 
 // handBack returns a closed worker's runs to their queues, in the

@@ -1,6 +1,7 @@
 package agent
 
 import (
+	"context"
 	"runtime"
 	"runtime/debug"
 	"time"
@@ -20,16 +21,7 @@ func handleStats(s *Session, env protocol.Envelope) (any, *protocol.Error) {
 	}
 	freed := false
 	if m.FreeMemory {
-		last := a.lastFreeMemory.Load()
-		now := time.Now().UnixNano()
-		if now-last >= int64(minFreeMemoryInterval) && a.lastFreeMemory.CompareAndSwap(last, now) {
-			// Two collections: the first moves pooled buffers (outbound
-			// blocks, encoders) to the pools' victim caches, the second
-			// drops them, as two ordinary cycles would.
-			runtime.GC()
-			debug.FreeOSMemory()
-			freed = true
-		}
+		freed = a.freeMemory()
 	}
 	var ms runtime.MemStats
 	runtime.ReadMemStats(&ms)
@@ -46,4 +38,45 @@ func handleStats(s *Session, env protocol.Envelope) (any, *protocol.Error) {
 		NumGC:             ms.NumGC,
 		MemoryFreed:       freed,
 	}, nil
+}
+
+// freeMemory collects and returns free memory to the OS, at most once per
+// minFreeMemoryInterval; it reports whether it did.
+func (a *Agent) freeMemory() bool {
+	last := a.lastFreeMemory.Load()
+	now := time.Now().UnixNano()
+	if now-last < int64(minFreeMemoryInterval) || !a.lastFreeMemory.CompareAndSwap(last, now) {
+		return false
+	}
+	// Two collections: the first moves pooled buffers (outbound blocks,
+	// encoders) to the pools' victim caches, the second drops them, as two
+	// ordinary cycles would.
+	runtime.GC()
+	debug.FreeOSMemory()
+	return true
+}
+
+// memoryReleaseDelay lets a closed session's goroutines end and drop their
+// buffers before the collection.
+const memoryReleaseDelay = time.Second
+
+// releaseMemorySoon returns the memory a session that hit its bounds made
+// the agent hold, shortly after it closed. Without it an idle agent keeps
+// that memory until the runtime's periodic collection (minutes): the pages
+// are garbage, but nothing allocates to trigger a cycle.
+func (a *Agent) releaseMemorySoon() {
+	if !a.memoryReleasePending.CompareAndSwap(false, true) {
+		return
+	}
+	started := a.sup.goCtx("memory release", func(ctx context.Context) {
+		defer a.memoryReleasePending.Store(false)
+		select {
+		case <-ctx.Done():
+		case <-time.After(memoryReleaseDelay):
+			a.freeMemory()
+		}
+	})
+	if !started {
+		a.memoryReleasePending.Store(false)
+	}
 }
