@@ -5,13 +5,11 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import os
 import time
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, AsyncGenerator, Dict, Generator, Iterable, List, Optional, TypedDict, TypeVar, Union
 
 from . import _comm as comm
-from . import _protocol as proto
 from ._comm import SendMessage
 from ._core import (
     DEFAULT_POLLING_INTERVAL,
@@ -178,17 +176,9 @@ class DBOSClient:
         self._link.start()
 
     def _hello(self) -> Dict[str, Any]:
-        from ._dbos import __version__
+        from ._dbos import client_hello
 
-        return {
-            "min_version": proto.MIN_PROTOCOL_VERSION,
-            "max_version": proto.PROTOCOL_VERSION,
-            "role": proto.ROLE_CLIENT,
-            "app_name": self._app_name,
-            "language": "python",
-            "binding_version": __version__,
-            "pid": os.getpid(),
-        }
+        return client_hello(self._app_name)
 
     def _on_push(self, op: str, body: Dict[str, Any], conn: Connection) -> None:
         pass  # a client runs nothing, so the agent pushes it nothing

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import functools
+import hashlib
 import inspect
 import logging
 import os
@@ -151,7 +152,51 @@ _scheduled: Dict[str, WorkflowRegistration] = {}
 # DBOS.listen_queues: queues configured elsewhere that this process serves.
 _listened: List[str] = []
 _instance: Optional["DBOS"] = None
+# How long the handshake of the version probe may take (AgentLink's default).
+_CONNECT_TIMEOUT_SEC = 10.0
 _instance_lock = threading.RLock()
+
+
+def client_hello(app_name: Optional[str]) -> Dict[str, Any]:
+    """The hello of a client connection (DBOSClient's): it takes no runs and
+    announces no version, so it runs as the agent's default."""
+    return {
+        "min_version": proto.MIN_PROTOCOL_VERSION,
+        "max_version": proto.PROTOCOL_VERSION,
+        "role": proto.ROLE_CLIENT,
+        "app_name": app_name,
+        "language": "python",
+        "binding_version": __version__,
+        "pid": os.getpid(),
+    }
+
+
+def compute_app_version(app_name: str, workflows: List[Callable[..., Any]]) -> str:
+    """The application version of a worker that was given none, as DBOS
+    Python computes it (its registry's ``compute_app_version``): the MD5 hex
+    digest of the workflows' source texts, sorted (so the order of
+    declaration does not matter), then the library's own version (another
+    release may run the same code differently) and the application's name
+    (applications built from one source do not share a version). The source
+    of a workflow includes its decorators; the bodies of the steps it calls
+    are not part of it, as in DBOS. Where the source cannot be read (code
+    built at run time, a frozen application), the version is
+    ``DEFAULT_VERSION-<app name>``, as in DBOS."""
+    try:
+        sources = sorted(inspect.getsource(func) for func in workflows)
+    except (OSError, TypeError):
+        logger.warning(
+            "dbos-agent: could not read the source of the workflows to compute an application version; "
+            "using DEFAULT_VERSION-%s. Set one with the config's 'application_version'",
+            app_name,
+        )
+        return f"DEFAULT_VERSION-{app_name}"
+    sources.append(f"dbos-agent-python {__version__}")
+    sources.append(app_name)
+    hasher = hashlib.md5(usedforsecurity=False)
+    for source in sources:
+        hasher.update(source.encode("utf-8"))
+    return hasher.hexdigest()
 
 
 def _dbos() -> "DBOS":
@@ -241,6 +286,9 @@ class DBOS:
             logger.info("dbos-agent: config keys %s are the agent's business and are ignored here", ", ".join(ignored))
         self._config = config
         self._app_name: str = name
+        # The configured version, else DBOS__APPVERSION; when neither is set,
+        # the first hello computes one from the workflows' source, as DBOS
+        # Python does at launch (compute_app_version).
         self._app_version: str = str(config.get("application_version") or os.environ.get("DBOS__APPVERSION") or "")
         self._executor_id_wanted: Optional[str] = config.get("executor_id") or os.environ.get("DBOS__VMID") or None
         self._executor_id: str = self._executor_id_wanted or "local"
@@ -268,6 +316,13 @@ class DBOS:
             inst._launch()
 
     def _hello(self) -> Dict[str, Any]:
+        # Decided when the first hello is sent, which is launch: no workflow
+        # can be declared after it, so every reconnection announces the same
+        # version (the runs this worker claimed carry it).
+        if not self._app_version:
+            self._app_version = self._agent_default_version() or compute_app_version(
+                self._app_name, [r.func for r in _workflows.values()]
+            )
         return {
             "min_version": proto.MIN_PROTOCOL_VERSION,
             "max_version": proto.PROTOCOL_VERSION,
@@ -283,6 +338,19 @@ class DBOS:
             ],
             "queues": _hello_queues(),
         }
+
+    def _agent_default_version(self) -> str:
+        """The agent's own default version (its --app-version, or its
+        DBOS__APPVERSION), which a worker that was given no version runs as
+        rather than a computed one, so that an operator's choice on the agent
+        stands. A hello names the version a connection runs as, so a short
+        client connection, which registers nothing, asks."""
+        probe = Connection(self._socket, lambda op, body, conn: None, lambda conn, reason: None, self._trusted_uids)
+        try:
+            reply = probe.open(client_hello(self._app_name), _CONNECT_TIMEOUT_SEC)
+        finally:
+            probe.close()
+        return str(reply.get("app_version") or "")
 
     def _launch(self) -> None:
         loop = asyncio.new_event_loop()

@@ -197,6 +197,11 @@ def tick_lines(log: LineWaiter, kind: str = "tick") -> List[Tuple[str, str, str]
     return out
 
 
+def ready_version(w: Worker) -> str:
+    """The version a queue_worker runs as (its "ready" line says)."""
+    return w.out.wait_for("ready").split()[1]
+
+
 def queue_env(socket: str, app: str, queues: Optional[List[Dict[str, Any]]] = None, **extra: str) -> Dict[str, str]:
     env = {"DBOS_AGENT_SOCKET": socket, "APP_NAME": app, "QUEUES": json.dumps(queues or [])}
     env.update(extra)

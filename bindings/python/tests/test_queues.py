@@ -31,7 +31,7 @@ from dbos_agent import (
 )
 
 from conftest import AgentEnv, AgentProcess, LineWaiter, Worker
-from holds import ProcessHolds, Tracker, drive, queue_env, quick_lines
+from holds import ProcessHolds, Tracker, drive, queue_env, quick_lines, ready_version
 
 worker_queue = Queue("qt_worker", worker_concurrency=2)
 prio_queue = Queue("qt_prio", worker_concurrency=1, priority_enabled=True)
@@ -133,7 +133,6 @@ def two_workers(agent_env: AgentEnv, agent_b: AgentProcess, workers: List[Worker
         w.out.wait_for("ready")
     return log
 
-
 # ---------------------------------------------------------------------------
 # Concurrency and rate limits
 
@@ -157,7 +156,10 @@ def test_global_concurrency_holds_across_two_agents_and_worker_processes(
         handles = [c.enqueue({"workflow_name": "held", "queue_name": "qt_global"}, f"g{i}") for i in range(7)]
         holds = ProcessHolds(log, workers)
         drive(holds, total=7, limit=3)
-        assert sorted(h.get_result() for h in handles) == sorted(f"g{i}@" for i in range(7))
+        # Both workers run one source, so both computed one version.
+        version = ready_version(workers[0])
+        assert ready_version(workers[1]) == version
+        assert sorted(h.get_result() for h in handles) == sorted(f"g{i}@{version}" for i in range(7))
         assert max(holds.max_running_in(w) for w in workers) == 2  # each within its worker_concurrency
         assert set(holds.started_where().values()) == {"w0", "w1"}
         stored = c.retrieve_queue("qt_global")
@@ -259,7 +261,10 @@ def test_listen_queues_serves_a_queue_configured_elsewhere(dbos: Any, agent_env:
     listener.out.wait_for("ready")
     with DBOSClient(agent_socket=agent_env.socket, application_name="pytest-l") as c:
         handles = [c.enqueue({"workflow_name": "quick", "queue_name": "qt_listened"}, f"l{i}") for i in range(3)]
-        assert [h.get_result() for h in handles] == [f"l{i}@" for i in range(3)]
+        # The configurer and the listener run one source: one version.
+        version = ready_version(listener)
+        assert ready_version(configurer) == version
+        assert [h.get_result() for h in handles] == [f"l{i}@{version}" for i in range(3)]
         stored = c.retrieve_queue("qt_listened")
         assert stored is not None and stored.worker_concurrency == 1
     assert sorted(t[1] for t in quick_lines(listener.out)) == ["l0", "l1", "l2"]
@@ -525,7 +530,9 @@ def test_async_twins_of_the_queue_schedule_debounce_and_version_calls(dbos: Any,
             parked = await plain_queue.enqueue_async(qt_async_record, "parked")
         await DBOS.set_workflow_delay_async(parked.workflow_id, delay_seconds=0)
         assert await parked.get_result() == "async-parked"
-        assert await DBOS.list_application_versions_async() == []
+        # This module's DBOS, given no version, registered the one it computed.
+        versions = await DBOS.list_application_versions_async()
+        assert [v["version_name"] for v in versions] == [DBOS.application_version]
 
         c = await client.enqueue_async({"workflow_name": "qt_async_record", "queue_name": "qt_plain", "delay_seconds": 0.2}, "c")
         await client.set_workflow_delay_async(c.workflow_id, delay_seconds=0)
@@ -536,7 +543,7 @@ def test_async_twins_of_the_queue_schedule_debounce_and_version_calls(dbos: Any,
         assert (await client.get_schedule_async(cname)) is not None
         await client.apply_schedules_async([{"schedule_name": cname, "workflow_name": "qt_async_tick", "schedule": "0 0 3 1 *"}])
         await client.delete_schedule_async(cname)
-        assert await client.list_application_versions_async() == []
+        assert [v["version_name"] for v in await client.list_application_versions_async()] == [DBOS.application_version]
         assert (await client.retrieve_queue_async("qt_async_q")) is not None
         assert "qt_async_q" in [x.name for x in await client.list_queues_async()]
         cd = DebouncerClient(client, {"workflow_name": "qt_async_record", "queue_name": "qt_plain"})

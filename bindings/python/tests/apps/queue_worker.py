@@ -5,7 +5,7 @@ QUEUES (a JSON list of Queue keyword arguments to declare), LISTEN (a JSON
 list of queue names for DBOS.listen_queues), DECORATED_CRON (declare a
 @DBOS.scheduled workflow ``decorated_tick`` on that cron).
 
-It prints "ready" once launched, then one line per event, with the time
+It prints "ready <version>" once launched (the version it runs as), then one line per event, with the time
 (time.time()) last:
   started <id> <tag> <version> <t>    a ``held`` workflow began (it waits)
   finished <id> <t>                   a ``held`` workflow was released
@@ -13,7 +13,8 @@ It prints "ready" once launched, then one line per event, with the time
   tick <id> <scheduled ISO> <context JSON> <t>
   decorated <id> <scheduled ISO> <actual ISO> <t>
 Commands on stdin: "release <id>" releases one held workflow, "open" all of
-them from now on. It exits when stdin closes.
+them from now on, "enqueue <queue> <tag>" enqueues ``quick`` (printing
+"enqueued <id> <tag> <t>"). It exits when stdin closes.
 """
 
 import json
@@ -54,8 +55,7 @@ def say(*parts: Any) -> None:
         sys.stdout.flush()
 
 
-for spec in json.loads(os.environ.get("QUEUES", "[]")):
-    Queue(**spec)
+_queues = {spec["name"]: Queue(**spec) for spec in json.loads(os.environ.get("QUEUES", "[]"))}
 
 
 @DBOS.workflow()
@@ -95,11 +95,14 @@ if __name__ == "__main__":
     if listen:
         DBOS.listen_queues(listen)
     DBOS.launch()
-    print("ready", flush=True)
+    print("ready", DBOS.application_version, flush=True)
     for line in sys.stdin:
         cmd = line.split()
         if cmd[:1] == ["release"]:
             gate(cmd[1]).set()
+        elif cmd[:1] == ["enqueue"]:
+            h = _queues[cmd[1]].enqueue(quick, cmd[2])
+            say("enqueued", h.workflow_id, cmd[2])
         elif cmd == ["open"]:
             with _lock:
                 _open = True
