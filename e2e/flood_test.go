@@ -13,6 +13,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -264,7 +265,11 @@ func TestFloodingClientIsBoundedAndOthersAreServed(t *testing.T) {
 			break
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("after the flood: %d sessions, %d goroutines; before: %d sessions, %d goroutines",
+			// SIGQUIT makes the agent print every goroutine's stack into
+			// its log, which the harness shows for a failed test.
+			_ = agent.cmd.Process.Signal(syscall.SIGQUIT)
+			<-agent.exited
+			t.Fatalf("after the flood: %d sessions, %d goroutines; before: %d sessions, %d goroutines (stacks in the agent log)",
 				after.Sessions, after.Goroutines, before.Sessions, before.Goroutines)
 		}
 		time.Sleep(100 * time.Millisecond)
