@@ -211,6 +211,9 @@ func TestCLIQueuesSchedulesAndVersions(t *testing.T) {
 		with("schedule", "create", "bad", "--workflow", "w", "--cron", "* * * * *", "--timezone", "Mars/Olympus")...)
 	cliqFails(t, "--context must be JSON", with("schedule", "create", "bad", "--workflow", "w", "--cron", "* * * * *", "--context", "{nope")...)
 	cliqFails(t, `required flag(s) "cron" not set`, with("schedule", "create", "bad", "--workflow", "w")...)
+	cliqFails(t, "schedule.workflow_name: must not contain control characters",
+		with("schedule", "create", "bad", "--workflow", "w\x01x", "--cron", "* * * * *")...)
+	cliqFails(t, "schedule.schedule_name:", with("schedule", "create", "bad"+strings.Repeat("x", 1000), "--workflow", "w", "--cron", "* * * * *")...)
 	_, err = dbos.GetSchedule(sdk, "bad")
 	require.Error(t, err, "a refused create writes nothing")
 

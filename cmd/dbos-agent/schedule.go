@@ -15,6 +15,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/dbos-agent/dbos-agent/agent"
+	"github.com/dbos-agent/dbos-agent/protocol"
 	"github.com/dbos-agent/dbos-agent/sysdb"
 )
 
@@ -198,6 +199,12 @@ func newScheduleCreateCommand() *cobra.Command {
 			}
 			if !json.Valid([]byte(scheduleContext)) {
 				return fmt.Errorf("--context must be JSON text, like '{\"region\":\"eu\"}' or '\"nightly\"'")
+			}
+			// The rules a create_schedule request is held to: the table is
+			// shared with the DBOS SDKs, whoever writes it.
+			if err := (&protocol.Schedule{ScheduleName: args[0], WorkflowName: workflow, WorkflowClassName: class,
+				Cron: cronSpec, Context: scheduleContext, CronTimezone: tz, QueueName: queue}).Validate("schedule"); err != nil {
+				return err
 			}
 			database, err := openDatabase(cmd.Context(), db)
 			if err != nil {
