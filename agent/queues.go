@@ -55,15 +55,22 @@ func queueConfigOf(q protocol.QueueRegistration, app string) sysdb.QueueConfig {
 // Python binding's 10 s handshake timeout (after which it reconnects and
 // sends the same hello again).
 func (a *Agent) registerQueues(ctx context.Context, app string, queues []protocol.QueueRegistration) *protocol.Error {
-	for _, q := range queues {
-		_, _, err := a.db.QueueRegister(ctx, sysdb.QueueRegisterParams{Config: queueConfigOf(q, app), UpdateExisting: hasOptions(q)})
-		var owned *sysdb.NameOwnedError
-		if errors.As(err, &owned) {
-			return protocol.Errorf(protocol.CodeInvalidArgument, "%s", owned.Error())
-		}
-		if err != nil {
-			return protocol.Errorf(protocol.CodeDatabaseDown, "register queue %s: %s", q.Name, sysdb.Redact(err.Error()))
-		}
+	if len(queues) == 0 {
+		return nil
+	}
+	// All or none, in one transaction: a queue another application owns
+	// leaves the shared table as it was.
+	params := make([]sysdb.QueueRegisterParams, len(queues))
+	for i, q := range queues {
+		params[i] = sysdb.QueueRegisterParams{Config: queueConfigOf(q, app), UpdateExisting: hasOptions(q)}
+	}
+	_, err := a.db.QueueRegisterMany(ctx, params)
+	var owned *sysdb.NameOwnedError
+	if errors.As(err, &owned) {
+		return protocol.Errorf(protocol.CodeInvalidArgument, "%s (no queue of this registration was written)", owned.Error())
+	}
+	if err != nil {
+		return protocol.Errorf(protocol.CodeDatabaseDown, "register queues: %s", sysdb.Redact(err.Error()))
 	}
 	return nil
 }

@@ -207,3 +207,27 @@ func TestWorkerConcurrencyZero(t *testing.T) {
 	require.Equal(t, "SUCCESS", awaitResult(t, c, "zq-1").Status)
 	require.Equal(t, "zq-1", recv(t, ran, "the run"))
 }
+
+// TestHelloWithAQueueOwnedElsewhereWritesNothing: the queues of one hello
+// are registered all or none, so one that another application owns leaves
+// the others unwritten (they used to be written one at a time, up to the
+// refused one).
+func TestHelloWithAQueueOwnedElsewhereWritesNothing(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	agent := e.startAgent(agentOptions{})
+	bank := dialRaw(t, agent.socket)
+	require.Nil(t, bank.request(protocol.OpHello, &protocol.Hello{MinVersion: 1, Role: protocol.RoleWorker, AppName: "bank",
+		Workflows: []protocol.WorkflowRegistration{{Name: "w"}}, Queues: []protocol.QueueRegistration{{Name: "payments"}}}).Error)
+	before := e.queuesTable(t)
+	require.Len(t, before, 1)
+
+	shop := dialRaw(t, agent.socket)
+	env := shop.request(protocol.OpHello, &protocol.Hello{MinVersion: 1, Role: protocol.RoleWorker, AppName: "shop",
+		Workflows: []protocol.WorkflowRegistration{{Name: "w"}},
+		Queues:    []protocol.QueueRegistration{{Name: "aaa-first"}, {Name: "payments"}, {Name: "zzz-last"}}})
+	requireCode(t, env, protocol.CodeInvalidArgument)
+	require.Contains(t, env.Error.Message, "payments")
+	require.Contains(t, env.Error.Message, "no queue of this registration was written")
+	require.Equal(t, before, e.queuesTable(t), "neither the queue before nor the one after the refused one was written")
+}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sort"
 	"strconv"
 	"strings"
 	"time"
@@ -21,66 +22,97 @@ var _ QueueSystem = (*Postgres)(nil)
 // when asked, and then claimed if it was unclaimed; a name another
 // application owns is refused either way.
 func (p *Postgres) QueueRegister(ctx context.Context, in QueueRegisterParams) (QueueConfig, bool, error) {
-	c := in.Config
-	if c.Name == "" {
-		return QueueConfig{}, false, errors.New("register queue: a name is required")
+	results, err := p.QueueRegisterMany(ctx, []QueueRegisterParams{in})
+	if err != nil {
+		return QueueConfig{}, false, err
 	}
-	polling := c.PollingIntervalSec
-	if polling <= 0 {
-		polling = DefaultPollingIntervalSec
+	return results[0].Stored, results[0].Created, nil
+}
+
+// QueueRegisterMany implements QueueSystem: every registration in one
+// transaction, taken in name order so that two concurrent registrations of
+// overlapping queues lock them in the same order.
+func (p *Postgres) QueueRegisterMany(ctx context.Context, in []QueueRegisterParams) ([]QueueRegisterResult, error) {
+	order := make([]int, len(in))
+	for i, r := range in {
+		if r.Config.Name == "" {
+			return nil, errors.New("register queue: a name is required")
+		}
+		order[i] = i
 	}
-	var stored QueueConfig
-	var created bool
-	err := p.retry(ctx, "register queue "+c.Name, func(ctx context.Context) error {
+	sort.SliceStable(order, func(a, b int) bool { return in[order[a]].Config.Name < in[order[b]].Config.Name })
+	what := "register queues"
+	if len(in) == 1 {
+		what = "register queue " + in[0].Config.Name
+	}
+	results := make([]QueueRegisterResult, len(in))
+	err := p.retry(ctx, what, func(ctx context.Context) error {
 		return pgx.BeginFunc(ctx, p.pool, func(tx pgx.Tx) error {
-			var current *string
-			err := tx.QueryRow(ctx, p.sql("QueueOwnerLock"), c.Name).Scan(&current)
-			exists := err == nil
-			if err != nil && !errors.Is(err, pgx.ErrNoRows) {
-				return err
-			}
-			if exists {
-				if err := ownedElsewhere("queue", c.Name, current, c.ApplicationName); err != nil {
-					return &nonRetryable{err}
-				}
-			}
-			owner := resolveOwner(current, c.ApplicationName)
-			args := []any{c.Name, c.Concurrency, c.WorkerConcurrency, c.RateLimitMax, c.RateLimitPeriodSec,
-				c.PriorityEnabled, c.PartitionQueue, polling, owner,
-				c.PartitionConcurrency, c.PartitionWorkerConcurrency, c.PartitionRateLimitMax, c.PartitionRateLimitPeriodSec}
-			created = false
-			if !exists {
-				rows, err := tx.Query(ctx, p.sql("QueueInsert"), args...)
+			for _, i := range order {
+				stored, created, err := p.registerQueueTx(ctx, tx, in[i])
 				if err != nil {
 					return err
 				}
-				ids, err := pgx.CollectRows(rows, pgx.RowTo[string])
-				if err != nil {
-					return err
-				}
-				created = len(ids) == 1
-			}
-			if !created && in.UpdateExisting {
-				if _, err := tx.Exec(ctx, p.sql("QueueUpdate"), args...); err != nil {
-					return err
-				}
-			}
-			stored, err = scanQueue(tx.QueryRow(ctx, p.sql("QueueGet"), c.Name))
-			if err != nil {
-				return err
-			}
-			// A registration that lost an insert race to another
-			// application learns it here.
-			if !created {
-				if err := ownedElsewhere("queue", c.Name, stored.ApplicationName, c.ApplicationName); err != nil {
-					return &nonRetryable{err}
-				}
+				results[i] = QueueRegisterResult{Stored: stored, Created: created}
 			}
 			return nil
 		})
 	})
 	if err != nil {
+		return nil, err
+	}
+	return results, nil
+}
+
+// registerQueueTx is one registration inside a transaction.
+func (p *Postgres) registerQueueTx(ctx context.Context, tx pgx.Tx, in QueueRegisterParams) (QueueConfig, bool, error) {
+	c := in.Config
+	polling := c.PollingIntervalSec
+	if polling <= 0 {
+		polling = DefaultPollingIntervalSec
+	}
+	var current *string
+	err := tx.QueryRow(ctx, p.sql("QueueOwnerLock"), c.Name).Scan(&current)
+	exists := err == nil
+	if err != nil && !errors.Is(err, pgx.ErrNoRows) {
 		return QueueConfig{}, false, err
+	}
+	if exists {
+		if err := ownedElsewhere("queue", c.Name, current, c.ApplicationName); err != nil {
+			return QueueConfig{}, false, &nonRetryable{err}
+		}
+	}
+	owner := resolveOwner(current, c.ApplicationName)
+	args := []any{c.Name, c.Concurrency, c.WorkerConcurrency, c.RateLimitMax, c.RateLimitPeriodSec,
+		c.PriorityEnabled, c.PartitionQueue, polling, owner,
+		c.PartitionConcurrency, c.PartitionWorkerConcurrency, c.PartitionRateLimitMax, c.PartitionRateLimitPeriodSec}
+	created := false
+	if !exists {
+		rows, err := tx.Query(ctx, p.sql("QueueInsert"), args...)
+		if err != nil {
+			return QueueConfig{}, false, err
+		}
+		ids, err := pgx.CollectRows(rows, pgx.RowTo[string])
+		if err != nil {
+			return QueueConfig{}, false, err
+		}
+		created = len(ids) == 1
+	}
+	if !created && in.UpdateExisting {
+		if _, err := tx.Exec(ctx, p.sql("QueueUpdate"), args...); err != nil {
+			return QueueConfig{}, false, err
+		}
+	}
+	stored, err := scanQueue(tx.QueryRow(ctx, p.sql("QueueGet"), c.Name))
+	if err != nil {
+		return QueueConfig{}, false, err
+	}
+	// A registration that lost an insert race to another application
+	// learns it here.
+	if !created {
+		if err := ownedElsewhere("queue", c.Name, stored.ApplicationName, c.ApplicationName); err != nil {
+			return QueueConfig{}, false, &nonRetryable{err}
+		}
 	}
 	return stored, created, nil
 }

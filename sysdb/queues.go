@@ -25,6 +25,10 @@ type QueueSystem interface {
 	// p.UpdateExisting is set. A queue owned by another application is a
 	// NameOwnedError. It returns the stored row and whether it was created.
 	QueueRegister(ctx context.Context, p QueueRegisterParams) (QueueConfig, bool, error)
+	// QueueRegisterMany registers several queues as QueueRegister does,
+	// all or none: one refused (a NameOwnedError) leaves every other as it
+	// was. Results are in the order of p.
+	QueueRegisterMany(ctx context.Context, p []QueueRegisterParams) ([]QueueRegisterResult, error)
 	// QueueGet returns a registered queue or a QueueNotFoundError.
 	QueueGet(ctx context.Context, name string) (QueueConfig, error)
 	// QueueDelete removes a queue's registration (its workflows stay).
@@ -146,6 +150,13 @@ func (q QueueConfig) Limits() QueueLimits {
 type QueueRegisterParams struct {
 	Config         QueueConfig
 	UpdateExisting bool
+}
+
+// QueueRegisterResult is one registration's stored row and whether it was
+// created.
+type QueueRegisterResult struct {
+	Stored  QueueConfig
+	Created bool
 }
 
 // QueuedWorkflow names a workflow that became available on a queue.

@@ -61,6 +61,7 @@ func Run(t *testing.T, open func(t *testing.T) sysdb.SystemDatabase) {
 		{"WorkflowRequeue", testWorkflowRequeue},
 		{"WorkflowUnclaim", testWorkflowUnclaim},
 		{"WorkflowOrphaned", testWorkflowOrphaned},
+		{"QueueRegisterMany", testQueueRegisterMany},
 		{"StepListMany", testStepListMany},
 		{"WorkflowDeadLetter", testWorkflowDeadLetter},
 		{"QueueDequeueOrder", testQueueDequeueOrder},

@@ -810,3 +810,44 @@ func testScheduleLastFired(t *testing.T, db sysdb.SystemDatabase) {
 	require.NoError(t, err)
 	require.True(t, t2.Equal(*copied.LastFiredAt))
 }
+
+func testQueueRegisterMany(t *testing.T, db sysdb.SystemDatabase) {
+	ctx := t.Context()
+	_, _, err := db.QueueRegister(ctx, sysdb.QueueRegisterParams{Config: sysdb.QueueConfig{Name: "m-owned", ApplicationName: Ptr("bank")}})
+	require.NoError(t, err)
+	_, _, err = db.QueueRegister(ctx, sysdb.QueueRegisterParams{Config: sysdb.QueueConfig{Name: "m-existing", Concurrency: Ptr(1), ApplicationName: Ptr("shop")}})
+	require.NoError(t, err)
+
+	// One refused: none written, none changed.
+	_, err = db.QueueRegisterMany(ctx, []sysdb.QueueRegisterParams{
+		{Config: sysdb.QueueConfig{Name: "m-new", ApplicationName: Ptr("shop")}},
+		{Config: sysdb.QueueConfig{Name: "m-existing", Concurrency: Ptr(9), ApplicationName: Ptr("shop")}, UpdateExisting: true},
+		{Config: sysdb.QueueConfig{Name: "m-owned", ApplicationName: Ptr("shop")}},
+	})
+	owned := asError[*sysdb.NameOwnedError](t, err)
+	require.Equal(t, "m-owned", owned.Name)
+	_, err = db.QueueGet(ctx, "m-new")
+	asError[*sysdb.QueueNotFoundError](t, err)
+	existing, err := db.QueueGet(ctx, "m-existing")
+	require.NoError(t, err)
+	require.Equal(t, Ptr(1), existing.Concurrency, "the update was rolled back with the refusal")
+
+	// All accepted: results in the order given, whatever the lock order.
+	results, err := db.QueueRegisterMany(ctx, []sysdb.QueueRegisterParams{
+		{Config: sysdb.QueueConfig{Name: "m-z", ApplicationName: Ptr("shop")}},
+		{Config: sysdb.QueueConfig{Name: "m-existing", Concurrency: Ptr(9), ApplicationName: Ptr("shop")}, UpdateExisting: true},
+		{Config: sysdb.QueueConfig{Name: "m-a", ApplicationName: Ptr("shop")}},
+	})
+	require.NoError(t, err)
+	require.Len(t, results, 3)
+	require.Equal(t, "m-z", results[0].Stored.Name)
+	require.True(t, results[0].Created)
+	require.Equal(t, "m-existing", results[1].Stored.Name)
+	require.False(t, results[1].Created)
+	require.Equal(t, Ptr(9), results[1].Stored.Concurrency)
+	require.Equal(t, "m-a", results[2].Stored.Name)
+	require.True(t, results[2].Created)
+
+	_, err = db.QueueRegisterMany(ctx, []sysdb.QueueRegisterParams{{Config: sysdb.QueueConfig{}}})
+	require.Error(t, err, "a registration needs a name")
+}
