@@ -206,11 +206,11 @@ type Agent struct {
 	// memoryReleasePending is set while a release after a bounded
 	// session's close is scheduled (releaseMemorySoon).
 	memoryReleasePending atomic.Bool
-	steps          *batcher[sysdb.StepRecordParams, struct{}]
-	finishes       *batcher[sysdb.WorkflowFinishParams, sysdb.WorkflowFinishResult]
-	waiters        *waiters
-	signals        *signals
-	schedules      *scheduler
+	steps                *batcher[sysdb.StepRecordParams, struct{}]
+	finishes             *batcher[sysdb.WorkflowFinishParams, sysdb.WorkflowFinishResult]
+	waiters              *waiters
+	signals              *signals
+	schedules            *scheduler
 
 	mu       sync.Mutex
 	sessions map[*Session]struct{}
