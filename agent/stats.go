@@ -23,6 +23,10 @@ func handleStats(s *Session, env protocol.Envelope) (any, *protocol.Error) {
 	if m.FreeMemory {
 		freed = a.freeMemory()
 	}
+	engineGoroutines := 0
+	for _, n := range a.Goroutines() {
+		engineGoroutines += n
+	}
 	var ms runtime.MemStats
 	runtime.ReadMemStats(&ms)
 	a.mu.Lock()
@@ -30,6 +34,7 @@ func handleStats(s *Session, env protocol.Envelope) (any, *protocol.Error) {
 	a.mu.Unlock()
 	return &protocol.StatsReply{
 		Goroutines:        runtime.NumGoroutine(),
+		EngineGoroutines:  engineGoroutines,
 		Sessions:          sessions,
 		HeapAllocBytes:    ms.HeapAlloc,
 		HeapSysBytes:      ms.HeapSys,

@@ -201,7 +201,7 @@ func vectorDefs() []vectorDef {
 			kind: KindRequest, id: 2, op: OpStats, message: "Stats", body: &Stats{FreeMemory: true}},
 		{name: "stats_reply", description: "The agent's goroutines, sessions and memory; this request ran the collection.",
 			kind: KindResponse, id: 2, replyTo: OpStats, message: "StatsReply", body: &StatsReply{
-				Goroutines: 42, Sessions: 3, HeapAllocBytes: 4 << 20, HeapSysBytes: 12 << 20, HeapReleasedBytes: 6 << 20,
+				Goroutines: 42, EngineGoroutines: 17, Sessions: 3, HeapAllocBytes: 4 << 20, HeapSysBytes: 12 << 20, HeapReleasedBytes: 6 << 20,
 				SysBytes: 24 << 20, NumGC: 17, MemoryFreed: true,
 			}},
 

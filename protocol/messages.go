@@ -358,8 +358,12 @@ type Stats struct {
 
 // StatsReply is the agent's runtime figures.
 type StatsReply struct {
-	// Goroutines is the agent process's goroutine count.
-	Goroutines int `msgpack:"goroutines"`
+	// Goroutines is the agent process's goroutine count; EngineGoroutines
+	// those its engine started (request handlers, services, hand-backs:
+	// the ones a client can make it hold), without the database driver's
+	// and the transport's.
+	Goroutines       int `msgpack:"goroutines"`
+	EngineGoroutines int `msgpack:"engine_goroutines"`
 	// Sessions is the connections with a session, this one included.
 	Sessions int `msgpack:"sessions"`
 	// HeapAllocBytes is the bytes of live (and not yet collected) heap

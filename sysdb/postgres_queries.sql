@@ -279,18 +279,21 @@ WHERE queue_name = $1 AND rate_limited = TRUE
 -- start time, its deadline from its timeout, and one more recovery attempt.
 -- A claimer without a version ("") leaves the row unversioned (NULL), the
 -- one way a row says it has none.
+-- The instants are the clock's now, not the transaction's start (now()):
+-- a dequeue transaction may have begun before the row's insert committed,
+-- and a deadline counted from then would cut the workflow's timeout short.
 UPDATE {{schema}}.workflow_status
 SET status = 'PENDING',
     application_version = NULLIF($2, ''),
     executor_id = $3,
     owner_xid = $6::text || gen_random_uuid()::text,
-    started_at_epoch_ms = (EXTRACT(epoch FROM now()) * 1000)::bigint,
-    updated_at = (EXTRACT(epoch FROM now()) * 1000)::bigint,
+    started_at_epoch_ms = (EXTRACT(epoch FROM clock_timestamp()) * 1000)::bigint,
+    updated_at = (EXTRACT(epoch FROM clock_timestamp()) * 1000)::bigint,
     rate_limited = $4,
     recovery_attempts = recovery_attempts + 1,
     workflow_deadline_epoch_ms = CASE
         WHEN workflow_timeout_ms IS NOT NULL AND workflow_deadline_epoch_ms IS NULL
-        THEN (EXTRACT(epoch FROM now()) * 1000)::bigint + workflow_timeout_ms
+        THEN (EXTRACT(epoch FROM clock_timestamp()) * 1000)::bigint + workflow_timeout_ms
         ELSE workflow_deadline_epoch_ms
     END,
     application_name = COALESCE(application_name, $5)
