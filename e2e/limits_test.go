@@ -3,6 +3,7 @@ package e2e
 import (
 	"context"
 	"encoding/binary"
+	"io"
 	"testing"
 	"time"
 
@@ -104,4 +105,50 @@ func TestGoClientKeepsToTheInFlightBound(t *testing.T) {
 	require.NoError(t, other.Call(ctx, protocol.OpCancel, &protocol.CancelWorkflow{WorkflowID: ids[0]}, nil))
 	<-answered
 	require.NoError(t, c.Call(ctx, protocol.OpPing, protocol.Empty{}, nil))
+}
+
+// TestPeerThatStopsMidFrameIsDisconnected: a peer may idle between frames
+// as long as it likes, but one that begins a frame (part of its header, or
+// the header and part of the body) and sends no more is disconnected after
+// the stall timeout, so it cannot hold its connection for ever.
+func TestPeerThatStopsMidFrameIsDisconnected(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	agent := e.startAgent(agentOptions{extraArgs: []string{"--stall-timeout", "1s"}})
+	frame, err := protocol.NewEncoder().Request(2, protocol.OpPing, protocol.Empty{})
+	require.NoError(t, err)
+	for _, tc := range []struct {
+		name string
+		sent []byte
+	}{
+		{"part of a header", frame[:2]},
+		{"a header and part of the body", frame[:len(frame)-2]},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := dialRaw(t, agent.socket)
+			require.Nil(t, c.request(protocol.OpHello, &protocol.Hello{MinVersion: 1, AppName: "e2e"}).Error)
+			c.write(tc.sent)
+			// The agent closes the connection: the read ends (EOF), well
+			// before the generous deadline set here.
+			require.NoError(t, c.conn.SetReadDeadline(time.Now().Add(30*time.Second)))
+			_, err := c.conn.Read(make([]byte, 64))
+			require.ErrorIs(t, err, io.EOF, "the agent closed the connection")
+		})
+	}
+	agent.waitForLog(t, "peer sent part of a frame and stopped; closing the connection")
+
+	// An idle peer between frames is left alone past the stall timeout:
+	// the agent still answers it once it speaks again. (The agent's log
+	// tells when its stall clock would have run out.)
+	idle := dialRaw(t, agent.socket)
+	require.Nil(t, idle.request(protocol.OpHello, &protocol.Hello{MinVersion: 1, AppName: "e2e"}).Error)
+	other := dialRaw(t, agent.socket)
+	require.Nil(t, other.request(protocol.OpHello, &protocol.Hello{MinVersion: 1, AppName: "e2e"}).Error)
+	// Three stall timeouts pass, measured by the agent serving the other
+	// connection, not by this test's clock alone.
+	for deadline := time.Now().Add(3 * time.Second); time.Now().Before(deadline); {
+		require.Nil(t, other.request(protocol.OpPing, protocol.Empty{}).Error)
+		time.Sleep(100 * time.Millisecond)
+	}
+	require.Nil(t, idle.request(protocol.OpPing, protocol.Empty{}).Error, "an idle peer is not disconnected")
 }

@@ -218,12 +218,27 @@ func (s *Server) serveConn(conn *net.UnixConn) {
 	session := s.cfg.Agent.NewSession(label)
 	defer session.Close()
 
+	// The reader sets a deadline while a frame is half read; once the
+	// session is over the writer ends any read at once. readDeadlineMu
+	// keeps the reader from clearing the writer's deadline.
+	var readDeadlineMu sync.Mutex
+	readEnded := false
+	setReadDeadline := func(t time.Time) {
+		readDeadlineMu.Lock()
+		defer readDeadlineMu.Unlock()
+		if !readEnded {
+			_ = conn.SetReadDeadline(t)
+		}
+	}
 	writerDone := make(chan struct{})
 	go func() {
 		defer close(writerDone)
 		s.writeLoop(conn, session, label)
 		// The session is over: a read waiting for the peer ends too.
+		readDeadlineMu.Lock()
+		readEnded = true
 		_ = conn.SetReadDeadline(time.Now())
+		readDeadlineMu.Unlock()
 	}()
 	finish := func() {
 		release()
@@ -236,9 +251,10 @@ func (s *Server) serveConn(conn *net.UnixConn) {
 		}
 	}
 
-	reader := protocol.NewFrameReader(bufio.NewReaderSize(conn, 64<<10), session.MaxFrameSize())
+	buffered := bufio.NewReaderSize(conn, 64<<10)
+	reader := protocol.NewFrameReader(buffered, session.MaxFrameSize())
 	for {
-		frame, err := reader.Next()
+		frame, err := s.nextFrame(buffered, reader, session.StallTimeout(), setReadDeadline)
 		if err != nil {
 			switch {
 			case errors.Is(err, protocol.ErrFrameTooLarge):
@@ -250,6 +266,13 @@ func (s *Server) serveConn(conn *net.UnixConn) {
 			case errors.Is(err, io.EOF), errors.Is(err, net.ErrClosed), errors.Is(err, os.ErrDeadlineExceeded):
 			case errors.Is(err, io.ErrUnexpectedEOF):
 				s.log.Debug("peer closed mid-frame", zap.String("peer", label))
+			case errors.Is(err, errFrameStalled):
+				select {
+				case <-session.Done(): // the writer ended the read: the session was over
+				default:
+					s.log.Warn("peer sent part of a frame and stopped; closing the connection",
+						zap.String("peer", label), zap.Duration("stall_timeout", session.StallTimeout()))
+				}
 			default:
 				s.log.Debug("read failed", zap.String("peer", label), zap.Error(err))
 			}
@@ -261,6 +284,38 @@ func (s *Server) serveConn(conn *net.UnixConn) {
 			return
 		}
 	}
+}
+
+// errFrameStalled says a peer began a frame and sent no more of it for the
+// stall timeout.
+var errFrameStalled = errors.New("frame stalled")
+
+// nextFrame reads the next frame. A peer may stay idle between frames as
+// long as it likes, but once it has begun one it must finish it within
+// stall: otherwise a peer sending a byte at a time, or half a frame and
+// nothing more, would hold its connection (and its place under the
+// connection limit) for ever. A frame already buffered whole costs no
+// deadline, which keeps the busy path free of timer updates.
+func (s *Server) nextFrame(buffered *bufio.Reader, reader *protocol.FrameReader, stall time.Duration,
+	setReadDeadline func(time.Time)) ([]byte, error) {
+	if _, err := buffered.Peek(1); err != nil {
+		return nil, err
+	}
+	whole := false
+	if header, err := buffered.Peek(min(4, buffered.Buffered())); err == nil && len(header) == 4 {
+		n := int(header[0])<<24 | int(header[1])<<16 | int(header[2])<<8 | int(header[3])
+		whole = buffered.Buffered() >= 4+n
+	}
+	if whole {
+		return reader.Next()
+	}
+	setReadDeadline(time.Now().Add(stall))
+	frame, err := reader.Next()
+	setReadDeadline(time.Time{})
+	if errors.Is(err, os.ErrDeadlineExceeded) {
+		return nil, errFrameStalled
+	}
+	return frame, err
 }
 
 // refuse sends a connection-level error (id 0), giving the peer a second to

@@ -89,7 +89,7 @@ func (l *connectionLimits) register(f *pflag.FlagSet) {
 	f.Var(&l.MaxFrameSize, "max-frame-size",
 		fmt.Sprintf("largest frame a client may send, announced in the handshake (default %s)", humanize.IBytes(protocol.DefaultMaxFrameSize)))
 	f.DurationVar(&l.stallTimeout, "stall-timeout", 0,
-		fmt.Sprintf("how long a connection may read nothing of what it is sent before it is closed (a worker's runs then go back to their queues) (default %s)", agent.DefaultStallTimeout))
+		fmt.Sprintf("how long a connection may read nothing of what it is sent, or take to finish a frame it began, before it is closed (a worker's runs then go back to their queues) (default %s)", agent.DefaultStallTimeout))
 }
 
 // resolve fills what the flags left zero from the config file, and checks
