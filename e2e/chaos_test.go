@@ -17,7 +17,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"net/url"
 	"os"
 	"strconv"
 	"strings"
@@ -224,14 +223,10 @@ func TestChaos(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	u, err := url.Parse(h.e.url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	h.proxy = newTCPProxy(t, u.Host)
 	h.db = pgtest.Connect(t, h.e.url)
-	u.Host = h.proxy.ln.Addr().String()
-	h.e.url = u.String() // every agent reaches Postgres through the proxy
+	var proxied string
+	proxied, h.proxy = h.e.proxiedURL()
+	h.e.url = proxied // every agent reaches Postgres through the proxy
 	h.startAgent()
 	h.workers = h.startWorkers(s.workers)
 

@@ -25,7 +25,7 @@ type tcpProxy struct {
 	conns  map[net.Conn]struct{}
 }
 
-func newTCPProxy(t *testing.T, target string) *tcpProxy {
+func newTCPProxy(t testing.TB, target string) *tcpProxy {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	require.NoError(t, err)
@@ -75,17 +75,23 @@ func (p *tcpProxy) restore() {
 	p.down = false
 }
 
+// proxiedURL puts a proxy between the test's Postgres and whoever uses the
+// returned URL (an agent, through agentOptions.databaseURL), so the test can
+// take the database away and bring it back.
+func (e *env) proxiedURL() (string, *tcpProxy) {
+	e.t.Helper()
+	u, err := url.Parse(e.url)
+	require.NoError(e.t, err)
+	proxy := newTCPProxy(e.t, u.Host)
+	u.Host = proxy.ln.Addr().String()
+	return u.String(), proxy
+}
+
 func TestDatabaseOutageMidRunLosesNothing(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
-	u, err := url.Parse(e.url)
-	require.NoError(t, err)
-	proxy := newTCPProxy(t, u.Host)
-	u.Host = proxy.ln.Addr().String()
-	direct := e.url
-	e.url = u.String() // the agent reaches Postgres through the proxy
-	agent := e.startAgent(agentOptions{})
-	e.url = direct
+	proxied, proxy := e.proxiedURL()
+	agent := e.startAgent(agentOptions{databaseURL: proxied})
 
 	ctx := context.Background()
 	step1Done := make(chan struct{})
@@ -135,16 +141,10 @@ func TestDatabaseOutageMidRunLosesNothing(t *testing.T) {
 func TestDatabaseOutageDuringRecvLosesNoMessage(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
-	u, err := url.Parse(e.url)
-	require.NoError(t, err)
-	proxy := newTCPProxy(t, u.Host)
-	u.Host = proxy.ln.Addr().String()
-	direct := e.url
-	e.url = u.String()
+	proxied, proxy := e.proxiedURL()
 	// No fallback re-check within the test: only the listener's reconnection
 	// can tell the waiting recv that the message came.
-	cut := e.startAgent(agentOptions{extraArgs: []string{"--message-poll-interval", "1h"}})
-	e.url = direct
+	cut := e.startAgent(agentOptions{databaseURL: proxied, extraArgs: []string{"--message-poll-interval", "1h"}})
 	other := e.startAgent(agentOptions{executorID: "other", socketName: "other.sock"})
 
 	ctx := context.Background()
@@ -180,15 +180,9 @@ func TestDatabaseOutageDuringRecvLosesNoMessage(t *testing.T) {
 func TestOutageLongerThanTheRetryWindowStrandsNothing(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
-	u, err := url.Parse(e.url)
-	require.NoError(t, err)
-	proxy := newTCPProxy(t, u.Host)
-	u.Host = proxy.ln.Addr().String()
-	direct := e.url
-	e.url = u.String()
-	agent := e.startAgent(agentOptions{extraArgs: []string{"--database-retry", "1s",
+	proxied, proxy := e.proxiedURL()
+	agent := e.startAgent(agentOptions{databaseURL: proxied, extraArgs: []string{"--database-retry", "1s",
 		"--rescue-interval", "500ms", "--rescue-horizon", "1s"}})
-	e.url = direct
 
 	ctx := context.Background()
 	started := make(chan struct{})
@@ -244,15 +238,9 @@ func TestOutageLongerThanTheRetryWindowStrandsNothing(t *testing.T) {
 func TestAgentStartedBeforeItsDatabaseWaitsForIt(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
-	u, err := url.Parse(e.url)
-	require.NoError(t, err)
-	proxy := newTCPProxy(t, u.Host)
-	proxy.cut()
-	u.Host = proxy.ln.Addr().String()
-	direct := e.url
-	e.url = u.String()
-	agent := e.startAgent(agentOptions{noWait: true})
-	e.url = direct
+	proxied, proxy := e.proxiedURL()
+	proxy.cut() // down before the agent starts
+	agent := e.startAgent(agentOptions{databaseURL: proxied, noWait: true})
 
 	agent.waitForLog(t, "system database unreachable, retrying")
 	select {
