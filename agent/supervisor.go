@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"sort"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -21,33 +22,48 @@ type supervisor struct {
 	ctx    context.Context
 	cancel context.CancelFunc
 
-	mu      sync.Mutex
+	// Every request starts a goroutine here, so a start costs no
+	// exclusive lock: starts share mu (a read lock, so that stop, which
+	// takes it alone, sees every start that passed the stopped check in
+	// wg), and counts are atomics kept per name.
+	mu      sync.RWMutex
 	wg      sync.WaitGroup
 	stopped bool
-	// running counts the live goroutines by name, for stop's report and
-	// for tests (Agent.Goroutines).
-	running map[string]int
+	// running counts the live goroutines by name (*atomic.Int64), for
+	// stop's report and for Agent.Goroutines. The names are a fixed set
+	// of this package's constants, so the map stays small.
+	running sync.Map
 }
 
 func newSupervisor() *supervisor {
 	ctx, cancel := context.WithCancel(context.Background())
-	return &supervisor{ctx: ctx, cancel: cancel, running: map[string]int{}}
+	return &supervisor{ctx: ctx, cancel: cancel}
+}
+
+func (s *supervisor) counter(name string) *atomic.Int64 {
+	if c, ok := s.running.Load(name); ok {
+		return c.(*atomic.Int64)
+	}
+	c, _ := s.running.LoadOrStore(name, new(atomic.Int64))
+	return c.(*atomic.Int64)
 }
 
 // goCtx runs fn(ctx) in a goroutine tracked under name; ctx ends when the
 // supervisor stops. It reports false (and runs nothing) once stop began:
 // nothing new starts during a shutdown.
 func (s *supervisor) goCtx(name string, fn func(ctx context.Context)) bool {
-	s.mu.Lock()
+	s.mu.RLock()
 	if s.stopped {
-		s.mu.Unlock()
+		s.mu.RUnlock()
 		return false
 	}
-	s.running[name]++
 	s.wg.Add(1)
-	s.mu.Unlock()
+	s.mu.RUnlock()
+	count := s.counter(name)
+	count.Add(1)
 	go func() {
-		defer s.done(name)
+		defer s.wg.Done()
+		defer count.Add(-1)
 		fn(s.ctx)
 	}()
 	return true
@@ -56,15 +72,6 @@ func (s *supervisor) goCtx(name string, fn func(ctx context.Context)) bool {
 // goFn is goCtx for a function that takes its context from elsewhere.
 func (s *supervisor) goFn(name string, fn func()) bool {
 	return s.goCtx(name, func(context.Context) { fn() })
-}
-
-func (s *supervisor) done(name string) {
-	s.mu.Lock()
-	if s.running[name]--; s.running[name] <= 0 {
-		delete(s.running, name)
-	}
-	s.mu.Unlock()
-	s.wg.Done()
 }
 
 // everyTick calls fn every interval until ctx ends: the loop of every
@@ -82,14 +89,16 @@ func everyTick(ctx context.Context, interval time.Duration, fn func(ctx context.
 	}
 }
 
-// snapshot returns the live goroutines by name.
+// snapshot returns the live goroutines by name (names with none left are
+// omitted).
 func (s *supervisor) snapshot() map[string]int {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	out := make(map[string]int, len(s.running))
-	for k, v := range s.running {
-		out[k] = v
-	}
+	out := map[string]int{}
+	s.running.Range(func(name, c any) bool {
+		if n := c.(*atomic.Int64).Load(); n > 0 {
+			out[name.(string)] = int(n)
+		}
+		return true
+	})
 	return out
 }
 
