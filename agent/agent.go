@@ -17,7 +17,8 @@
 //     briefly, never while taking another lock: leaves)
 //  2. Agent.mu (sessions, groups, workers, runs, claims in progress)
 //  3. waiters.mu, signals.mu, scheduler's own lock
-//  4. supervisor.mu (taken by every goroutine start and end)
+//  4. supervisor.mu (read-locked by every goroutine start; stop takes it
+//     alone)
 //
 // Nothing is sent to a session while Agent.mu is held (sends may block on a
 // slow peer), and no database call is made under any of these locks.
@@ -185,10 +186,9 @@ type Agent struct {
 	db  sysdb.SystemDatabase
 	log *zap.Logger
 
-	// sup owns every goroutine; ctx is its context, which ends when
-	// Shutdown stops the services.
+	// sup owns every goroutine; its context ends when Shutdown stops the
+	// services.
 	sup *supervisor
-	ctx context.Context
 	// handbackCtx ends at shutdown's hard deadline: hand-backs retry
 	// through an outage until then, past the end of ctx.
 	handbackCtx    context.Context
@@ -237,7 +237,6 @@ func New(cfg Config) (*Agent, error) {
 		db:             cfg.DB,
 		log:            cfg.Logger,
 		sup:            sup,
-		ctx:            sup.ctx,
 		handbackCtx:    handbackCtx,
 		handbackCancel: handbackCancel,
 		ownerPrefix:    newToken()[:12] + ":",
@@ -322,7 +321,7 @@ func (a *Agent) onNotification(channel, payload string) {
 // checkLocalRun pushes cancel to a local run whose workflow was cancelled
 // elsewhere.
 func (a *Agent) checkLocalRun(workflowID string) {
-	wf, err := a.db.WorkflowGet(a.ctx, workflowID)
+	wf, err := a.db.WorkflowGet(a.sup.ctx, workflowID)
 	if err != nil {
 		return // the run learns at its next record_step
 	}

@@ -165,7 +165,7 @@ func (s *Session) cancelRequest(id uint64) {
 // NewSession starts a session for a new connection. label names the peer in
 // logs (for instance its pid).
 func (a *Agent) NewSession(label string) *Session {
-	ctx, cancel := context.WithCancel(a.ctx)
+	ctx, cancel := context.WithCancel(a.sup.ctx)
 	s := &Session{
 		agent:  a,
 		id:     newToken(),
