@@ -8,6 +8,7 @@ the agent sends with each run.
 """
 
 from . import _error as error
+from ._classes import DBOSConfiguredInstance
 from ._client import DBOSClient, EnqueueOptions
 from ._comm import SendMessage
 from ._core import (
@@ -63,6 +64,7 @@ DBOSConfig = dict  # DBOS Python's DBOSConfig is a TypedDict over these keys
 __all__ = [
     "DBOS",
     "DBOSClient",
+    "DBOSConfiguredInstance",
     "DBOSConfig",
     "Debouncer",
     "DebouncerClient",

@@ -42,6 +42,7 @@ from typing import (
 )
 
 from . import _protocol as proto
+from ._classes import MethodKind
 from ._error import (
     AgentErrorReply,
     DBOSAgentUnavailableError,
@@ -108,6 +109,8 @@ class WorkflowRegistration:
         # Set by @DBOS.scheduled: the workflow then takes (scheduled_time,
         # actual_time), as DBOS Python's scheduled workflows do.
         self.scheduled_cron: Optional[str] = None
+        # Set by @DBOS.dbos_class on the class's workflow methods.
+        self.method_kind: Optional[MethodKind] = None
 
 
 class StepOptions(TypedDict, total=False):
@@ -188,6 +191,11 @@ class WorkflowRun:
         self.queue_name: Optional[str] = grant.get("queue_name") or None
         self.authenticated_user: Optional[str] = grant.get("authenticated_user") or None
         self.deadline_epoch_ms: Optional[int] = grant.get("deadline_epoch_ms") or None
+        self.class_name: Optional[str] = grant.get("class_name") or None
+        self.config_name: Optional[str] = grant.get("config_name") or None
+        # A pushed run of a method: its instance or class, found by the names
+        # above, passed before the recorded inputs.
+        self.target: Tuple[Any, ...] = ()
         self.history: Dict[int, Dict[str, Any]] = {
             int(s["function_id"]): s for s in (grant.get("history") or [])
         }
@@ -1079,6 +1087,9 @@ class Engine:
         if run.serialization == PORTABLE_JSON:
             # A schedule's tick (its id says so) carries its time as text.
             inputs = schedule_tick_inputs(run.workflow_id, inputs, self.serializer)
+        if run.target:
+            inputs = {"args": run.target + tuple(inputs["args"]), "kwargs": inputs["kwargs"]}
+        if run.serialization == PORTABLE_JSON:
             inputs = coerce_portable_args(reg.func, inputs)
         return inputs
 

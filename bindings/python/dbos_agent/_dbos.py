@@ -26,6 +26,7 @@ from typing import (
     Optional,
     Sequence,
     Tuple,
+    Type,
     TypedDict,
     TypeVar,
     Union,
@@ -91,6 +92,7 @@ from ._serialization import (
     tag_for,
 )
 from ._transport import AgentLink, Connection, resolve_socket_path, resolve_trusted_uids
+from . import _classes
 from . import _scheduling as sched
 from ._scheduling import ScheduleInput, VersionInfo, WorkflowSchedule
 
@@ -99,6 +101,7 @@ if TYPE_CHECKING:
 
 F = TypeVar("F", bound=Callable[..., Any])
 R = TypeVar("R")
+T = TypeVar("T")
 
 logger = logging.getLogger("dbos_agent")
 
@@ -157,6 +160,15 @@ _CONNECT_TIMEOUT_SEC = 10.0
 _instance_lock = threading.RLock()
 
 
+def _is_launched() -> bool:
+    inst = _instance
+    return inst is not None and bool(inst._launched)
+
+
+# A configured instance created after launch draws DBOS Python's warning.
+_classes.is_launched = _is_launched
+
+
 def client_hello(app_name: Optional[str]) -> Dict[str, Any]:
     """The hello of a client connection (DBOSClient's): it takes no runs and
     announces no version, so it runs as the agent's default."""
@@ -208,9 +220,15 @@ def _dbos() -> "DBOS":
     return inst
 
 
+def _started(func: Callable[..., Any], args: Tuple[Any, ...]) -> Tuple[WorkflowRegistration, Tuple[Any, ...]]:
+    """The workflow a start or an enqueue names, and its arguments: a bound
+    method (``inst.workflow``, ``Cls.class_workflow``) passes its target
+    first, as a call through it would."""
+    target = _classes.bound_self(func)
+    return _registration_of(func), args if target is None else (target,) + tuple(args)
+
+
 def _registration_of(func: Callable[..., Any]) -> WorkflowRegistration:
-    if getattr(func, "__self__", None) is not None and not inspect.ismodule(getattr(func, "__self__")):
-        raise DBOSNotSupportedError("workflows that are methods of a class (DBOS.dbos_class)")
     reg = getattr(func, "__dbos_workflow__", None)
     if not isinstance(reg, WorkflowRegistration):
         name = getattr(func, "__name__", repr(func))
@@ -446,6 +464,13 @@ class DBOS:
                 logger.error("the agent pushed workflow %s of unknown function %r", body.get("workflow_id"), body.get("name"))
                 return
             run = WorkflowRun(body, conn.generation)
+            try:
+                run.target = _classes.pushed_target(run.workflow_id, reg.method_kind, run.class_name, run.config_name)
+            except DBOSWorkflowFunctionNotFoundError as e:
+                # As DBOS Python: the workflow does not run here (it stays
+                # PENDING, and is recovered once the instance exists).
+                logger.error("%s", e)
+                return
             logger.debug("running workflow %s (%s), %d recorded steps", run.workflow_id, reg.name, len(run.history))
             fut = self._engine.run_in_background(run, reg)
             fut.add_done_callback(functools.partial(_log_run_outcome, run.workflow_id))
@@ -465,6 +490,7 @@ class DBOS:
             _instance = None
             if destroy_registry:
                 _workflows.clear()
+                _classes.clear()
                 _queues.clear()
                 _scheduled.clear()
                 _listened.clear()
@@ -534,6 +560,13 @@ class DBOS:
         return decorate
 
     @classmethod
+    def dbos_class(cls, class_name: Optional[str] = None) -> Callable[[Type[T]], Type[T]]:
+        """Register a class whose methods are workflows or steps, under
+        ``class_name`` (default its ``__qualname__``; names are unique).
+        Its instance-method workflows need a ``DBOSConfiguredInstance``."""
+        return _classes.dbos_class(class_name)
+
+    @classmethod
     def step(
         cls,
         *,
@@ -585,12 +618,15 @@ class DBOS:
         workflow code, the start_workflow request, the workflow's id). A
         child whose start is recorded (replay) is not started again: the
         request is None and the id the recorded one."""
+        # A method's target is named in the row, not recorded in its inputs.
+        class_name, config_name = _classes.target_names(reg.method_kind, reg.func, args)
         parent, recorded = start_position(what, reg.name, self._serializer)
         assigned = take_assigned_id()
         if recorded is not None:
             return parent, None, recorded
         body = self._engine.start_request(
-            reg.name, args, kwargs,
+            reg.name, args[1:] if class_name is not None else args, kwargs,
+            class_name=class_name, config_name=config_name,
             tag=tag_for(reg.serialization_type, self._serializer),
             workflow_id=assigned or (parent.child_id() if parent is not None else None),
             queue_name=queue_name,
@@ -706,14 +742,14 @@ class DBOS:
     @classmethod
     def start_workflow(cls, func: Callable[..., R], *args: Any, **kwargs: Any) -> "WorkflowHandle[R]":
         """Start a workflow in the background and return its handle."""
-        reg = _registration_of(func)
+        reg, args = _started(func, args)
         return cast("WorkflowHandle[R]", _dbos()._start(reg, args, kwargs, None, f"starting workflow {reg.name}"))
 
     @classmethod
     async def start_workflow_async(cls, func: Callable[..., Coroutine[Any, Any, R]], *args: Any, **kwargs: Any) -> "WorkflowHandleAsync[R]":
         """Start a workflow (on this event loop when it is async) and return
         its handle."""
-        reg = _registration_of(func)
+        reg, args = _started(func, args)
         return cast(
             "WorkflowHandleAsync[R]", await _dbos()._start_async(reg, args, kwargs, None, f"starting workflow {reg.name}")
         )
@@ -1005,14 +1041,14 @@ class DBOS:
     @classmethod
     def enqueue_workflow(cls, queue_name: str, func: Callable[..., R], *args: Any, **kwargs: Any) -> "WorkflowHandle[R]":
         """Enqueue a workflow on a queue by the queue's name."""
-        reg = _registration_of(func)
+        reg, args = _started(func, args)
         return cast("WorkflowHandle[R]", _dbos()._start(reg, args, kwargs, queue_name, f"enqueueing workflow {reg.name}"))
 
     @classmethod
     async def enqueue_workflow_async(
         cls, queue_name: str, func: Callable[..., Coroutine[Any, Any, R]], *args: Any, **kwargs: Any
     ) -> "WorkflowHandleAsync[R]":
-        reg = _registration_of(func)
+        reg, args = _started(func, args)
         what = f"enqueueing workflow {reg.name}"
         return cast("WorkflowHandleAsync[R]", await _dbos()._start_async(reg, args, kwargs, queue_name, what))
 
@@ -1135,6 +1171,7 @@ class DBOS:
         engine = _dbos()._engine
         message = sched.schedule_message(
             schedule_name=schedule_name, workflow_name=reg.name, schedule=schedule, context=context,
+            workflow_class_name=_classes.schedule_class_name(reg.method_kind, workflow_fn),
             automatic_backfill=automatic_backfill, cron_timezone=cron_timezone, queue_name=queue_name,
         )
 
@@ -1252,6 +1289,7 @@ class DBOS:
             messages.append(
                 sched.schedule_message(
                     schedule_name=entry["schedule_name"], workflow_name=reg.name, schedule=entry["schedule"],
+                    workflow_class_name=_classes.schedule_class_name(reg.method_kind, entry["workflow_fn"]),
                     context=entry.get("context"), automatic_backfill=entry.get("automatic_backfill", False),
                     cron_timezone=entry.get("cron_timezone"), queue_name=queue_name,
                 )
@@ -1812,7 +1850,6 @@ class DBOS:
     # ------------------------------------------------------------------
     # Not served: these raise rather than do less than DBOS Python.
 
-    dbos_class = staticmethod(_unsupported("DBOS.dbos_class", "workflows on classes"))
     transaction = staticmethod(_unsupported("DBOS.transaction", "transactions on an application database"))
     delete_queue = staticmethod(_unsupported("DBOS.delete_queue", "the agent has no call to delete a queue's configuration"))
     delete_queue_async = staticmethod(
@@ -2110,11 +2147,11 @@ class Queue:
         """Enqueue a workflow; a worker serving this queue runs it when the
         queue's limits allow. ``SetEnqueueOptions`` and ``SetWorkflowTimeout``
         around the call apply to it."""
-        reg = _registration_of(func)
+        reg, args = _started(func, args)
         return cast("WorkflowHandle[R]", _dbos()._start(reg, args, kwargs, self.name, f"enqueueing workflow {reg.name}"))
 
     async def enqueue_async(self, func: Callable[..., Any], *args: Any, **kwargs: Any) -> "WorkflowHandleAsync[Any]":
-        reg = _registration_of(func)
+        reg, args = _started(func, args)
         return await _dbos()._start_async(reg, args, kwargs, self.name, f"enqueueing workflow {reg.name}")
 
 

@@ -9,14 +9,10 @@ import os
 
 from dbos import DBOS
 
+from official_env import official_config
+
 if __name__ == "__main__":
-    DBOS(config={
-        "name": os.environ["APP_NAME"],
-        "system_database_url": os.environ["APP_DATABASE_URL"],
-        "dbos_system_schema": os.environ["APP_SCHEMA"],
-        "application_version": os.environ["APP_VERSION"],
-        "run_admin_server": False,
-    })
+    DBOS(config=official_config())
     DBOS.launch()
     q = DBOS.register_queue("official_limited", worker_concurrency=2, global_concurrency=3,
                             limiter={"limit": 100, "period": 1.5})
