@@ -25,7 +25,8 @@ import enum
 import inspect
 import logging
 import threading
-from typing import Any, Callable, Dict, Optional, Tuple, Type, TypeVar
+from dataclasses import dataclass
+from typing import Any, Callable, Dict, List, Optional, Tuple, Type, TypeVar
 
 from ._error import DBOSException, DBOSWorkflowFunctionNotFoundError
 
@@ -33,10 +34,9 @@ logger = logging.getLogger("dbos_agent")
 
 T = TypeVar("T")
 
-# Set on a class by @DBOS.dbos_class: its registered name. Read with getattr,
-# so a subclass that is not registered itself goes by its base's name, as in
-# DBOS Python.
-_CLASS_NAME_ATTR = "_dbos_agent_class_name"
+# Set on a class by @DBOS.dbos_class. Read with getattr, so a subclass that is
+# not registered itself goes by its base's name, as in DBOS Python.
+_CLASS_INFO_ATTR = "_dbos_agent_class_info"
 
 
 class MethodKind(enum.Enum):
@@ -45,6 +45,23 @@ class MethodKind(enum.Enum):
     INSTANCE = "instance"
     CLASS = "class"
     STATIC = "static"
+
+
+@dataclass
+class ClassInfo:
+    """A registered class: its name in the rows, and the roles its methods
+    require unless they say otherwise (DBOS's ``DBOSClassInfo``)."""
+
+    registered_name: str
+    default_required_roles: Optional[List[str]] = None
+
+
+@dataclass
+class Method:
+    """A workflow that is a method of a registered class."""
+
+    kind: MethodKind
+    class_info: ClassInfo
 
 
 _lock = threading.Lock()
@@ -62,32 +79,49 @@ def _never_launched() -> bool:
 is_launched: Callable[[], bool] = _never_launched
 
 
+def class_info_of(cls: type) -> Optional[ClassInfo]:
+    info = getattr(cls, _CLASS_INFO_ATTR, None)
+    return info if isinstance(info, ClassInfo) else None
+
+
 def class_name_of(cls: type) -> str:
     """A class's registered name, else its qualified name (DBOS's ``_class_fqn``)."""
-    name = getattr(cls, _CLASS_NAME_ATTR, None)
-    return str(name) if name is not None else cls.__qualname__
+    info = class_info_of(cls)
+    return info.registered_name if info is not None else cls.__qualname__
+
+
+def get_or_create_class_info(cls: type, class_name: Optional[str] = None) -> ClassInfo:
+    """The class's info, made on first use: then its workflow methods learn
+    which kind of method each is. (A class decorator such as DBOS's
+    ``default_required_roles`` registers the class through here too.)"""
+    info = class_info_of(cls)
+    if info is not None:
+        return info
+    info = ClassInfo(class_name if class_name is not None else cls.__qualname__)
+    setattr(cls, _CLASS_INFO_ATTR, info)
+    _mark_methods(cls, info)
+    return info
+
+
+def register_class(cls: type, info: ClassInfo) -> None:
+    with _lock:
+        known = _classes.get(info.registered_name)
+        if known is not None and known is not cls:
+            raise Exception(f"Duplicate type registration for class '{info.registered_name}'")
+        _classes[info.registered_name] = cls
 
 
 def dbos_class(class_name: Optional[str] = None) -> Callable[[Type[T]], Type[T]]:
     """The decorator ``@DBOS.dbos_class(class_name=None)``."""
 
     def register(cls: Type[T]) -> Type[T]:
-        name = getattr(cls, _CLASS_NAME_ATTR, None)
-        if name is None:
-            name = class_name if class_name is not None else cls.__qualname__
-            setattr(cls, _CLASS_NAME_ATTR, name)
-        _mark_methods(cls)
-        with _lock:
-            known = _classes.get(name)
-            if known is not None and known is not cls:
-                raise Exception(f"Duplicate type registration for class '{name}'")
-            _classes[name] = cls
+        register_class(cls, get_or_create_class_info(cls, class_name))
         return cls
 
     return register
 
 
-def _mark_methods(cls: type) -> None:
+def _mark_methods(cls: type, info: ClassInfo) -> None:
     """Tell each workflow among the class's own methods which kind it is
     (through the decorators stacked over it, by ``__wrapped__``)."""
     for attribute in cls.__dict__.values():
@@ -102,8 +136,8 @@ def _mark_methods(cls: type) -> None:
         seen: Any = func
         while seen is not None:
             reg = getattr(seen, "__dbos_workflow__", None)
-            if reg is not None and hasattr(reg, "method_kind"):
-                reg.method_kind = kind
+            if reg is not None and hasattr(reg, "method"):
+                reg.method = Method(kind, info)
             seen = getattr(seen, "__wrapped__", None)
 
 
@@ -151,11 +185,12 @@ def bound_self(func: Callable[..., Any]) -> Optional[object]:
 
 
 def target_names(
-    kind: Optional[MethodKind], func: Callable[..., Any], args: Tuple[Any, ...]
+    method: Optional[Method], func: Callable[..., Any], args: Tuple[Any, ...]
 ) -> Tuple[Optional[str], Optional[str]]:
     """(class_name, config_name) of a workflow called with ``args`` (its
     target first, for a method), as DBOS Python names them; the errors for a
     method of a class that is not registered are DBOS's."""
+    kind = method.kind if method is not None else None
     if kind is not None and args:
         if kind is MethodKind.INSTANCE:
             target = args[0]
@@ -182,20 +217,19 @@ def target_names(
     return None, None
 
 
-def schedule_class_name(kind: Optional[MethodKind], func: Callable[..., Any]) -> Optional[str]:
-    """The ``workflow_class_name`` of a schedule of ``func``: a class
+def schedule_class_name(method: Optional[Method]) -> Optional[str]:
+    """The ``workflow_class_name`` of a schedule of a workflow: a class
     method's class; a configured instance's method cannot be scheduled (no
     schedule names an instance), as in DBOS Python."""
-    if kind is MethodKind.INSTANCE:
+    if method is None or method.kind is MethodKind.STATIC:
+        return None
+    if method.kind is MethodKind.INSTANCE:
         raise DBOSException("Configured instance methods cannot be used as scheduled workflows")
-    target = bound_self(func)
-    if kind is MethodKind.CLASS and isinstance(target, type):
-        return class_name_of(target)
-    return None
+    return method.class_info.registered_name
 
 
 def pushed_target(
-    workflow_id: str, kind: Optional[MethodKind], class_name: Optional[str], config_name: Optional[str]
+    workflow_id: str, method: Optional[Method], class_name: Optional[str], config_name: Optional[str]
 ) -> Tuple[Any, ...]:
     """What a pushed run of a workflow passes before its recorded inputs: the
     configured instance its row names, or the class; nothing for a function
@@ -213,5 +247,6 @@ def pushed_target(
             cls = _classes.get(class_name)
             if cls is None:
                 raise DBOSWorkflowFunctionNotFoundError(workflow_id, f"class '{class_name}' is not registered")
-            return () if kind is MethodKind.STATIC else (cls,)
+            static = method is not None and method.kind is MethodKind.STATIC
+            return () if static else (cls,)
     return ()

@@ -42,7 +42,7 @@ from typing import (
 )
 
 from . import _protocol as proto
-from ._classes import MethodKind
+from ._classes import Method
 from ._error import (
     AgentErrorReply,
     DBOSAgentUnavailableError,
@@ -110,7 +110,7 @@ class WorkflowRegistration:
         # actual_time), as DBOS Python's scheduled workflows do.
         self.scheduled_cron: Optional[str] = None
         # Set by @DBOS.dbos_class on the class's workflow methods.
-        self.method_kind: Optional[MethodKind] = None
+        self.method: Optional[Method] = None
 
 
 class StepOptions(TypedDict, total=False):

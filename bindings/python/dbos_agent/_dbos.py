@@ -465,7 +465,7 @@ class DBOS:
                 return
             run = WorkflowRun(body, conn.generation)
             try:
-                run.target = _classes.pushed_target(run.workflow_id, reg.method_kind, run.class_name, run.config_name)
+                run.target = _classes.pushed_target(run.workflow_id, reg.method, run.class_name, run.config_name)
             except DBOSWorkflowFunctionNotFoundError as e:
                 # As DBOS Python: the workflow does not run here (it stays
                 # PENDING, and is recovered once the instance exists).
@@ -619,7 +619,7 @@ class DBOS:
         child whose start is recorded (replay) is not started again: the
         request is None and the id the recorded one."""
         # A method's target is named in the row, not recorded in its inputs.
-        class_name, config_name = _classes.target_names(reg.method_kind, reg.func, args)
+        class_name, config_name = _classes.target_names(reg.method, reg.func, args)
         parent, recorded = start_position(what, reg.name, self._serializer)
         assigned = take_assigned_id()
         if recorded is not None:
@@ -1171,7 +1171,7 @@ class DBOS:
         engine = _dbos()._engine
         message = sched.schedule_message(
             schedule_name=schedule_name, workflow_name=reg.name, schedule=schedule, context=context,
-            workflow_class_name=_classes.schedule_class_name(reg.method_kind, workflow_fn),
+            workflow_class_name=_classes.schedule_class_name(reg.method),
             automatic_backfill=automatic_backfill, cron_timezone=cron_timezone, queue_name=queue_name,
         )
 
@@ -1289,7 +1289,7 @@ class DBOS:
             messages.append(
                 sched.schedule_message(
                     schedule_name=entry["schedule_name"], workflow_name=reg.name, schedule=entry["schedule"],
-                    workflow_class_name=_classes.schedule_class_name(reg.method_kind, entry["workflow_fn"]),
+                    workflow_class_name=_classes.schedule_class_name(reg.method),
                     context=entry.get("context"), automatic_backfill=entry.get("automatic_backfill", False),
                     cron_timezone=entry.get("cron_timezone"), queue_name=queue_name,
                 )

@@ -34,6 +34,13 @@ east = Warehouse("east", 100)
 west = Warehouse("west", 50)
 
 
+class Annex(Warehouse):
+    """Not registered itself: it goes by its base's name, as in DBOS Python."""
+
+
+annex = Annex("annex", 5)
+
+
 @DBOS.dbos_class()
 class NoConfigName:
     """A registered class whose instances are not configured instances."""
@@ -131,6 +138,13 @@ def test_instance_method_workflow_runs_on_its_instance_called_started_and_enqueu
     # The instance is the target, not an input.
     assert inputs_of(started) == {"args": ("pear", 1), "kwargs": {}}
     assert inputs_of(enqueued) == {"args": ("fig", 4), "kwargs": {}}
+
+
+def test_an_unregistered_subclass_goes_by_its_registered_base(dbos: Any, agent_env: AgentEnv) -> None:
+    h = classes_queue.enqueue(annex.order, "ab", 1)
+    assert h.get_result() == {"site": "annex", "left": 4, "price": 7}
+    assert annex.orders == [h.workflow_id]
+    assert row(agent_env, h.workflow_id) == ("Warehouse.order", "Warehouse", "annex")
 
 
 def test_class_and_static_method_workflows(dbos: Any, agent_env: AgentEnv) -> None:

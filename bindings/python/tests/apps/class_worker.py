@@ -23,6 +23,12 @@ BLOCK_AT = int(os.environ.get("BLOCK_AT", "0"))
 Queue("class_crash_queue")
 
 
+def say(line: str) -> None:
+    # One write per line: two workflows' threads print at once.
+    sys.stdout.write(line + "\n")
+    sys.stdout.flush()
+
+
 @DBOS.dbos_class()
 class Line(DBOSConfiguredInstance):
     def __init__(self, name: str, factor: int) -> None:
@@ -33,11 +39,11 @@ class Line(DBOSConfiguredInstance):
     def stage(self, n: int) -> int:
         wid = DBOS.workflow_id
         if n == BLOCK_AT:
-            print(f"blocking {wid} {self.config_name} {n}", flush=True)
+            say(f"blocking {wid} {self.config_name} {n}")
             threading.Event().wait()  # until SIGKILL
         with open(EFFECTS, "a") as f:
             f.write(f"{wid} {self.config_name} {n}\n")
-        print(f"ran {wid} {self.config_name} {n}", flush=True)
+        say(f"ran {wid} {self.config_name} {n}")
         return n * self.factor
 
     @DBOS.workflow()
