@@ -22,6 +22,7 @@ like any function, and a step's inputs are not recorded.
 from __future__ import annotations
 
 import enum
+import functools
 import inspect
 import logging
 import threading
@@ -208,13 +209,19 @@ def target_names(
             raise Exception("Function target appears to be a class, but is not properly registered")
         # As DBOS: a first parameter named self is a method whose class was
         # not registered (not certain, but the likely mistake).
-        try:
-            params = list(inspect.signature(func).parameters)
-        except (TypeError, ValueError):
-            params = []
-        if params and params[0] == "self":
+        if _first_parameter_is_self(func):
             raise Exception("Function target appears to be a class instance, but is not properly registered")
     return None, None
+
+
+@functools.lru_cache(maxsize=4096)
+def _first_parameter_is_self(func: Callable[..., Any]) -> bool:
+    # Asked at every start of a workflow with arguments: read the signature once.
+    try:
+        params = list(inspect.signature(func).parameters)
+    except (TypeError, ValueError):
+        return False
+    return bool(params) and params[0] == "self"
 
 
 def schedule_class_name(method: Optional[Method]) -> Optional[str]:

@@ -85,6 +85,29 @@ def uses_plain_step_methods(x: int) -> int:
     return steps_only.add(x) + steps_only.add(x)
 
 
+@DBOS.dbos_class()
+class Family(DBOSConfiguredInstance):
+    """Method workflows that are children of one another."""
+
+    def __init__(self, name: str) -> None:
+        super().__init__(name)
+        self.runs = 0
+
+    @DBOS.workflow()
+    def parent(self, n: int) -> List[str]:
+        self.runs += 1
+        direct = self.child(n)
+        started = DBOS.start_workflow(self.child, n + 1)
+        return [direct, started.get_result()]
+
+    @DBOS.workflow()
+    def child(self, n: int) -> str:
+        return f"{self.config_name}:{n}"
+
+
+family = Family("smiths")
+
+
 @DBOS.dbos_class(class_name="ticker")
 class Ticker:
     seen: "queue.Queue[Tuple[str, type, Any]]" = queue.Queue()
@@ -170,6 +193,23 @@ def test_class_and_static_method_workflows(dbos: Any, agent_env: AgentEnv) -> No
     with SetWorkflowID(f"{quote}-via"):
         assert DBOS.start_workflow(Pricing().quote, "ab", 1).get_result() == {"cls": "Pricing", "total": 7}
     assert row(agent_env, f"{quote}-via")[1:] == ("pricing-v2", None)
+
+
+def test_method_workflows_as_children_of_a_method_workflow(dbos: Any, agent_env: AgentEnv) -> None:
+    wid = f"family-{_suffix}"
+    with SetWorkflowID(wid):
+        assert family.parent(1) == ["smiths:1", "smiths:2"]
+    steps = DBOS.list_workflow_steps(wid)
+    assert [s["function_name"] for s in steps] == ["Family.child", "DBOS.getResult", "Family.child", "DBOS.getResult"]
+    children = sorted({s["child_workflow_id"] for s in steps})
+    assert len(children) == 2
+    for child in children:
+        assert child.startswith(f"{wid}-")
+        assert row(agent_env, child) == ("Family.child", "Family", "smiths")
+    # Run again under its id: the recorded outcome, the body not run again.
+    with SetWorkflowID(wid):
+        assert family.parent(1) == ["smiths:1", "smiths:2"]
+    assert family.runs == 1
 
 
 def test_a_completed_method_workflow_started_again_returns_its_recorded_result(dbos: Any) -> None:
