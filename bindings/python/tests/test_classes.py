@@ -368,6 +368,9 @@ def test_the_official_client_enqueues_onto_a_configured_instance(dbos: Any, offi
     assert c.get_result(polling_interval_sec=0.1) == {"cls": "Pricing", "total": 21}
     s = official.enqueue({"queue_name": "classes_queue", "workflow_name": "Pricing.total"}, "ab", 3)
     assert s.get_result(polling_interval_sec=0.1) == 21
+    # A static method named with its class (DBOS's client allows it): the class is not passed.
+    sc = official.enqueue({"queue_name": "classes_queue", "workflow_name": "Pricing.total", "class_name": "pricing-v2"}, "ab", 3)
+    assert sc.get_result(polling_interval_sec=0.1) == 21
     # And the official client reads the binding's rows as its own.
     st = official.retrieve_workflow(h.workflow_id).get_status()
     assert (st.class_name, st.config_name, st.input) == ("Warehouse", "west", {"args": ("lime", 2), "kwargs": {}})
