@@ -40,8 +40,9 @@ type worker struct {
 	queues         map[string]protocol.QueueRegistration
 	maxConcurrency int
 	running        map[string]*run
-	// registering serializes the worker's register_queues, which count
-	// its queues before they write (taken before Agent.mu, never inside).
+	// registering serializes the worker's register and register_queues,
+	// which count its functions and queues before they write (taken
+	// before Agent.mu, never inside).
 	registering sync.Mutex
 }
 

@@ -30,6 +30,7 @@ func init() {
 		protocol.OpCancel:        handleCancel,
 		protocol.OpResume:        handleResume,
 
+		protocol.OpRegister:         handleRegister,
 		protocol.OpRegisterQueues:   handleRegisterQueues,
 		protocol.OpDebounceWorkflow: handleDebounceWorkflow,
 		protocol.OpSetWorkflowDelay: handleSetWorkflowDelay,

@@ -76,39 +76,70 @@ func (a *Agent) registerQueues(ctx context.Context, app string, queues []protoco
 }
 
 func handleRegisterQueues(s *Session, env protocol.Envelope) (any, *protocol.Error) {
-	a := s.agent
 	var m protocol.RegisterQueues
 	if perr := decode(env, &m); perr != nil {
 		return nil, perr
 	}
+	return s.register(env.Op, nil, m.Queues)
+}
+
+func handleRegister(s *Session, env protocol.Envelope) (any, *protocol.Error) {
+	var m protocol.Register
+	if perr := decode(env, &m); perr != nil {
+		return nil, perr
+	}
+	return s.register(env.Op, m.Workflows, m.Queues)
+}
+
+// register adds workflow functions and queues to this worker after its
+// hello, all or none: the queues are written first (the one step that can
+// fail on what only the database knows), then both join the worker's maps
+// together, under Agent.mu, before the reply. So a run dispatched to the
+// worker names a function it registered, and a poll that ran before this
+// (it claimed nothing of the new names or queues) is woken to run again at
+// once rather than at its next interval; the scheduler re-reads the
+// schedules, since some may target the new functions. A name registered
+// again replaces its registration for this worker (the latest declaration
+// wins, as in a hello after a redeploy).
+func (s *Session) register(op string, workflows []protocol.WorkflowRegistration, queues []protocol.QueueRegistration) (any, *protocol.Error) {
+	a := s.agent
 	hello, group := s.handshaken()
 	if hello.Role != protocol.RoleWorker {
-		return nil, protocol.Errorf(protocol.CodeInvalidArgument, "%s: only a worker serves queues", env.Op)
+		return nil, protocol.Errorf(protocol.CodeInvalidArgument, "%s: only a worker registers workflows and serves queues (role is client)", op)
 	}
-	closing := protocol.Errorf(protocol.CodeShuttingDown, "%s: the session is closing", env.Op)
+	closing := protocol.Errorf(protocol.CodeShuttingDown, "%s: the session is closing", op)
 	a.mu.Lock()
 	w := a.workerOfLocked(s)
 	a.mu.Unlock()
 	if w == nil {
 		return nil, closing
 	}
-	// One registration at a time per worker, so that the count below
-	// stays true until this one is served.
+	// One registration at a time per worker, so that the counts below
+	// stay true until this one is served.
 	w.registering.Lock()
 	defer w.registering.Unlock()
 	a.mu.Lock()
-	served := len(w.queues)
-	for _, q := range m.Queues {
+	functions, served := len(w.functions), len(w.queues)
+	for _, f := range workflows {
+		if _, ok := w.functions[f.Name]; !ok {
+			functions++
+		}
+	}
+	for _, q := range queues {
 		if _, ok := w.queues[q.Name]; !ok {
 			served++
 		}
 	}
 	a.mu.Unlock()
+	if functions > protocol.MaxWorkflowsPerWorker {
+		return nil, protocol.Errorf(protocol.CodeInvalidArgument, "%s.workflows: this worker would register %d workflow functions; a worker registers at most %d",
+			op, functions, protocol.MaxWorkflowsPerWorker)
+	}
 	if served > protocol.MaxQueuesPerWorker {
 		return nil, protocol.Errorf(protocol.CodeInvalidArgument, "%s.queues: this worker would serve %d queues; a worker serves at most %d",
-			env.Op, served, protocol.MaxQueuesPerWorker)
+			op, served, protocol.MaxQueuesPerWorker)
 	}
-	if perr := a.registerQueues(s.ctx, group.app, m.Queues); perr != nil {
+	if perr := a.registerQueues(s.ctx, group.app, queues); perr != nil {
 		return nil, perr
 	}
 	a.mu.Lock()
@@ -117,10 +148,20 @@ func handleRegisterQueues(s *Session, env protocol.Envelope) (any, *protocol.Err
 	if g == nil || g.workers[s] != w {
 		return nil, closing
 	}
-	for _, q := range m.Queues {
+	for _, f := range workflows {
+		w.functions[f.Name] = f
+	}
+	for _, q := range queues {
 		w.queues[q.Name] = q
 	}
+	// Every queue the worker serves is polled again now: work of the new
+	// functions may wait on any of them (recovered work on the internal
+	// queue), and a new queue on its own.
 	a.startPollersLocked(g, w)
+	if len(workflows) > 0 {
+		a.schedules.reconcileSoon()
+	}
+	s.log.Debug("registered after hello", zap.Int("workflows", len(workflows)), zap.Int("queues", len(queues)))
 	return protocol.Empty{}, nil
 }
 

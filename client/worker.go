@@ -17,12 +17,15 @@ type WorkflowFunc func(wf *Workflow, inputs *string) (output *string, err error)
 // Worker runs the workflows the agent pushes to it, replaying recorded steps
 // from the history that comes with each run.
 type Worker struct {
-	Client    *Client
-	functions map[string]WorkflowFunc
+	Client *Client
 
-	mu      sync.Mutex
-	running map[string]*Workflow
-	wg      sync.WaitGroup
+	mu sync.Mutex
+	// functions grows with Register; guarded by mu.
+	functions map[string]WorkflowFunc
+	running   map[string]*Workflow
+	wg        sync.WaitGroup
+	// maxRecoveryAttempts is WorkerConfig's, for Register's functions too.
+	maxRecoveryAttempts int
 }
 
 // WorkerConfig is what a worker announces.
@@ -55,9 +58,28 @@ func NewWorker(ctx context.Context, socketPath string, cfg WorkerConfig) (*Worke
 	if err != nil {
 		return nil, err
 	}
-	w := &Worker{Client: c, functions: cfg.Workflows, running: map[string]*Workflow{}}
+	functions := make(map[string]WorkflowFunc, len(cfg.Workflows))
+	for name, fn := range cfg.Workflows {
+		functions[name] = fn
+	}
+	w := &Worker{Client: c, functions: functions, running: map[string]*Workflow{}, maxRecoveryAttempts: cfg.MaxRecoveryAttempts}
 	go w.servePushes()
 	return w, nil
+}
+
+// Register adds workflow functions and queues after the hello (the
+// register op): the agent dispatches their runs here from its reply on.
+// The functions are known here before the request is sent, since a run of
+// one may be pushed before the reply arrives.
+func (w *Worker) Register(ctx context.Context, functions map[string]WorkflowFunc, queues []protocol.QueueRegistration) error {
+	req := protocol.Register{Queues: queues}
+	w.mu.Lock()
+	for name, fn := range functions {
+		w.functions[name] = fn
+		req.Workflows = append(req.Workflows, protocol.WorkflowRegistration{Name: name, MaxRecoveryAttempts: w.maxRecoveryAttempts})
+	}
+	w.mu.Unlock()
+	return w.Client.Call(ctx, protocol.OpRegister, &req, nil)
 }
 
 // Close disconnects; running workflows are abandoned (the agent hands them
@@ -94,7 +116,9 @@ func (w *Worker) servePushes() {
 // given, it runs here and now.
 func (w *Worker) Start(ctx context.Context, req protocol.StartWorkflow) (protocol.StartWorkflowReply, error) {
 	if req.QueueName == "" {
+		w.mu.Lock()
 		_, req.RunHere = w.functions[req.Name]
+		w.mu.Unlock()
 	}
 	reply, err := w.Client.StartWorkflow(ctx, req)
 	if err != nil {
@@ -107,13 +131,13 @@ func (w *Worker) Start(ctx context.Context, req protocol.StartWorkflow) (protoco
 }
 
 func (w *Worker) start(run *protocol.Run) {
-	fn := w.functions[run.Name]
 	ctx, cancel := context.WithCancel(context.Background())
 	wf := &Workflow{run: run, worker: w, ctx: ctx, cancel: cancel, history: map[int]protocol.Step{}}
 	for _, s := range run.History {
 		wf.history[s.FunctionID] = s
 	}
 	w.mu.Lock()
+	fn := w.functions[run.Name]
 	w.running[run.WorkflowID] = wf
 	w.mu.Unlock()
 	w.wg.Add(1)

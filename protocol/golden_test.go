@@ -85,6 +85,7 @@ var messageTypes = map[string]func() any{
 	"Run":                func() any { return new(Run) },
 	"CancelPush":         func() any { return new(CancelPush) },
 
+	"Register":              func() any { return new(Register) },
 	"RegisterQueues":        func() any { return new(RegisterQueues) },
 	"DebounceWorkflow":      func() any { return new(DebounceWorkflow) },
 	"DebounceWorkflowReply": func() any { return new(DebounceWorkflowReply) },
@@ -377,6 +378,13 @@ func vectorDefs() []vectorDef {
 			}}}},
 		{name: "register_queues_reply", description: "Registered (the stored row updated) and served by this worker: an empty map.",
 			kind: KindResponse, id: 27, replyTo: OpRegisterQueues, message: "Empty", body: Empty{}},
+		{name: "register", description: "A worker declares a workflow function after its hello (a method of class Billing, dead-lettered after 5 recovery attempts) and the queue it is enqueued on, which this worker serves with a worker concurrency of 4.",
+			kind: KindRequest, id: 73, op: OpRegister, message: "Register", body: &Register{
+				Workflows: []WorkflowRegistration{{Name: "Billing.refund", ClassName: "Billing", MaxRecoveryAttempts: 5}},
+				Queues:    []QueueRegistration{{Name: "refunds", WorkerConcurrency: intp(4)}},
+			}},
+		{name: "register_reply", description: "Registered: from now on the agent dispatches runs of Billing.refund and of the queue refunds to this worker, as if its hello had announced them. An empty map.",
+			kind: KindResponse, id: 73, replyTo: OpRegister, message: "Empty", body: Empty{}},
 		{name: "start_workflow_delayed", description: "Enqueue on partition \"alice@example.com\" of \"emails\", DELAYED for 30 s; a duplicate deduplication id returns the workflow that holds it.",
 			kind: KindRequest, id: 28, op: OpStartWorkflow, message: "StartWorkflow", body: &StartWorkflow{
 				WorkflowID: "email-51", Name: "send_digest", Inputs: strp(`{"positionalArgs":["alice@example.com"],"namedArgs":{}}`),
@@ -907,7 +915,7 @@ func TestGoldenVectorsCoverEveryOpAndPush(t *testing.T) {
 	}
 	for _, op := range []string{OpHello, OpPing, OpStats, OpStartWorkflow, OpRecordStep, OpFinish, OpGetResult,
 		OpGetWorkflow, OpListWorkflows, OpListSteps, OpCancel, OpResume,
-		OpRegisterQueues, OpDebounceWorkflow, OpSetWorkflowDelay, OpGetQueue, OpListQueues,
+		OpRegister, OpRegisterQueues, OpDebounceWorkflow, OpSetWorkflowDelay, OpGetQueue, OpListQueues,
 		OpCreateSchedule, OpGetSchedule, OpListSchedules, OpPauseSchedule, OpResumeSchedule, OpDeleteSchedule,
 		OpBackfillSchedule, OpTriggerSchedule, OpListVersions, OpPromoteVersion,
 		OpSend, OpRecv, OpSleep, OpSetEvent, OpGetEvent, OpGetAllEvents, OpWriteStream, OpReadStream,

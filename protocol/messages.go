@@ -33,6 +33,10 @@ const (
 	OpCancel        = "cancel_workflow"
 	OpResume        = "resume_workflow"
 
+	// Late registration: workflow functions and queues a worker declares
+	// after its hello.
+	OpRegister = "register"
+
 	// Queues, delays and debounce.
 	OpRegisterQueues   = "register_queues"
 	OpDebounceWorkflow = "debounce_workflow"
@@ -379,9 +383,22 @@ type StatsReply struct {
 }
 
 // RegisterQueues adds queues a worker serves after its hello (DBOS Python
-// declares queues after launch).
+// declares queues after launch). It is Register with queues only, kept for
+// the bindings that send it.
 type RegisterQueues struct {
 	Queues []QueueRegistration `msgpack:"queues"`
+}
+
+// Register adds workflow functions and queues to a worker after its hello
+// (DBOS Python declares workflows, queues and scheduled workflows at any
+// time, after launch too): from then on the agent dispatches to them as if
+// the hello had announced them. A new op rather than a field of
+// register_queues: an agent that does not know it answers unknown_op,
+// where it would ignore an unknown field and leave the workflows
+// unregistered without a word.
+type Register struct {
+	Workflows []WorkflowRegistration `msgpack:"workflows,omitempty"`
+	Queues    []QueueRegistration    `msgpack:"queues,omitempty"`
 }
 
 // DebounceWorkflow starts a workflow after DelayMS of quiet: repeated calls

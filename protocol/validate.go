@@ -27,11 +27,13 @@ const (
 	// MaxFunctionNameBytes bounds workflow function names, which some SDKs
 	// qualify with a module or package path.
 	MaxFunctionNameBytes = 1024
-	// MaxWorkflowsPerHello bounds the workflow functions one worker
-	// registers.
-	MaxWorkflowsPerHello = 4096
+	// MaxWorkflowsPerWorker bounds the workflow functions one worker
+	// registers, in its hello and its register requests together: each is
+	// kept for the session and matched by every dispatch.
+	MaxWorkflowsPerWorker = 4096
 	// MaxQueuesPerWorker bounds the queues one worker serves, hello and
-	// register_queues together: each is registered in the database and
+	// its register and register_queues requests together: each is
+	// registered in the database and
 	// polled.
 	MaxQueuesPerWorker = 1000
 	// MaxLimit bounds every count (concurrency limits, rate-limit maxima,
@@ -110,21 +112,54 @@ func (h *Hello) Validate(op string) error {
 	if err := checkCount(op+".max_concurrency", h.MaxConcurrency, 0); err != nil {
 		return err
 	}
-	if len(h.Workflows) > MaxWorkflowsPerHello {
-		return fieldErr(op+".workflows", "%d registrations; at most %d", len(h.Workflows), MaxWorkflowsPerHello)
+	return validateRegistrations(op, h.Workflows, h.Queues)
+}
+
+// validateRegistrations checks the workflows and queues of a hello or a
+// register.
+func validateRegistrations(op string, workflows []WorkflowRegistration, queues []QueueRegistration) error {
+	if err := validateWorkflows(op+".workflows", workflows); err != nil {
+		return err
 	}
-	seen := make(map[string]int, len(h.Workflows))
-	for i := range h.Workflows {
-		path := fmt.Sprintf("%s.workflows[%d]", op, i)
-		if err := h.Workflows[i].validate(path); err != nil {
+	return validateQueues(op+".queues", queues)
+}
+
+func validateWorkflows(path string, workflows []WorkflowRegistration) error {
+	if len(workflows) > MaxWorkflowsPerWorker {
+		return fieldErr(path, "%d registrations; a worker registers at most %d", len(workflows), MaxWorkflowsPerWorker)
+	}
+	return validateEach(path, workflows)
+}
+
+// registration is a WorkflowRegistration or a QueueRegistration: a name,
+// once per request, and its own rules.
+type registration interface {
+	registeredName() string
+	validate(path string) error
+}
+
+func (w *WorkflowRegistration) registeredName() string { return w.Name }
+func (q *QueueRegistration) registeredName() string    { return q.Name }
+
+// validateEach checks each registration of a list and that no name comes
+// twice.
+func validateEach[T any, R interface {
+	*T
+	registration
+}](path string, regs []T) error {
+	seen := make(map[string]int, len(regs))
+	for i := range regs {
+		r := R(&regs[i])
+		p := fmt.Sprintf("%s[%d]", path, i)
+		if err := r.validate(p); err != nil {
 			return err
 		}
-		if j, dup := seen[h.Workflows[i].Name]; dup {
-			return fieldErr(path+".name", "%q is registered twice (workflows[%d])", h.Workflows[i].Name, j)
+		if j, dup := seen[r.registeredName()]; dup {
+			return fieldErr(p+".name", "%q is registered twice ([%d])", r.registeredName(), j)
 		}
-		seen[h.Workflows[i].Name] = i
+		seen[r.registeredName()] = i
 	}
-	return validateQueues(op+".queues", h.Queues)
+	return nil
 }
 
 func (w *WorkflowRegistration) validate(path string) error {
@@ -146,22 +181,21 @@ func (r *RegisterQueues) Validate(op string) error {
 	return validateQueues(op+".queues", r.Queues)
 }
 
+// Validate checks the workflows and queues registered after a hello. That
+// the worker stays within MaxWorkflowsPerWorker and MaxQueuesPerWorker in
+// all is the agent's to check.
+func (r *Register) Validate(op string) error {
+	if len(r.Workflows) == 0 && len(r.Queues) == 0 {
+		return fieldErr(op, "registers nothing (at least one workflow or queue)")
+	}
+	return validateRegistrations(op, r.Workflows, r.Queues)
+}
+
 func validateQueues(path string, queues []QueueRegistration) error {
 	if len(queues) > MaxQueuesPerWorker {
 		return fieldErr(path, "%d queues; a worker serves at most %d", len(queues), MaxQueuesPerWorker)
 	}
-	seen := make(map[string]int, len(queues))
-	for i := range queues {
-		p := fmt.Sprintf("%s[%d]", path, i)
-		if err := queues[i].validate(p); err != nil {
-			return err
-		}
-		if j, dup := seen[queues[i].Name]; dup {
-			return fieldErr(p+".name", "%q is registered twice ([%d])", queues[i].Name, j)
-		}
-		seen[queues[i].Name] = i
-	}
-	return nil
+	return validateEach(path, queues)
 }
 
 // validate applies the zero/absent rule of the queue options: an absent

@@ -94,6 +94,8 @@ from ._serialization import (
 from ._transport import AgentLink, Connection, resolve_socket_path, resolve_trusted_uids
 from . import _classes
 from . import _scheduling as sched
+from ._announce import announcer as _announcer
+from ._announce import workflow_form
 from ._scheduling import ScheduleInput, VersionInfo, WorkflowSchedule
 
 if TYPE_CHECKING:
@@ -334,9 +336,15 @@ class DBOS:
             inst._launch()
 
     def _hello(self) -> Dict[str, Any]:
-        # Decided when the first hello is sent, which is launch: no workflow
-        # can be declared after it, so every reconnection announces the same
-        # version (the runs this worker claimed carry it).
+        # First, before the registries are read: what this hello covers of
+        # the declarations made after launch (the rest is sent once the
+        # connection is live, _on_connected).
+        _announcer.hello_begins()
+        # The version is decided when the first hello is sent, which is
+        # launch, from the workflows declared by then, as DBOS Python
+        # computes it at launch: every reconnection announces the same
+        # version (the runs this worker claimed carry it), whatever was
+        # declared since.
         if not self._app_version:
             self._app_version = self._agent_default_version() or compute_app_version(
                 self._app_name, [r.func for r in _workflows.values()]
@@ -350,10 +358,7 @@ class DBOS:
             "language": "python",
             "binding_version": __version__,
             "pid": os.getpid(),
-            "workflows": [
-                {"name": r.name, "max_recovery_attempts": r.max_recovery_attempts}
-                for r in _workflows.values()
-            ],
+            "workflows": [_workflow_form(r) for r in list(_workflows.values())],
             "queues": _hello_queues(),
         }
 
@@ -387,15 +392,20 @@ class DBOS:
             self._socket, self._hello, self._on_push, self._on_connected, self._on_lost, trusted_uids=self._trusted_uids
         )
         self._engine.link = link
+        # Declarations made from here on are sent on the link's connections
+        # (one made while the handshake is on its way, once it is live).
+        _announcer.attach(link)
         try:
             reply = link.start()
         except BaseException:
+            _announcer.detach()
             self._engine.link = None
             link.close()
             loop.call_soon_threadsafe(loop.stop)
             raise
         agent_executor = reply.get("executor_id") or "local"
         if self._executor_id_wanted is not None and self._executor_id_wanted != agent_executor:
+            _announcer.detach()
             link.close()
             loop.call_soon_threadsafe(loop.stop)
             self._engine.link = None
@@ -420,6 +430,7 @@ class DBOS:
             for reg in list(_scheduled.values()):
                 self._write_decorated_schedule(reg)
         except BaseException:
+            _announcer.detach()
             link.close()
             loop.call_soon_threadsafe(loop.stop)
             self._engine.link = None
@@ -431,18 +442,23 @@ class DBOS:
         )
 
     def _on_connected(self, conn: Connection, reply: Dict[str, Any]) -> None:
-        pass
+        _announcer.connected(conn)
 
     def _register_queue(self, q: "Queue", previous: "Optional[Queue]") -> None:
-        """Tell the agent about a queue declared here (register_queues), in
-        the form its on_conflict rule picks; the handshake of any later
-        reconnection carries the same form."""
+        """Tell the agent about a queue declared here (register), in the form
+        its on_conflict rule picks; the handshake of any later reconnection
+        carries the same form."""
         reg = q._decide_registration(self._engine, self._app_version)
         if previous is not None and previous._registered == reg:
             q._registered = reg
             return
-        self._engine.call(proto.OP_REGISTER_QUEUES, {"queues": [reg]})
+        # Decided before it is sent, so that a hello built meanwhile carries it.
         q._registered = reg
+        try:
+            _announcer.announce(queues=[reg])
+        except BaseException:
+            q._registered = None
+            raise
         logger.debug("registered queue %s with the agent: %s", q.name, reg)
 
     def _write_decorated_schedule(self, reg: WorkflowRegistration) -> None:
@@ -498,6 +514,7 @@ class DBOS:
                 q._registered = None  # a new launch decides again
         if inst is None:
             return
+        _announcer.detach()
         if workflow_completion_timeout_sec > 0:
             deadline = time.monotonic() + workflow_completion_timeout_sec
             while inst._engine.runs and time.monotonic() < deadline:
@@ -530,16 +547,8 @@ class DBOS:
 
         def decorate(func: F) -> F:
             wf_name = name if name is not None else func.__qualname__
-            with _instance_lock:
-                if _instance is not None and _instance._launched:
-                    raise DBOSException(
-                        f"workflow {wf_name} was declared after DBOS.launch(): the agent learns a "
-                        "process's workflows when it connects, so declare them before launch"
-                    )
-                if wf_name in _workflows and _workflows[wf_name].func is not func:
-                    logger.warning("workflow %s is declared twice; the last declaration wins", wf_name)
-                reg = WorkflowRegistration(func, wf_name, max_recovery_attempts, serialization_type)
-                _workflows[wf_name] = reg
+            reg = WorkflowRegistration(func, wf_name, max_recovery_attempts, serialization_type)
+            _declare_workflow(reg)
 
             if reg.is_async:
 
@@ -1139,12 +1148,15 @@ class DBOS:
                     f"@DBOS.scheduled applies to a workflow: put it above @DBOS.workflow() on {name}"
                 )
             with _instance_lock:
-                if _instance is not None and _instance._launched:
-                    raise DBOSException(
-                        f"scheduled workflow {reg.name} was declared after DBOS.launch(): declare it before launch"
-                    )
                 reg.scheduled_cron = cron
                 _scheduled[reg.name] = reg
+                inst = _instance
+                launched = inst is not None and inst._launched
+            if launched:
+                # Declared after launch: its schedule is written now (its
+                # workflow was registered by @DBOS.workflow below this).
+                assert inst is not None
+                inst._write_decorated_schedule(reg)
             return func
 
         return decorate
@@ -1881,6 +1893,48 @@ def _log_run_outcome(workflow_id: str, fut: "Future[Any]") -> None:
 _CONFLICT_POLICIES = ("update_if_latest_version", "always_update", "never_update")
 
 
+def _workflow_form(reg: WorkflowRegistration) -> Dict[str, Any]:
+    """A workflow's registration as hello and register carry it."""
+    return workflow_form(reg.name, reg.max_recovery_attempts, getattr(reg, "class_name", None))
+
+
+def _declare_workflow(reg: WorkflowRegistration) -> None:
+    """Record a declared workflow; once launched, register it with the agent
+    before returning (_announce_workflow)."""
+    with _instance_lock:
+        previous = _workflows.get(reg.name)
+        # The same code declared again (a function that declares its
+        # workflow at every call) is no news.
+        if previous is not None and getattr(previous.func, "__code__", None) is not getattr(reg.func, "__code__", 0):
+            logger.warning("workflow %s is declared twice; the last declaration wins", reg.name)
+        _workflows[reg.name] = reg
+    try:
+        _announce_workflow(reg)
+    except BaseException:
+        _undeclare(_workflows, reg.name, reg, previous)
+        raise
+
+
+def _undeclare(registry: Dict[str, Any], name: str, declared: Any, previous: Any) -> None:
+    """Undo a declaration the agent refused: the registry as it was, unless
+    the name was declared again meanwhile."""
+    with _instance_lock:
+        if registry.get(name) is declared:
+            if previous is not None:
+                registry[name] = previous
+            else:
+                del registry[name]
+
+
+def _announce_workflow(reg: WorkflowRegistration) -> None:
+    """Register a workflow already in the registry (``_workflows``) with the
+    agent, if this process is launched: from its return on, the agent runs
+    it here, as if declared before launch (a recovered or queued workflow
+    of it included). Before launch it does nothing: the launch's hello
+    carries it. Raises what the agent refuses (DBOSException)."""
+    _announcer.announce(workflows=[_workflow_form(reg)])
+
+
 def _hello_queues() -> List[Dict[str, Any]]:
     """The queues a handshake registers: every declared queue in the form
     decided for it (queues still to be decided after the handshake are left
@@ -1898,7 +1952,7 @@ def _hello_queues() -> List[Dict[str, Any]]:
 
 def _declare_queue(q: "Queue", on_conflict: str) -> None:
     """Record a declared queue; once launched, register it with the agent at
-    once (register_queues), as DBOS Python registers queues after launch."""
+    once (register), as DBOS Python registers queues after launch."""
     q._on_conflict = on_conflict
     with _instance_lock:
         previous = _queues.get(q.name)
@@ -1911,12 +1965,7 @@ def _declare_queue(q: "Queue", on_conflict: str) -> None:
     try:
         inst._register_queue(q, previous)
     except BaseException:
-        with _instance_lock:
-            if _queues.get(q.name) is q:
-                if previous is not None:
-                    _queues[q.name] = previous
-                else:
-                    del _queues[q.name]
+        _undeclare(_queues, q.name, q, previous)
         raise
 
 

@@ -31,6 +31,9 @@ OP_LIST_STEPS = "list_steps"
 OP_CANCEL = "cancel_workflow"
 OP_RESUME = "resume_workflow"
 
+# Late registration: workflow functions and queues declared after hello.
+OP_REGISTER = "register"
+
 # Queues, delays and debounce.
 OP_REGISTER_QUEUES = "register_queues"
 OP_DEBOUNCE_WORKFLOW = "debounce_workflow"
