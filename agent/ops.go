@@ -215,6 +215,7 @@ func handleStartWorkflow(s *Session, env protocol.Envelope) (any, *protocol.Erro
 		Priority:           m.Priority,
 		AuthenticatedUser:  optional(m.AuthenticatedUser),
 		AssumedRole:        optional(m.AssumedRole),
+		AuthenticatedRoles: rolesColumn(m.AuthenticatedRoles),
 		ExecutorID:         a.cfg.ExecutorID,
 		ApplicationVersion: optional(version),
 		ApplicationName:    optional(group.app),
@@ -317,6 +318,8 @@ func handleStartWorkflow(s *Session, env protocol.Envelope) (any, *protocol.Erro
 		AuthenticatedUser: m.AuthenticatedUser,
 		History:           []protocol.Step{},
 	}
+	reply.Run.AssumedRole = m.AssumedRole
+	reply.Run.AuthenticatedRoles = m.AuthenticatedRoles
 	return reply, nil
 }
 
@@ -463,6 +466,9 @@ func workflowInfo(wf sysdb.Workflow) protocol.WorkflowInfo {
 		Attributes:        wf.Attributes,
 		DelayUntilEpochMS: derefInt(wf.DelayUntilEpochMS),
 		ScheduleName:      deref(wf.ScheduleName),
+		// DBOS's identity columns, as the binding checks required roles.
+		AssumedRole:        deref(wf.AssumedRole),
+		AuthenticatedRoles: rolesOf(wf.AuthenticatedRoles),
 	}
 }
 

@@ -175,6 +175,8 @@ func vectorDefs() []vectorDef {
 		Inputs:           strp(exampleInputs),
 		Output:           strp(`{"order":1001,"status":"shipped"}`),
 	}
+	// DBOS's identity columns, on a status and a run.
+	info.AuthenticatedUser, info.AssumedRole, info.AuthenticatedRoles = "alice", "admin", []string{"user", "admin"}
 	return append([]vectorDef{
 		// Handshake.
 		{name: "hello_worker", description: "A worker opens its connection: it registers two workflow functions and serves the queue \"orders\".",
@@ -218,6 +220,7 @@ func vectorDefs() []vectorDef {
 		{name: "start_workflow_run_here", description: "A worker that registered \"checkout\" starts it directly and asks to run it itself.",
 			kind: KindRequest, id: 4, op: OpStartWorkflow, message: "StartWorkflow", body: &StartWorkflow{
 				WorkflowID: "order-1002", Name: "checkout", Inputs: strp(exampleInputs), Serialization: "portable_json", RunHere: true,
+				AuthenticatedUser: "alice", AssumedRole: "admin", AuthenticatedRoles: []string{"user", "admin"},
 			}},
 		{name: "start_workflow_run_here_reply", description: "The reply carries the run grant: the caller runs the workflow now with this owner token (history is empty: a new workflow).",
 			kind: KindResponse, id: 4, replyTo: OpStartWorkflow, message: "StartWorkflowReply", body: &StartWorkflowReply{
@@ -305,6 +308,7 @@ func vectorDefs() []vectorDef {
 				WorkflowID: "order-1002", Name: "checkout", Inputs: strp(exampleInputs), Serialization: "portable_json",
 				OwnerXID: "9d8e7f6a5b4c3d2e1f0a9b8c7d6e5f4a", QueueName: "_dbos_internal_queue",
 				DeadlineEpochMS: exampleT0 + 60900, RecoveryAttempts: 2, AuthenticatedUser: "alice", History: history,
+				AssumedRole: "admin", AuthenticatedRoles: []string{"user", "admin"},
 			}},
 		{name: "push_cancel", description: "A workflow this worker runs was cancelled: stop it without finishing it.",
 			kind: KindPush, op: PushCancel, message: "CancelPush", body: &CancelPush{WorkflowID: "order-1002"}},

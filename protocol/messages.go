@@ -152,6 +152,9 @@ type StartWorkflow struct {
 	RunHere           bool   `msgpack:"run_here,omitempty"`
 	AuthenticatedUser string `msgpack:"authenticated_user,omitempty"`
 	AssumedRole       string `msgpack:"assumed_role,omitempty"`
+	// AuthenticatedRoles are the roles the authenticated user was granted
+	// (DBOS's authenticated_roles); stored as a JSON list, none when empty.
+	AuthenticatedRoles []string `msgpack:"authenticated_roles,omitempty"`
 	// DelayMS keeps an enqueued workflow DELAYED that long before it can
 	// be dequeued (needs QueueName).
 	DelayMS int64 `msgpack:"delay_ms,omitempty"`
@@ -195,6 +198,11 @@ type Run struct {
 	DeadlineEpochMS   int64   `msgpack:"deadline_epoch_ms,omitempty"`
 	RecoveryAttempts  int64   `msgpack:"recovery_attempts"`
 	AuthenticatedUser string  `msgpack:"authenticated_user,omitempty"`
+	// AssumedRole and AuthenticatedRoles are the identity recorded at
+	// start: a binding checks a workflow's required roles against them
+	// when it runs it (recovery included).
+	AssumedRole        string   `msgpack:"assumed_role,omitempty"`
+	AuthenticatedRoles []string `msgpack:"authenticated_roles,omitempty"`
 	// History is every step recorded so far, by function id: the worker
 	// replays from it without asking.
 	History []Step `msgpack:"history"`
@@ -306,6 +314,10 @@ type WorkflowInfo struct {
 	Attributes        *string `msgpack:"attributes,omitempty"` // JSON object text
 	DelayUntilEpochMS int64   `msgpack:"delay_until_epoch_ms,omitempty"`
 	ScheduleName      string  `msgpack:"schedule_name,omitempty"`
+	// AssumedRole and AuthenticatedRoles are DBOS's identity columns (the
+	// roles stored as a JSON list).
+	AssumedRole        string   `msgpack:"assumed_role,omitempty"`
+	AuthenticatedRoles []string `msgpack:"authenticated_roles,omitempty"`
 }
 
 // ListWorkflows filters workflows; empty fields do not filter. Times are

@@ -65,15 +65,14 @@ class EnqueueOptions(_EnqueueOptionsRequired, total=False):
     class_name: str
     instance_name: str
     attributes: Dict[str, Any]
-    # Accepted by DBOS Python; refused here until the agent serves them.
     authenticated_roles: List[str]
+    # Accepted by DBOS Python; refused here until the agent serves them.
     application_name: Optional[str]
     otel_context: Any
     shard_key: str
 
 
 _UNSUPPORTED_OPTIONS = {
-    "authenticated_roles": None,
     "otel_context": None,
     "shard_key": "sharded system databases",
 }
@@ -114,7 +113,7 @@ def enqueue_request(
     validate_duplication_policy(opts.get("duplication_policy"), opts["queue_name"], opts.get("deduplication_id"))
     delay = opts.get("delay_seconds")
     timeout = opts.get("workflow_timeout")
-    return engine.start_request(
+    body = engine.start_request(
         opts["workflow_name"], tuple(args), kwargs,
         tag=tag_for(opts.get("serialization_type"), serializer),
         workflow_id=opts.get("workflow_id") or (parent.child_id() if parent is not None else None),
@@ -135,6 +134,11 @@ def enqueue_request(
         attributes=opts.get("attributes"),
         parent=parent,
     )
+    # The roles the user was granted, recorded as DBOS records them (the
+    # worker checks the workflow's required roles against them).
+    if opts.get("authenticated_roles"):
+        body["authenticated_roles"] = list(opts["authenticated_roles"])
+    return body
 
 
 class DBOSClient:

@@ -41,6 +41,7 @@ from typing import (
     cast,
 )
 
+from . import _auth as auth
 from . import _protocol as proto
 from ._error import (
     AgentErrorReply,
@@ -187,6 +188,8 @@ class WorkflowRun:
         self.recovery_attempts: int = int(grant.get("recovery_attempts") or 0)
         self.queue_name: Optional[str] = grant.get("queue_name") or None
         self.authenticated_user: Optional[str] = grant.get("authenticated_user") or None
+        self.assumed_role: Optional[str] = grant.get("assumed_role") or None
+        self.authenticated_roles: Optional[List[str]] = grant.get("authenticated_roles") or None
         self.deadline_epoch_ms: Optional[int] = grant.get("deadline_epoch_ms") or None
         self.history: Dict[int, Dict[str, Any]] = {
             int(s["function_id"]): s for s in (grant.get("history") or [])
@@ -597,8 +600,8 @@ def status_from_info(info: Dict[str, Any], serializer: Serializer) -> WorkflowSt
     st.class_name = _opt(info, "class_name")
     st.config_name = _opt(info, "config_name")
     st.authenticated_user = _opt(info, "authenticated_user")
-    st.assumed_role = None
-    st.authenticated_roles = None
+    st.assumed_role = _opt(info, "assumed_role")
+    st.authenticated_roles = info.get("authenticated_roles") or None
     tag = info.get("serialization") or None
     st.input = None
     st.output = None
@@ -1076,10 +1079,16 @@ class Engine:
 
     def _inputs(self, run: WorkflowRun, reg: WorkflowRegistration) -> WorkflowInputs:
         inputs = deserialize_args(run.inputs, run.serialization, self.serializer) or {"args": (), "kwargs": {}}
+        validate = getattr(reg, "validate_args", None)
         if run.serialization == PORTABLE_JSON:
             # A schedule's tick (its id says so) carries its time as text.
             inputs = schedule_tick_inputs(run.workflow_id, inputs, self.serializer)
-            inputs = coerce_portable_args(reg.func, inputs)
+            if validate is None:  # a validator does the coercion (DBOS)
+                inputs = coerce_portable_args(reg.func, inputs)
+        if validate is not None:
+            # A failure ends the workflow ERROR with it (_fail_inputs).
+            args, kwargs = validate(tuple(inputs["args"]), dict(inputs["kwargs"]))
+            inputs = {"args": args, "kwargs": kwargs}
         return inputs
 
     def _actual_time(self, info: Optional[Dict[str, Any]]) -> datetime:
@@ -1158,10 +1167,13 @@ class Engine:
         # SetWorkflowAttributes around a call is for the called workflow, not
         # for the children it starts.
         attributes_token = _workflow_attributes.set(None)
+        identity = auth.enter_run(run)
         try:
             output: Any = None
             error: Optional[BaseException] = None
             try:
+                # A denied run ends ERROR with DBOSNotAuthorizedError (DBOS 3.4).
+                auth.check_run(reg.func, reg.name)
                 output = reg.func(*args, **kwargs)
             except (DBOSWorkflowCancelledError, DBOSWorkflowConflictIDError):
                 if run.stop_reason is None:
@@ -1180,6 +1192,7 @@ class Engine:
                 raise self._finish_failed(run, e) from None
             return self._finished(run, reply, output, error)
         finally:
+            identity.close()
             _workflow_attributes.reset(attributes_token)
             _current.reset(token)
             self.unregister_run(run)
@@ -1191,10 +1204,12 @@ class Engine:
         # SetWorkflowAttributes around a call is for the called workflow, not
         # for the children it starts.
         attributes_token = _workflow_attributes.set(None)
+        identity = auth.enter_run(run)
         try:
             output: Any = None
             error: Optional[BaseException] = None
             try:
+                auth.check_run(reg.func, reg.name)
                 output = await reg.func(*args, **kwargs)
             except (DBOSWorkflowCancelledError, DBOSWorkflowConflictIDError):
                 if run.stop_reason is None:
@@ -1213,6 +1228,7 @@ class Engine:
                 raise self._finish_failed(run, e) from None
             return self._finished(run, reply, output, error)
         finally:
+            identity.close()
             _workflow_attributes.reset(attributes_token)
             _current.reset(token)
             self.unregister_run(run)
@@ -1698,6 +1714,7 @@ def run_step_sync(opts: StepConfig, func: Callable[..., R], args: Tuple[Any, ...
     if ctx is None or ctx.step_id is not None:
         # Outside a workflow, or inside another step: a plain call.
         return func(*args, **kwargs)
+    auth.check_roles(func, opts.name)  # before the step is recorded, as DBOS
     engine, run = ctx.engine, ctx.run
     fid, replayed = begin_step(run, opts.name, engine.serializer)
     if replayed is not NEW_STEP:
@@ -1743,6 +1760,7 @@ async def run_step_async(opts: StepConfig, func: Callable[..., Awaitable[R]], ar
     ctx = _current.get()
     if ctx is None or ctx.step_id is not None:
         return await func(*args, **kwargs)
+    auth.check_roles(func, opts.name)
     engine, run = ctx.engine, ctx.run
     fid, replayed = begin_step(run, opts.name, engine.serializer)
     if replayed is not NEW_STEP:

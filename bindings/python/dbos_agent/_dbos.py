@@ -32,9 +32,12 @@ from typing import (
     cast,
 )
 
+from . import _ambient as ambient
+from . import _auth as auth
 from . import _comm as comm
 from . import _protocol as proto
 from ._comm import SendMessage
+from ._extras import DBOSExtras
 from ._core import (
     DEFAULT_MAX_RECOVERY_ATTEMPTS,
     DEFAULT_POLLING_INTERVAL,
@@ -90,6 +93,7 @@ from ._serialization import (
     WorkflowSerializationFormat,
     tag_for,
 )
+from ._validation import ValidateArgsCallable, resolve_validator
 from ._transport import AgentLink, Connection, resolve_socket_path, resolve_trusted_uids
 from . import _scheduling as sched
 from ._scheduling import ScheduleInput, VersionInfo, WorkflowSchedule
@@ -247,7 +251,7 @@ def _unsupported(call: str, reason: Optional[str] = None) -> Callable[..., Any]:
     return fn
 
 
-class DBOS:
+class DBOS(DBOSExtras):
     """Durable workflows: decorate functions with ``@DBOS.workflow()`` and
     ``@DBOS.step()``, create ``DBOS(config=...)`` and call ``DBOS.launch()``.
 
@@ -493,11 +497,13 @@ class DBOS:
         name: Optional[str] = None,
         max_recovery_attempts: Optional[int] = DEFAULT_MAX_RECOVERY_ATTEMPTS,
         serialization_type: Optional[WorkflowSerializationFormat] = None,
+        validate_args: "Optional[ValidateArgsCallable]" = None,
         **unsupported: Any,
     ) -> Callable[[F], F]:
         """Make a function a durable workflow. ``serialization_type`` =
         ``WorkflowSerializationFormat.PORTABLE`` stores its inputs and outcome
-        as portable JSON."""
+        as portable JSON. ``validate_args`` checks (and may convert) the
+        inputs of a run the agent hands over before the body runs."""
         given = sorted(k for k, v in unsupported.items() if v is not None)
         if given:
             raise DBOSNotSupportedError("DBOS.workflow(" + ", ".join(given) + "=...)")
@@ -513,6 +519,7 @@ class DBOS:
                 if wf_name in _workflows and _workflows[wf_name].func is not func:
                     logger.warning("workflow %s is declared twice; the last declaration wins", wf_name)
                 reg = WorkflowRegistration(func, wf_name, max_recovery_attempts, serialization_type)
+                reg.validate_args = resolve_validator(validate_args, func)  # type: ignore[attr-defined]
                 _workflows[wf_name] = reg
 
             if reg.is_async:
@@ -579,12 +586,16 @@ class DBOS:
     # Starting workflows
 
     def _prepare_start(
-        self, reg: WorkflowRegistration, args: Tuple[Any, ...], kwargs: Dict[str, Any], queue_name: Optional[str], what: str
+        self, reg: WorkflowRegistration, args: Tuple[Any, ...], kwargs: Dict[str, Any], queue_name: Optional[str], what: str,
+        direct_call: bool = False,
     ) -> Tuple[Optional[ParentStep], Optional[Dict[str, Any]], str]:
         """The start of a workflow: (the parent step when started from
         workflow code, the start_workflow request, the workflow's id). A
         child whose start is recorded (replay) is not started again: the
-        request is None and the id the recorded one."""
+        request is None and the id the recorded one. A direct call checks
+        the workflow's required roles first, as DBOS does (a start or an
+        enqueue is checked when the workflow runs)."""
+        assumed = auth.check_roles(reg.func, reg.name) if direct_call else None
         parent, recorded = start_position(what, reg.name, self._serializer)
         assigned = take_assigned_id()
         if recorded is not None:
@@ -600,13 +611,15 @@ class DBOS:
             attributes=current_attributes(),
             parent=parent,
         )
+        body.update(auth.start_fields(assumed))
+        ambient.apply_start(body)
         return parent, body, body["workflow_id"]
 
     def _call_workflow(self, reg: WorkflowRegistration, args: Tuple[Any, ...], kwargs: Dict[str, Any]) -> Any:
         if reg.is_async:
             raise DBOSException(f"workflow {reg.name} is async: await it")
         engine = self._engine
-        parent, body, wid = self._prepare_start(reg, args, kwargs, None, f"calling workflow {reg.name}")
+        parent, body, wid = self._prepare_start(reg, args, kwargs, None, f"calling workflow {reg.name}", direct_call=True)
         if body is not None:
             reply, generation = engine.start(body, parent)
             wid = reply.get("workflow_id") or wid
@@ -641,7 +654,7 @@ class DBOS:
 
     async def _call_workflow_async(self, reg: WorkflowRegistration, args: Tuple[Any, ...], kwargs: Dict[str, Any]) -> Any:
         engine = self._engine
-        parent, body, wid = self._prepare_start(reg, args, kwargs, None, f"calling workflow {reg.name}")
+        parent, body, wid = self._prepare_start(reg, args, kwargs, None, f"calling workflow {reg.name}", direct_call=True)
         if body is not None:
             reply, generation = await engine.start_async(body, parent)
             wid = reply.get("workflow_id") or wid
@@ -1350,8 +1363,7 @@ class DBOS:
 
     @classproperty
     def authenticated_user(cls) -> Optional[str]:
-        ctx = current_ctx()
-        return ctx.run.authenticated_user if ctx is not None else None
+        return auth.get_authentication().user
 
     # ------------------------------------------------------------------
     # Messages, events, streams and durable sleep (see _comm for where each

@@ -1,0 +1,182 @@
+"""The rest of DBOS Python 3.4's ``DBOS`` class: identity and roles,
+tracing, the shard key, alert handlers, and the calls that manage the system
+database or need an integration the agent does not have (each of those
+raises when called, never when imported). ``DBOS`` inherits them."""
+
+from __future__ import annotations
+
+from typing import Any, Callable, Dict, List, Optional, Type, TypeVar
+
+from . import _auth as auth
+from ._error import DBOSException, DBOSNotSupportedError
+from ._tracing import DBOSTracer, dbos_tracer
+
+F = TypeVar("F", bound=Callable[..., Any])
+T = TypeVar("T")
+
+AlertHandler = Callable[[str, str, Dict[str, str]], None]
+
+_MIGRATE_REASON = (
+    "the agent owns the system database and migrates it itself; "
+    "run `dbos-agent migrate --database-url <url>` (or start `dbos-agent serve`, which migrates at start)"
+)
+
+
+class _classproperty:
+    def __init__(self, fget: Callable[[Any], Any]):
+        self.fget = fget
+
+    def __get__(self, obj: Any, owner: Any) -> Any:
+        return self.fget(owner)
+
+
+def run_dbos_database_migrations(
+    system_database_url: str,
+    *,
+    schema: str = "dbos",
+    application_role: Optional[str] = None,
+    sharding: bool = False,
+) -> None:
+    """DBOS Python's migration entry point; the agent migrates its own
+    system database, so this raises DBOSNotSupportedError naming the agent's
+    command."""
+    raise DBOSNotSupportedError("run_dbos_database_migrations", _MIGRATE_REASON)
+
+
+class DBOSExtras:
+    # -- identity and roles
+
+    @classmethod
+    def required_roles(cls, roles: List[str]) -> Callable[[F], F]:
+        """Require one of ``roles`` to call the decorated workflow or step
+        (above or below ``@DBOS.workflow()`` / ``@DBOS.step()``). The first
+        of them the caller holds becomes ``DBOS.assumed_role``."""
+        return auth.required_roles(roles)
+
+    @classmethod
+    def default_required_roles(cls, roles: List[str]) -> Callable[[Type[T]], Type[T]]:
+        """The roles every workflow of the decorated class requires, unless
+        one names its own with ``required_roles``."""
+        return auth.default_required_roles(roles)
+
+    @_classproperty
+    def authenticated_roles(cls) -> Optional[List[str]]:
+        """The roles granted to the current authenticated user, if any."""
+        return auth.get_authentication().roles
+
+    @_classproperty
+    def assumed_role(cls) -> Optional[str]:
+        """The role the current code runs as, if any."""
+        return auth.get_authentication().assumed_role
+
+    @classmethod
+    def set_authentication(cls, authenticated_user: Optional[str], authenticated_roles: Optional[List[str]]) -> None:
+        """Set the authenticated user and granted roles of the innermost
+        context (a ``DBOSContextSetAuth`` / ``DBOSContextEnsure`` block, or
+        the running workflow)."""
+        auth.set_authentication(authenticated_user, authenticated_roles)
+
+    # -- tracing and sharding
+
+    @_classproperty
+    def tracer(cls) -> DBOSTracer:
+        """DBOS's OpenTelemetry tracer (its spans do nothing without
+        OpenTelemetry)."""
+        return dbos_tracer
+
+    @_classproperty
+    def span(cls) -> Any:
+        """The current active OpenTelemetry span, else None."""
+        return dbos_tracer.get_current_span()
+
+    @_classproperty
+    def shard_key(cls) -> Optional[str]:
+        """The running workflow's shard key: always None, the agent's system
+        database being unsharded (as DBOS reports on an unsharded one)."""
+        return None
+
+    # -- Conductor alerts
+
+    @classmethod
+    def alert_handler(cls, func: AlertHandler) -> AlertHandler:
+        """Register the handler of Conductor alerts, with DBOS's rules (one
+        handler, declared before launch). The agent does not connect to
+        DBOS Conductor, so no alert reaches it."""
+        from . import _dbos
+
+        inst = _dbos._instance
+        if inst is None:
+            raise DBOSException("DBOS is not configured: create DBOS(config=...) before declaring an alert_handler")
+        if inst._launched:
+            raise DBOSException("alert_handler must be defined before DBOS is launched")
+        if getattr(inst, "_alert_handler", None) is not None:
+            raise DBOSException("An alert_handler is already defined. You can only declare one alert_handler.")
+        inst._alert_handler = func  # type: ignore[attr-defined]
+        return func
+
+    # -- the system database, owned by the agent
+
+    @staticmethod
+    def migrate(
+        system_database_url: str,
+        *,
+        schema: str = "dbos",
+        application_role: Optional[str] = None,
+        sharding: bool = False,
+    ) -> None:
+        """Raises DBOSNotSupportedError: the agent migrates its system
+        database (``dbos-agent migrate``)."""
+        raise DBOSNotSupportedError("DBOS.migrate", _MIGRATE_REASON)
+
+    @classmethod
+    def reset_system_database(
+        cls, *, system_database_url: Optional[str] = None, schema: Optional[str] = None, truncate: bool = False
+    ) -> None:
+        """Raises DBOSNotSupportedError: the system database is the agent's
+        and shared by every process it serves, so no worker may destroy or
+        empty it."""
+        raise DBOSNotSupportedError(
+            "DBOS.reset_system_database",
+            "the system database belongs to the agent and every process it serves; "
+            "reset it with the agent stopped (drop the database, then `dbos-agent migrate`)",
+        )
+
+    # -- Kafka
+
+    @classmethod
+    def kafka_consumer(
+        cls,
+        config: Dict[str, Any],
+        topics: List[str],
+        *,
+        ordering: Optional[str] = None,
+        batch_size: int = 250,
+        queue_name: Optional[str] = None,
+    ) -> Callable[[F], F]:
+        """Raises DBOSNotSupportedError (when the decorator is applied)."""
+        raise DBOSNotSupportedError(
+            "DBOS.kafka_consumer",
+            "the Kafka integration (a confluent-kafka consumer that enqueues one workflow per message) "
+            "is not in this binding",
+        )
+
+    # -- step reservations
+
+    @classmethod
+    def reserve_step(cls) -> "StepReservation":
+        """Raises DBOSNotSupportedError outside what DBOS allows, and inside
+        a workflow too: reserved step ids are not in this binding."""
+        from ._core import current_ctx
+
+        ctx = current_ctx()
+        if ctx is None or ctx.step_id is not None:
+            raise DBOSException("DBOS.reserve_step must be called from a workflow, outside any step or transaction")
+        raise DBOSNotSupportedError("DBOS.reserve_step", "a step run later at a reserved step id")
+
+
+class StepReservation:
+    """DBOS Python's reservation of a step id (``DBOS.reserve_step``); the
+    binding makes none (``reserve_step`` raises)."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        raise DBOSNotSupportedError("StepReservation", "a step run later at a reserved step id")
