@@ -30,6 +30,7 @@ from ._core import (
     wait_first_async,
 )
 from . import _scheduling as sched
+from ._extras import ClientExtras
 from ._scheduling import ClientScheduleInput, VersionInfo, WorkflowSchedule
 from ._error import DBOSException, DBOSNonExistentWorkflowError, DBOSNotSupportedError
 from ._serialization import DefaultSerializer, Serializer, WorkflowSerializationFormat, tag_for
@@ -141,7 +142,7 @@ def enqueue_request(
     return body
 
 
-class DBOSClient:
+class DBOSClient(ClientExtras):
     """A connection to the agent for enqueueing and managing workflows.
 
     ``agent_socket`` names the agent (else env ``DBOS_AGENT_SOCKET``, else its
@@ -218,12 +219,14 @@ class DBOSClient:
         reply, _ = await self._engine.start_async(body)
         return WorkflowHandleAsync(self._engine, reply.get("workflow_id") or body["workflow_id"])
 
-    def retrieve_workflow(self, workflow_id: str, existing_workflow: bool = True) -> "WorkflowHandle[Any]":
+    def retrieve_workflow(self, workflow_id: str, existing_workflow: bool = True, *, shard_key: Optional[str] = None) -> "WorkflowHandle[Any]":
+        sched.refuse_shard_key("DBOSClient.retrieve_workflow", shard_key)
         if existing_workflow and self._engine.get_status(workflow_id) is None:
             raise DBOSNonExistentWorkflowError("target", workflow_id)
         return WorkflowHandle(self._engine, workflow_id)
 
-    async def retrieve_workflow_async(self, workflow_id: str, existing_workflow: bool = True) -> "WorkflowHandleAsync[Any]":
+    async def retrieve_workflow_async(self, workflow_id: str, existing_workflow: bool = True, *, shard_key: Optional[str] = None) -> "WorkflowHandleAsync[Any]":
+        sched.refuse_shard_key("DBOSClient.retrieve_workflow_async", shard_key)
         if existing_workflow and await self._engine.get_status_async(workflow_id) is None:
             raise DBOSNonExistentWorkflowError("target", workflow_id)
         return WorkflowHandleAsync(self._engine, workflow_id)
@@ -263,11 +266,13 @@ class DBOSClient:
         sched.refuse_shard_key("DBOSClient.cancel_workflows_async", shard_key)
         await self._engine.cancel_async(workflow_ids, cancel_children)
 
-    def resume_workflow(self, workflow_id: str, *, queue_name: Optional[str] = None) -> "WorkflowHandle[Any]":
+    def resume_workflow(self, workflow_id: str, *, queue_name: Optional[str] = None, shard_key: Optional[str] = None) -> "WorkflowHandle[Any]":
+        sched.refuse_shard_key("DBOSClient.resume_workflow", shard_key)
         self._engine.resume(workflow_id, queue_name)
         return WorkflowHandle(self._engine, workflow_id)
 
-    async def resume_workflow_async(self, workflow_id: str, *, queue_name: Optional[str] = None) -> "WorkflowHandleAsync[Any]":
+    async def resume_workflow_async(self, workflow_id: str, *, queue_name: Optional[str] = None, shard_key: Optional[str] = None) -> "WorkflowHandleAsync[Any]":
+        sched.refuse_shard_key("DBOSClient.resume_workflow_async", shard_key)
         await self._engine.resume_async(workflow_id, queue_name)
         return WorkflowHandleAsync(self._engine, workflow_id)
 
@@ -282,13 +287,13 @@ class DBOSClient:
         return self._engine.list_workflows("DBOSClient.list_queued_workflows", filters)
 
     def list_workflow_steps(
-        self, workflow_id: str, *, load_output: bool = True, limit: Optional[int] = None, offset: Optional[int] = None
-    ) -> List[StepInfo]:
+        self, workflow_id: str, *, load_output: bool = True, limit: Optional[int] = None, offset: Optional[int] = None, shard_key: Optional[str] = None) -> List[StepInfo]:
+        sched.refuse_shard_key("DBOSClient.list_workflow_steps", shard_key)
         return self._engine.list_steps(workflow_id, load_output, limit, offset)
 
     async def list_workflow_steps_async(
-        self, workflow_id: str, *, load_output: bool = True, limit: Optional[int] = None, offset: Optional[int] = None
-    ) -> List[StepInfo]:
+        self, workflow_id: str, *, load_output: bool = True, limit: Optional[int] = None, offset: Optional[int] = None, shard_key: Optional[str] = None) -> List[StepInfo]:
+        sched.refuse_shard_key("DBOSClient.list_workflow_steps_async", shard_key)
         return await self._engine.list_steps_async(workflow_id, load_output, limit, offset)
 
     # -- queues and delays

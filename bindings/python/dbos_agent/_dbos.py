@@ -38,6 +38,7 @@ from . import _comm as comm
 from . import _protocol as proto
 from ._comm import SendMessage
 from ._extras import DBOSExtras
+from ._queue_config import QueueConfig
 from ._core import (
     DEFAULT_MAX_RECOVERY_ATTEMPTS,
     DEFAULT_POLLING_INTERVAL,
@@ -220,6 +221,34 @@ def _registration_of(func: Callable[..., Any]) -> WorkflowRegistration:
         name = getattr(func, "__name__", repr(func))
         raise DBOSWorkflowFunctionNotFoundError("<NONE>", f"{name} is not a registered workflow function")
     return reg
+
+
+def _step_workflow(step_name: str, step: Callable[..., Any]) -> Callable[..., Any]:
+    """Make a step startable and enqueueable, as DBOS Python does: a
+    workflow named ``<temp>.<step name>`` whose body is the one step (so a
+    started or enqueued step is a workflow with that step recorded once).
+    Declared before launch, it is announced with the process's workflows; a
+    step declared later is a plain step until late registration covers it."""
+    if inspect.iscoroutinefunction(step):
+
+        async def temp_async(*args: Any, **kwargs: Any) -> Any:
+            return await step(*args, **kwargs)
+
+        body: Callable[..., Any] = temp_async
+    else:
+
+        def temp_sync(*args: Any, **kwargs: Any) -> Any:
+            return step(*args, **kwargs)
+
+        body = temp_sync
+    name = "<temp>." + step_name
+    with _instance_lock:
+        if _instance is not None and _instance._launched:
+            return step
+        reg = WorkflowRegistration(body, name, DEFAULT_MAX_RECOVERY_ATTEMPTS, None)
+        _workflows[name] = reg
+    step.__dbos_workflow__ = reg  # type: ignore[attr-defined]
+    return step
 
 
 class classproperty:
@@ -572,13 +601,13 @@ class DBOS(DBOSExtras):
                 async def async_wrapper(*args: Any, **kwargs: Any) -> Any:
                     return await run_step_async(opts, func, args, kwargs)
 
-                return cast(F, async_wrapper)
+                return cast(F, _step_workflow(opts.name, async_wrapper))
 
             @functools.wraps(func)
             def wrapper(*args: Any, **kwargs: Any) -> Any:
                 return run_step_sync(opts, func, args, kwargs)
 
-            return cast(F, wrapper)
+            return cast(F, _step_workflow(opts.name, wrapper))
 
         return decorate
 
@@ -735,9 +764,10 @@ class DBOS(DBOSExtras):
     # Workflow management
 
     @classmethod
-    def retrieve_workflow(cls, workflow_id: str, existing_workflow: bool = True) -> "WorkflowHandle[Any]":
+    def retrieve_workflow(cls, workflow_id: str, existing_workflow: bool = True, *, shard_key: Optional[str] = None) -> "WorkflowHandle[Any]":
         """A handle to a workflow by id; raises DBOSNonExistentWorkflowError
         for an unknown id unless ``existing_workflow=False``."""
+        sched.refuse_shard_key("DBOS.retrieve_workflow", shard_key)
         engine = _dbos()._engine
         if existing_workflow:
             stat = call_as_step("DBOS.getStatus", lambda: engine.get_status(workflow_id))
@@ -746,7 +776,8 @@ class DBOS(DBOSExtras):
         return WorkflowHandle(engine, workflow_id)
 
     @classmethod
-    async def retrieve_workflow_async(cls, workflow_id: str, existing_workflow: bool = True) -> "WorkflowHandleAsync[Any]":
+    async def retrieve_workflow_async(cls, workflow_id: str, existing_workflow: bool = True, *, shard_key: Optional[str] = None) -> "WorkflowHandleAsync[Any]":
+        sched.refuse_shard_key("DBOS.retrieve_workflow_async", shard_key)
         engine = _dbos()._engine
         if existing_workflow:
             stat = await call_as_step_async("DBOS.getStatus", lambda: engine.get_status_async(workflow_id))
@@ -755,24 +786,28 @@ class DBOS(DBOSExtras):
         return WorkflowHandleAsync(engine, workflow_id)
 
     @classmethod
-    def get_result(cls, workflow_id: str) -> Any:
+    def get_result(cls, workflow_id: str, *, shard_key: Optional[str] = None) -> Any:
         """Wait for a workflow and return its output (or raise its error)."""
+        sched.refuse_shard_key("DBOS.get_result", shard_key)
         engine = _dbos()._engine
         return _get_result_recorded(engine, workflow_id, lambda: engine.await_result(workflow_id))
 
     @classmethod
-    async def get_result_async(cls, workflow_id: str) -> Any:
+    async def get_result_async(cls, workflow_id: str, *, shard_key: Optional[str] = None) -> Any:
+        sched.refuse_shard_key("DBOS.get_result_async", shard_key)
         engine = _dbos()._engine
         return await _get_result_recorded_async(engine, workflow_id, lambda: engine.await_result_async(workflow_id))
 
     @classmethod
-    def get_workflow_status(cls, workflow_id: str) -> Optional[WorkflowStatus]:
+    def get_workflow_status(cls, workflow_id: str, *, shard_key: Optional[str] = None) -> Optional[WorkflowStatus]:
         """A workflow's status, or None for an unknown id."""
+        sched.refuse_shard_key("DBOS.get_workflow_status", shard_key)
         engine = _dbos()._engine
         return call_as_step("DBOS.getStatus", lambda: engine.get_status(workflow_id))
 
     @classmethod
-    async def get_workflow_status_async(cls, workflow_id: str) -> Optional[WorkflowStatus]:
+    async def get_workflow_status_async(cls, workflow_id: str, *, shard_key: Optional[str] = None) -> Optional[WorkflowStatus]:
+        sched.refuse_shard_key("DBOS.get_workflow_status_async", shard_key)
         engine = _dbos()._engine
         return await call_as_step_async("DBOS.getStatus", lambda: engine.get_status_async(workflow_id))
 
@@ -808,15 +843,17 @@ class DBOS(DBOSExtras):
         await call_as_step_async("DBOS.cancelWorkflow", lambda: engine.cancel_async(workflow_ids, cancel_children))
 
     @classmethod
-    def resume_workflow(cls, workflow_id: str, *, queue_name: Optional[str] = None) -> "WorkflowHandle[Any]":
+    def resume_workflow(cls, workflow_id: str, *, queue_name: Optional[str] = None, shard_key: Optional[str] = None) -> "WorkflowHandle[Any]":
         """Resume a cancelled (or dead-lettered) workflow from its last
         recorded step."""
+        sched.refuse_shard_key("DBOS.resume_workflow", shard_key)
         engine = _dbos()._engine
         call_as_step("DBOS.resumeWorkflow", lambda: engine.resume(workflow_id, queue_name))
         return WorkflowHandle(engine, workflow_id)
 
     @classmethod
-    async def resume_workflow_async(cls, workflow_id: str, *, queue_name: Optional[str] = None) -> "WorkflowHandleAsync[Any]":
+    async def resume_workflow_async(cls, workflow_id: str, *, queue_name: Optional[str] = None, shard_key: Optional[str] = None) -> "WorkflowHandleAsync[Any]":
+        sched.refuse_shard_key("DBOS.resume_workflow_async", shard_key)
         engine = _dbos()._engine
         await call_as_step_async("DBOS.resumeWorkflow", lambda: engine.resume_async(workflow_id, queue_name))
         return WorkflowHandleAsync(engine, workflow_id)
@@ -891,9 +928,9 @@ class DBOS(DBOSExtras):
 
     @classmethod
     def list_workflow_steps(
-        cls, workflow_id: str, *, load_output: bool = True, limit: Optional[int] = None, offset: Optional[int] = None
-    ) -> List[StepInfo]:
+        cls, workflow_id: str, *, load_output: bool = True, limit: Optional[int] = None, offset: Optional[int] = None, shard_key: Optional[str] = None) -> List[StepInfo]:
         """The recorded steps of a workflow, in order."""
+        sched.refuse_shard_key("DBOS.list_workflow_steps", shard_key)
         engine = _dbos()._engine
         return call_as_step(
             "DBOS.listWorkflowSteps", lambda: engine.list_steps(workflow_id, load_output, limit, offset)
@@ -901,8 +938,8 @@ class DBOS(DBOSExtras):
 
     @classmethod
     async def list_workflow_steps_async(
-        cls, workflow_id: str, *, load_output: bool = True, limit: Optional[int] = None, offset: Optional[int] = None
-    ) -> List[StepInfo]:
+        cls, workflow_id: str, *, load_output: bool = True, limit: Optional[int] = None, offset: Optional[int] = None, shard_key: Optional[str] = None) -> List[StepInfo]:
+        sched.refuse_shard_key("DBOS.list_workflow_steps_async", shard_key)
         engine = _dbos()._engine
         return await call_as_step_async(
             "DBOS.listWorkflowSteps", lambda: engine.list_steps_async(workflow_id, load_output, limit, offset)
@@ -1110,7 +1147,8 @@ class DBOS(DBOSExtras):
 
         def decorate(func: F) -> F:
             reg = getattr(func, "__dbos_workflow__", None)
-            if not isinstance(reg, WorkflowRegistration):
+            # A step's <temp> workflow (see _step_workflow) is not a workflow to schedule.
+            if not isinstance(reg, WorkflowRegistration) or reg.name.startswith("<temp>."):
                 name = getattr(func, "__qualname__", repr(func))
                 raise DBOSException(
                     f"@DBOS.scheduled applies to a workflow: put it above @DBOS.workflow() on {name}"
@@ -1901,7 +1939,7 @@ def _limiter_of(max_: Any, period: Any) -> "Optional[QueueRateLimit]":
     return {"limit": int(max_), "period": float(period)}
 
 
-class Queue:
+class Queue(QueueConfig):
     """A queue of workflows, with DBOS Python's limits::
 
         queue = Queue("orders", worker_concurrency=2, limiter={"limit": 50, "period": 30})

@@ -5,6 +5,7 @@ raises when called, never when imported). ``DBOS`` inherits them."""
 
 from __future__ import annotations
 
+import uuid
 from typing import Any, Callable, Dict, List, Optional, Type, TypeVar
 
 from . import _auth as auth
@@ -180,3 +181,52 @@ class StepReservation:
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         raise DBOSNotSupportedError("StepReservation", "a step run later at a reserved step id")
+
+
+_IN_TRANSACTION_REASON = (
+    "the system database is the agent's, reached only through it, so a caller's own SQLAlchemy "
+    "transaction on it cannot include the agent's write; use the call without _in_transaction"
+)
+
+
+class ClientExtras:
+    """The rest of DBOS Python 3.4's ``DBOSClient``; ``DBOSClient`` inherits
+    them."""
+
+    _engine: Any
+
+    def check_connection(self) -> None:
+        """Raise unless the agent answers and reaches the system database (a
+        status lookup of an id no workflow has goes to the database)."""
+        self._engine.get_status(_probe_id())
+
+    async def check_connection_async(self) -> None:
+        await self._engine.get_status_async(_probe_id())
+
+    # Refusals: they take DBOS's arguments as they come and raise.
+
+    def rename_application(self, *args: Any, **kwargs: Any) -> Any:
+        """Raises DBOSNotSupportedError: moving rows between applications is
+        an operation on the agent's database the agent does not offer."""
+        raise DBOSNotSupportedError(
+            "DBOSClient.rename_application",
+            "re-owning rows of the system database is not an operation of the agent",
+        )
+
+    async def rename_application_async(self, *args: Any, **kwargs: Any) -> Any:
+        return self.rename_application(*args, **kwargs)
+
+    def enqueue_in_transaction(self, *args: Any, **kwargs: Any) -> Any:
+        """Raises DBOSNotSupportedError (see the README)."""
+        raise DBOSNotSupportedError("DBOSClient.enqueue_in_transaction", _IN_TRANSACTION_REASON)
+
+    def send_in_transaction(self, *args: Any, **kwargs: Any) -> None:
+        raise DBOSNotSupportedError("DBOSClient.send_in_transaction", _IN_TRANSACTION_REASON)
+
+    def send_bulk_in_transaction(self, *args: Any, **kwargs: Any) -> None:
+        raise DBOSNotSupportedError("DBOSClient.send_bulk_in_transaction", _IN_TRANSACTION_REASON)
+
+
+def _probe_id() -> str:
+    """An id no workflow has: a fresh random one."""
+    return f"dbos-agent-check-connection-{uuid.uuid4()}"
