@@ -489,6 +489,7 @@ func handleListWorkflows(s *Session, env protocol.Envelope) (any, *protocol.Erro
 		ExecutorIDs:        m.ExecutorIDs,
 		ApplicationVersion: m.AppVersions,
 		ParentWorkflowIDs:  m.ParentIDs,
+		AuthenticatedUsers: m.Users,
 		CreatedAfter:       optionalInt(m.StartTimeMS),
 		CreatedBefore:      optionalInt(m.EndTimeMS),
 		Limit:              m.Limit,

@@ -274,9 +274,10 @@ func vectorDefs() []vectorDef {
 			kind: KindRequest, id: 11, op: OpGetWorkflow, message: "GetWorkflow", body: &GetWorkflow{WorkflowID: "order-1001", LoadPayloads: true}},
 		{name: "get_workflow_reply", description: "A finished workflow's status, payloads included.",
 			kind: KindResponse, id: 11, replyTo: OpGetWorkflow, message: "WorkflowInfo", body: &info},
-		{name: "list_workflows", description: "The 50 newest pending or enqueued \"checkout\" workflows.",
+		{name: "list_workflows", description: "The 50 newest pending or enqueued \"checkout\" workflows that alice started.",
 			kind: KindRequest, id: 12, op: OpListWorkflows, message: "ListWorkflows", body: &ListWorkflows{
 				Statuses: []string{"PENDING", "ENQUEUED"}, Names: []string{"checkout"}, Limit: 50, SortDesc: true,
+				Users: []string{"alice"},
 			}},
 		{name: "list_workflows_reply", description: "Two workflows, without payloads.",
 			kind: KindResponse, id: 12, replyTo: OpListWorkflows, message: "ListWorkflowsReply", body: &ListWorkflowsReply{Workflows: []WorkflowInfo{

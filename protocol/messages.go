@@ -332,6 +332,8 @@ type ListWorkflows struct {
 	ExecutorIDs []string `msgpack:"executor_id,omitempty"`
 	AppVersions []string `msgpack:"app_version,omitempty"`
 	ParentIDs   []string `msgpack:"parent_workflow_id,omitempty"`
+	// Users filters by DBOS's authenticated_user (list_workflows(user=)).
+	Users       []string `msgpack:"user,omitempty"`
 	StartTimeMS int64    `msgpack:"start_time,omitempty"`
 	EndTimeMS   int64    `msgpack:"end_time,omitempty"`
 	Limit       int      `msgpack:"limit,omitempty"`

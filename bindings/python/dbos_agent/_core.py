@@ -42,6 +42,7 @@ from typing import (
 )
 
 from . import _auth as auth
+from . import _reservation as reservation
 from . import _protocol as proto
 from ._error import (
     AgentErrorReply,
@@ -694,6 +695,7 @@ _LIST_FILTERS_SUPPORTED = {
     "name",
     "app_version",
     "parent_workflow_id",
+    "user",
     "queue_name",
     "limit",
     "offset",
@@ -746,6 +748,7 @@ def list_workflows_request(call: str, filters: Dict[str, Any]) -> Dict[str, Any]
         "executor_id": _as_list(filters.get("executor_id")),
         "app_version": _as_list(filters.get("app_version")),
         "parent_workflow_id": _as_list(filters.get("parent_workflow_id")),
+        "user": _as_list(filters.get("user")),
         "start_time": _iso_to_ms(filters.get("start_time"), "start_time"),
         "end_time": _iso_to_ms(filters.get("end_time"), "end_time"),
         "limit": filters.get("limit"),
@@ -1690,8 +1693,9 @@ NEW_STEP: Any = object()
 def begin_step(run: WorkflowRun, name: str, serializer: Serializer) -> Tuple[int, Any]:
     """A step's start in workflow code: its function id, and its recorded
     outcome when the run's history has it (a recorded error is raised), else
-    ``NEW_STEP`` once the run is checked live."""
-    fid = run.next_function_id()
+    ``NEW_STEP`` once the run is checked live. A step run by a
+    StepReservation takes the id reserved for it."""
+    fid = reservation.take(run) or run.next_function_id()
     rec = run.history.get(fid)
     if rec is not None:
         logger.debug("replaying step %d (%s) of workflow %s", fid, name, run.workflow_id)

@@ -9,6 +9,7 @@ import uuid
 from typing import Any, Callable, Dict, List, Optional, Type, TypeVar
 
 from . import _auth as auth
+from . import _reservation as reservation
 from ._error import DBOSException, DBOSNotSupportedError
 from ._tracing import DBOSTracer, dbos_tracer
 
@@ -165,22 +166,68 @@ class DBOSExtras:
 
     @classmethod
     def reserve_step(cls) -> "StepReservation":
-        """Raises DBOSNotSupportedError outside what DBOS allows, and inside
-        a workflow too: reserved step ids are not in this binding."""
+        """Draw the next step id now, so a step can run at it later (for
+        example from another task). Must be called from workflow code, not
+        from a step; run the reservation with ``run`` or ``run_async``."""
         from ._core import current_ctx
 
         ctx = current_ctx()
         if ctx is None or ctx.step_id is not None:
             raise DBOSException("DBOS.reserve_step must be called from a workflow, outside any step or transaction")
-        raise DBOSNotSupportedError("DBOS.reserve_step", "a step run later at a reserved step id")
+        return StepReservation(ctx.run, ctx.run.next_function_id())
 
 
 class StepReservation:
-    """DBOS Python's reservation of a step id (``DBOS.reserve_step``); the
-    binding makes none (``reserve_step`` raises)."""
+    """A step id drawn by ``DBOS.reserve_step``, run exactly once later with
+    ``run`` or ``run_async``, in the workflow that reserved it. A
+    reservation that never runs leaves a gap in the step ids (as in DBOS)."""
 
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        raise DBOSNotSupportedError("StepReservation", "a step run later at a reserved step id")
+    def __init__(self, run: Any, function_id: int) -> None:
+        self._run = run
+        self._function_id = function_id
+        self._used = False
+
+    @property
+    def step_id(self) -> int:
+        """The reserved step id."""
+        return self._function_id
+
+    def _claim(self) -> None:
+        from ._core import current_ctx
+
+        if self._used:
+            raise DBOSException("A step reservation can only be run once")
+        ctx = current_ctx()
+        if ctx is None or ctx.step_id is not None or ctx.run.workflow_id != self._run.workflow_id:
+            raise DBOSException(
+                f"Step {self._function_id} was reserved in workflow {self._run.workflow_id} "
+                "and must be run from that workflow, outside any step"
+            )
+        self._used = True
+
+    def run(self, dbos_step_options: Optional[Dict[str, Any]], func: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+        """Run ``func`` as a step at the reserved step id and checkpoint it
+        (``DBOS.run_step`` at that id)."""
+        from ._dbos import DBOS
+
+        self._claim()
+        token = reservation.hold(self._run, self._function_id)
+        try:
+            return DBOS.run_step(dbos_step_options, func, *args, **kwargs)  # type: ignore[arg-type]
+        finally:
+            reservation.release(token)
+
+    async def run_async(
+        self, dbos_step_options: Optional[Dict[str, Any]], func: Callable[..., Any], *args: Any, **kwargs: Any
+    ) -> Any:
+        from ._dbos import DBOS
+
+        self._claim()
+        token = reservation.hold(self._run, self._function_id)
+        try:
+            return await DBOS.run_step_async(dbos_step_options, func, *args, **kwargs)  # type: ignore[arg-type]
+        finally:
+            reservation.release(token)
 
 
 _IN_TRANSACTION_REASON = (

@@ -70,10 +70,34 @@ def plain_workflow() -> str:
     return "done"
 
 
+def plain(x: str) -> str:
+    step_calls[x] = step_calls.get(x, 0) + 1
+    return x
+
+
 @DBOS.workflow()
-def reserves_a_step() -> str:
-    DBOS.reserve_step()
-    return "unreachable"
+def uses_a_reservation() -> List[Any]:
+    r = DBOS.reserve_step()
+    later = counted_step("after-reservation")  # takes the next id
+    early = r.run({"name": "reserved"}, plain, "at-reserved-id")
+    try:
+        r.run(None, plain, "twice")
+        again = "ran twice"
+    except DBOSException as e:
+        again = str(e)
+    return [r.step_id, early, later, again]
+
+
+@DBOS.workflow()
+async def reserves_for_tasks() -> List[Any]:
+    first, second = DBOS.reserve_step(), DBOS.reserve_step()
+
+    async def work(x: str) -> str:
+        return x
+
+    # Run out of order from concurrent tasks: each lands at its own id.
+    got = await asyncio.gather(second.run_async({"name": "second"}, work, "b"), first.run_async({"name": "first"}, work, "a"))
+    return [first.step_id, second.step_id, *got]
 
 
 def test_queue_configuration_is_stored_for_every_worker(dbos: Any, agent_env: AgentEnv) -> None:
@@ -154,6 +178,32 @@ def test_validate_args_coerces_and_refuses_the_inputs_read_back(dbos: Any, agent
     assert args == (3,) and kwargs["tags"] == ["x"]
     with pytest.raises(NotImplementedError):
         pydantic_args_validator((), {})
+
+
+def test_a_reserved_step_runs_once_at_its_id(dbos: Any, agent_env: AgentEnv) -> None:
+    wid = new_id("reserve")
+    with SetWorkflowID(wid):
+        out = uses_a_reservation()
+    assert out == [1, "at-reserved-id", f"after-reservation-{wid}", "DBOS Error: A step reservation can only be run once"]
+    steps = [(s["function_id"], s["function_name"], s["output"]) for s in DBOS.list_workflow_steps(wid)]
+    assert steps == [(1, "reserved", "at-reserved-id"), (2, "counted_step", f"after-reservation-{wid}")]
+    # A fork from step 3 replays steps 1 and 2 from the history, the
+    # reserved one at its id, without running either again.
+    calls_before = dict(step_calls)
+    assert DBOS.fork_workflow(wid, 3).get_result() == out
+    assert step_calls == calls_before and "twice" not in step_calls
+
+    awid = new_id("reserve-async")
+
+    async def main() -> List[Any]:
+        with SetWorkflowID(awid):
+            return await reserves_for_tasks()
+
+    assert asyncio.run(main()) == [1, 2, "b", "a"]
+    assert [(s["function_id"], s["function_name"]) for s in DBOS.list_workflow_steps(awid)] == [(1, "first"), (2, "second")]
+    with pytest.raises(DBOSException, match="DBOS.reserve_step must be called from a workflow"):
+        DBOS.reserve_step()
+    assert isinstance(StepReservation, type)
 
 
 def test_shard_keys_on_the_unsharded_system_database(dbos: Any, agent_env: AgentEnv) -> None:
@@ -259,12 +309,6 @@ def test_refusals_are_raised_when_used(dbos: Any, agent_env: AgentEnv) -> None:
         DBOS.reset_system_database(truncate=True)
     with pytest.raises(DBOSNotSupportedError, match="Kafka"):
         DBOS.kafka_consumer({"bootstrap.servers": "localhost:9092"}, ["orders"])
-    with pytest.raises(DBOSException, match="DBOS.reserve_step must be called from a workflow"):
-        DBOS.reserve_step()
-    with pytest.raises(DBOSNotSupportedError, match="reserve_step"):
-        reserves_a_step()
-    with pytest.raises(DBOSNotSupportedError):
-        StepReservation()
     client = DBOSClient(agent_socket=agent_env.socket)
     try:
         with pytest.raises(DBOSNotSupportedError, match="transaction"):

@@ -130,6 +130,9 @@ def test_direct_call_runs_as_the_block_and_records_its_identity(dbos: Any, agent
     st = DBOS.get_workflow_status(wid)
     assert st is not None
     assert (st.authenticated_user, st.authenticated_roles, st.assumed_role) == ("alice", ["user", "admin"], "admin")
+    # list_workflows(user=) filters on the recorded user, as in DBOS.
+    assert [w.workflow_id for w in DBOS.list_workflows(user="alice", workflow_ids=[wid])] == [wid]
+    assert DBOS.list_workflows(user=["bob", "carol"], workflow_ids=[wid]) == []
     # Outside the block there is no identity again.
     assert identity() == (None, None, None)
 
