@@ -640,6 +640,7 @@ func runMessage(wf sysdb.Workflow, owner, queue string, history []sysdb.Step) *p
 	}
 	msg.AssumedRole = deref(wf.AssumedRole)
 	msg.AuthenticatedRoles = rolesOf(wf.AuthenticatedRoles)
+	msg.Attributes = wf.Attributes
 	for i, s := range history {
 		msg.History[i] = stepMessage(s)
 	}

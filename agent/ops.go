@@ -320,6 +320,7 @@ func handleStartWorkflow(s *Session, env protocol.Envelope) (any, *protocol.Erro
 	}
 	reply.Run.AssumedRole = m.AssumedRole
 	reply.Run.AuthenticatedRoles = m.AuthenticatedRoles
+	reply.Run.Attributes = m.Attributes
 	return reply, nil
 }
 

@@ -310,6 +310,7 @@ func vectorDefs() []vectorDef {
 				OwnerXID: "9d8e7f6a5b4c3d2e1f0a9b8c7d6e5f4a", QueueName: "_dbos_internal_queue",
 				DeadlineEpochMS: exampleT0 + 60900, RecoveryAttempts: 2, AuthenticatedUser: "alice", History: history,
 				AssumedRole: "admin", AuthenticatedRoles: []string{"user", "admin"},
+				Attributes: strp(`{"dbos.otelContext":{"traceparent":"00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"}}`),
 			}},
 		{name: "push_cancel", description: "A workflow this worker runs was cancelled: stop it without finishing it.",
 			kind: KindPush, op: PushCancel, message: "CancelPush", body: &CancelPush{WorkflowID: "order-1002"}},

@@ -203,6 +203,9 @@ type Run struct {
 	// when it runs it (recovery included).
 	AssumedRole        string   `msgpack:"assumed_role,omitempty"`
 	AuthenticatedRoles []string `msgpack:"authenticated_roles,omitempty"`
+	// Attributes are the workflow's attributes (a JSON object as text),
+	// where DBOS keeps a propagated trace context (dbos.otelContext).
+	Attributes *string `msgpack:"attributes,omitempty"`
 	// History is every step recorded so far, by function id: the worker
 	// replays from it without asking.
 	History []Step `msgpack:"history"`

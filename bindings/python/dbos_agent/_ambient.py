@@ -103,3 +103,48 @@ def apply_start(body: Dict[str, Any]) -> None:
         attributes = json.loads(body["attributes"]) if body.get("attributes") else {}
         attributes[OTEL_CARRIER_ATTRIBUTE] = carrier
         body["attributes"] = json.dumps(attributes)
+
+
+def extract_trace_context(carrier: Any) -> Any:
+    """The OpenTelemetry context of a carrier ``inject_trace_context``
+    wrote, or None (no OpenTelemetry, not a carrier, no valid span context).
+    Never raises: the carrier lives in user-writable attributes."""
+    if not isinstance(carrier, dict):
+        return None
+    try:
+        from opentelemetry.trace import get_current_span
+        from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
+    except ImportError:
+        return None
+    try:
+        ctx = TraceContextTextMapPropagator().extract({str(k): str(v) for k, v in carrier.items()})
+        return ctx if get_current_span(ctx).get_span_context().is_valid else None
+    except Exception:
+        return None
+
+
+class RunTrace:
+    """A run's propagated trace context, attached around its body so the
+    spans its code opens join the trace of whoever started it (DBOS opens
+    its workflow span there; this binding opens none of its own)."""
+
+    def __init__(self, attributes_text: Optional[str]) -> None:
+        self._token: Any = None
+        if not attributes_text or OTEL_CARRIER_ATTRIBUTE not in attributes_text:
+            return
+        try:
+            carrier = json.loads(attributes_text).get(OTEL_CARRIER_ATTRIBUTE)
+        except (ValueError, AttributeError):
+            return
+        ctx = extract_trace_context(carrier)
+        if ctx is not None:
+            from opentelemetry import context as otel_context
+
+            self._token = otel_context.attach(ctx)
+
+    def close(self) -> None:
+        if self._token is not None:
+            from opentelemetry import context as otel_context
+
+            otel_context.detach(self._token)
+            self._token = None

@@ -43,6 +43,7 @@ from typing import (
 
 from . import _auth as auth
 from . import _reservation as reservation
+from . import _run_scope as run_scope
 from . import _protocol as proto
 from ._error import (
     AgentErrorReply,
@@ -191,6 +192,7 @@ class WorkflowRun:
         self.authenticated_user: Optional[str] = grant.get("authenticated_user") or None
         self.assumed_role: Optional[str] = grant.get("assumed_role") or None
         self.authenticated_roles: Optional[List[str]] = grant.get("authenticated_roles") or None
+        self.attributes: Optional[str] = grant.get("attributes") or None
         self.deadline_epoch_ms: Optional[int] = grant.get("deadline_epoch_ms") or None
         self.history: Dict[int, Dict[str, Any]] = {
             int(s["function_id"]): s for s in (grant.get("history") or [])
@@ -1170,7 +1172,7 @@ class Engine:
         # SetWorkflowAttributes around a call is for the called workflow, not
         # for the children it starts.
         attributes_token = _workflow_attributes.set(None)
-        identity = auth.enter_run(run)
+        scope = run_scope.enter(run)
         try:
             output: Any = None
             error: Optional[BaseException] = None
@@ -1195,7 +1197,7 @@ class Engine:
                 raise self._finish_failed(run, e) from None
             return self._finished(run, reply, output, error)
         finally:
-            identity.close()
+            scope.close()
             _workflow_attributes.reset(attributes_token)
             _current.reset(token)
             self.unregister_run(run)
@@ -1207,7 +1209,7 @@ class Engine:
         # SetWorkflowAttributes around a call is for the called workflow, not
         # for the children it starts.
         attributes_token = _workflow_attributes.set(None)
-        identity = auth.enter_run(run)
+        scope = run_scope.enter(run)
         try:
             output: Any = None
             error: Optional[BaseException] = None
@@ -1231,7 +1233,7 @@ class Engine:
                 raise self._finish_failed(run, e) from None
             return self._finished(run, reply, output, error)
         finally:
-            identity.close()
+            scope.close()
             _workflow_attributes.reset(attributes_token)
             _current.reset(token)
             self.unregister_run(run)

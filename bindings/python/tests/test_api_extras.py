@@ -70,6 +70,12 @@ def plain_workflow() -> str:
     return "done"
 
 
+@DBOS.workflow()
+def trace_of_run() -> Any:
+    span = DBOS.span
+    return format(span.get_span_context().trace_id, "032x") if span is not None else None
+
+
 def plain(x: str) -> str:
     step_calls[x] = step_calls.get(x, 0) + 1
     return x
@@ -236,6 +242,15 @@ def test_otel_context_is_propagated_in_the_attributes(dbos: Any, agent_env: Agen
     attrs = handle.get_status().attributes
     assert attrs is not None and attrs["team"] == "a"
     assert trace_id in attrs["dbos.otelContext"]["traceparent"]
+    # The runs execute in the propagated context, wherever they run: a
+    # started one on a thread of its own, an enqueued one pushed by the agent.
+    with tracer.start_as_current_span("caller-2") as span2:
+        trace_id2 = format(span2.get_span_context().trace_id, "032x")
+        with PropagateOtelContext():
+            started = DBOS.start_workflow(trace_of_run)
+            queued = step_queue.enqueue(trace_of_run)
+    assert started.get_result() == trace_id2 and queued.get_result() == trace_id2
+    assert DBOS.start_workflow(trace_of_run).get_result() is None
     # No valid span: nothing to propagate, nothing stored.
     assert DBOS.span is None
     with PropagateOtelContext():
