@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import contextvars
 import json
-from typing import Any, Dict, Optional
+from typing import Any, Dict, Literal, Optional
 
 from ._error import DBOSException
 
@@ -40,7 +40,7 @@ class _Block:
         self._token = self._var.set(self._value())
         return self
 
-    def __exit__(self, *exc: Any) -> bool:
+    def __exit__(self, *exc: Any) -> Literal[False]:
         token, self._token = self._token, None
         if token is not None:
             self._var.reset(token)

@@ -19,7 +19,7 @@ import contextvars
 import functools
 import inspect
 from dataclasses import dataclass
-from typing import Any, Callable, Dict, List, Optional, Type, TypeVar, cast
+from typing import Any, Callable, Dict, List, Literal, Optional, Type, TypeVar, cast
 
 from ._error import DBOSException, DBOSNotAuthorizedError
 
@@ -94,7 +94,7 @@ class DBOSContextEnsure:
             self._token = _scope.set(scope)
         return self
 
-    def __exit__(self, *exc: Any) -> bool:
+    def __exit__(self, *exc: Any) -> Literal[False]:
         token, self._token = self._token, None
         self._entered = False
         if token is not None:
@@ -217,7 +217,7 @@ class assume_role:
         if self.role is not None:
             self._token = _assumed_role.set(self.role)
 
-    def __exit__(self, *exc: Any) -> bool:
+    def __exit__(self, *exc: Any) -> Literal[False]:
         if self._token is not None:
             _assumed_role.reset(self._token)
         return False
