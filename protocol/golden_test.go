@@ -401,6 +401,7 @@ func vectorDefs() []vectorDef {
 			kind: KindRequest, id: 30, op: OpDebounceWorkflow, message: "DebounceWorkflow", body: &DebounceWorkflow{
 				Key: "doc-7", Name: "reindex", QueueName: "indexing", DelayMS: 5000, TimeoutMS: 60000,
 				Inputs: strp(`{"positionalArgs":["doc-7",3],"namedArgs":{}}`), Serialization: "portable_json", WorkflowID: "reindex-doc-7-a",
+				AuthenticatedUser: "alice", AuthenticatedRoles: []string{"editor"},
 			}},
 		{name: "debounce_workflow_reply", description: "An earlier call's workflow was pushed back (bounced); its id is the one to await.",
 			kind: KindResponse, id: 30, replyTo: OpDebounceWorkflow, message: "DebounceWorkflowReply", body: &DebounceWorkflowReply{

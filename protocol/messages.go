@@ -418,6 +418,11 @@ type DebounceWorkflow struct {
 	AppVersion   string `msgpack:"app_version,omitempty"`
 	Priority     int    `msgpack:"priority,omitempty"`
 	PartitionKey string `msgpack:"partition_key,omitempty"`
+	// The identity a first call records with the workflow, as
+	// start_workflow records it (a bounce keeps the stored one).
+	AuthenticatedUser  string   `msgpack:"authenticated_user,omitempty"`
+	AssumedRole        string   `msgpack:"assumed_role,omitempty"`
+	AuthenticatedRoles []string `msgpack:"authenticated_roles,omitempty"`
 }
 
 // DebounceWorkflowReply names the debounced workflow.

@@ -19,6 +19,8 @@ from dbos_agent import (
     DBOSContextEnsure,
     DBOSContextSetAuth,
     DBOSNotAuthorizedError,
+    Debouncer,
+    DebouncerClient,
     Queue,
     SetWorkflowID,
     WorkflowStatusString,
@@ -278,5 +280,26 @@ def test_client_enqueue_records_the_granted_roles(dbos: Any, agent_env: AgentEnv
         assert handle.get_result() == ("nina", ["user", "admin"], "admin")
         st = client.retrieve_workflow(handle.workflow_id).get_status()
         assert (st.authenticated_user, st.authenticated_roles) == ("nina", ["user", "admin"])
+    finally:
+        client.destroy()
+
+
+def test_a_debounced_workflow_runs_as_the_first_caller(dbos: Any, agent_env: AgentEnv) -> None:
+    debouncer = Debouncer.create(admin_only, queue=auth_queue)
+    with DBOSContextSetAuth("olga", ["admin"]):
+        handle = debouncer.debounce("key-1", 0.0)
+    assert handle.get_result() == ("olga", ["admin"], "admin")
+    # Without the identity, the debounced run is denied like any other.
+    denied = debouncer.debounce("key-2", 0.0)
+    with pytest.raises(DBOSNotAuthorizedError):
+        denied.get_result()
+    client = DBOSClient(agent_socket=agent_env.socket)
+    try:
+        from_client = DebouncerClient(
+            client,
+            {"workflow_name": admin_only.__qualname__, "queue_name": "auth_queue",
+             "authenticated_user": "pia", "authenticated_roles": ["admin"]},
+        ).debounce("key-3", 0.0)
+        assert from_client.get_result() == ("pia", ["admin"], "admin")
     finally:
         client.destroy()
