@@ -639,6 +639,9 @@ func runMessage(wf sysdb.Workflow, owner, queue string, history []sysdb.Step) *p
 		AuthenticatedUser: deref(wf.AuthenticatedUser),
 		History:           make([]protocol.Step, len(history)),
 	}
+	msg.AssumedRole = deref(wf.AssumedRole)
+	msg.AuthenticatedRoles = rolesOf(wf.AuthenticatedRoles)
+	msg.Attributes = wf.Attributes
 	for i, s := range history {
 		msg.History[i] = stepMessage(s)
 	}

@@ -216,6 +216,7 @@ func handleStartWorkflow(s *Session, env protocol.Envelope) (any, *protocol.Erro
 		Priority:           m.Priority,
 		AuthenticatedUser:  optional(m.AuthenticatedUser),
 		AssumedRole:        optional(m.AssumedRole),
+		AuthenticatedRoles: rolesColumn(m.AuthenticatedRoles),
 		ExecutorID:         a.cfg.ExecutorID,
 		ApplicationVersion: optional(version),
 		ApplicationName:    optional(group.app),
@@ -318,6 +319,9 @@ func handleStartWorkflow(s *Session, env protocol.Envelope) (any, *protocol.Erro
 		AuthenticatedUser: m.AuthenticatedUser,
 		History:           []protocol.Step{},
 	}
+	reply.Run.AssumedRole = m.AssumedRole
+	reply.Run.AuthenticatedRoles = m.AuthenticatedRoles
+	reply.Run.Attributes = m.Attributes
 	return reply, nil
 }
 
@@ -464,6 +468,9 @@ func workflowInfo(wf sysdb.Workflow) protocol.WorkflowInfo {
 		Attributes:        wf.Attributes,
 		DelayUntilEpochMS: derefInt(wf.DelayUntilEpochMS),
 		ScheduleName:      deref(wf.ScheduleName),
+		// DBOS's identity columns, as the binding checks required roles.
+		AssumedRole:        deref(wf.AssumedRole),
+		AuthenticatedRoles: rolesOf(wf.AuthenticatedRoles),
 	}
 }
 
@@ -484,6 +491,7 @@ func handleListWorkflows(s *Session, env protocol.Envelope) (any, *protocol.Erro
 		ExecutorIDs:        m.ExecutorIDs,
 		ApplicationVersion: m.AppVersions,
 		ParentWorkflowIDs:  m.ParentIDs,
+		AuthenticatedUsers: m.Users,
 		CreatedAfter:       optionalInt(m.StartTimeMS),
 		CreatedBefore:      optionalInt(m.EndTimeMS),
 		Limit:              m.Limit,

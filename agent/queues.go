@@ -302,6 +302,8 @@ func handleDebounceWorkflow(s *Session, env protocol.Envelope) (any, *protocol.E
 			ApplicationVersion: optional(version), ApplicationName: optional(group.app),
 			DelayUntilEpochMS: &delayUntil, IsDebounced: true,
 			Serialization: optional(m.Serialization), Inputs: m.Inputs,
+			AuthenticatedUser: optional(m.AuthenticatedUser), AssumedRole: optional(m.AssumedRole),
+			AuthenticatedRoles: rolesColumn(m.AuthenticatedRoles),
 		}
 		if m.TimeoutMS > 0 {
 			deadline := now + m.TimeoutMS

@@ -176,6 +176,8 @@ func vectorDefs() []vectorDef {
 		Inputs:           strp(exampleInputs),
 		Output:           strp(`{"order":1001,"status":"shipped"}`),
 	}
+	// DBOS's identity columns, on a status and a run.
+	info.AuthenticatedUser, info.AssumedRole, info.AuthenticatedRoles = "alice", "admin", []string{"user", "admin"}
 	return append([]vectorDef{
 		// Handshake.
 		{name: "hello_worker", description: "A worker opens its connection: it registers two workflow functions and serves the queue \"orders\".",
@@ -219,6 +221,7 @@ func vectorDefs() []vectorDef {
 		{name: "start_workflow_run_here", description: "A worker that registered \"checkout\" starts it directly and asks to run it itself.",
 			kind: KindRequest, id: 4, op: OpStartWorkflow, message: "StartWorkflow", body: &StartWorkflow{
 				WorkflowID: "order-1002", Name: "checkout", Inputs: strp(exampleInputs), Serialization: "portable_json", RunHere: true,
+				AuthenticatedUser: "alice", AssumedRole: "admin", AuthenticatedRoles: []string{"user", "admin"},
 			}},
 		{name: "start_workflow_run_here_reply", description: "The reply carries the run grant: the caller runs the workflow now with this owner token (history is empty: a new workflow).",
 			kind: KindResponse, id: 4, replyTo: OpStartWorkflow, message: "StartWorkflowReply", body: &StartWorkflowReply{
@@ -272,9 +275,10 @@ func vectorDefs() []vectorDef {
 			kind: KindRequest, id: 11, op: OpGetWorkflow, message: "GetWorkflow", body: &GetWorkflow{WorkflowID: "order-1001", LoadPayloads: true}},
 		{name: "get_workflow_reply", description: "A finished workflow's status, payloads included.",
 			kind: KindResponse, id: 11, replyTo: OpGetWorkflow, message: "WorkflowInfo", body: &info},
-		{name: "list_workflows", description: "The 50 newest pending or enqueued \"checkout\" workflows.",
+		{name: "list_workflows", description: "The 50 newest pending or enqueued \"checkout\" workflows that alice started.",
 			kind: KindRequest, id: 12, op: OpListWorkflows, message: "ListWorkflows", body: &ListWorkflows{
 				Statuses: []string{"PENDING", "ENQUEUED"}, Names: []string{"checkout"}, Limit: 50, SortDesc: true,
+				Users: []string{"alice"},
 			}},
 		{name: "list_workflows_reply", description: "Two workflows, without payloads.",
 			kind: KindResponse, id: 12, replyTo: OpListWorkflows, message: "ListWorkflowsReply", body: &ListWorkflowsReply{Workflows: []WorkflowInfo{
@@ -306,6 +310,8 @@ func vectorDefs() []vectorDef {
 				WorkflowID: "order-1002", Name: "checkout", Inputs: strp(exampleInputs), Serialization: "portable_json",
 				OwnerXID: "9d8e7f6a5b4c3d2e1f0a9b8c7d6e5f4a", QueueName: "_dbos_internal_queue",
 				DeadlineEpochMS: exampleT0 + 60900, RecoveryAttempts: 2, AuthenticatedUser: "alice", History: history,
+				AssumedRole: "admin", AuthenticatedRoles: []string{"user", "admin"},
+				Attributes: strp(`{"dbos.otelContext":{"traceparent":"00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"}}`),
 			}},
 		{name: "push_cancel", description: "A workflow this worker runs was cancelled: stop it without finishing it.",
 			kind: KindPush, op: PushCancel, message: "CancelPush", body: &CancelPush{WorkflowID: "order-1002"}},
@@ -403,6 +409,7 @@ func vectorDefs() []vectorDef {
 			kind: KindRequest, id: 30, op: OpDebounceWorkflow, message: "DebounceWorkflow", body: &DebounceWorkflow{
 				Key: "doc-7", Name: "reindex", QueueName: "indexing", DelayMS: 5000, TimeoutMS: 60000,
 				Inputs: strp(`{"positionalArgs":["doc-7",3],"namedArgs":{}}`), Serialization: "portable_json", WorkflowID: "reindex-doc-7-a",
+				AuthenticatedUser: "alice", AuthenticatedRoles: []string{"editor"},
 			}},
 		{name: "debounce_workflow_reply", description: "An earlier call's workflow was pushed back (bounced); its id is the one to await.",
 			kind: KindResponse, id: 30, replyTo: OpDebounceWorkflow, message: "DebounceWorkflowReply", body: &DebounceWorkflowReply{

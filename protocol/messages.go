@@ -156,6 +156,9 @@ type StartWorkflow struct {
 	RunHere           bool   `msgpack:"run_here,omitempty"`
 	AuthenticatedUser string `msgpack:"authenticated_user,omitempty"`
 	AssumedRole       string `msgpack:"assumed_role,omitempty"`
+	// AuthenticatedRoles are the roles the authenticated user was granted
+	// (DBOS's authenticated_roles); stored as a JSON list, none when empty.
+	AuthenticatedRoles []string `msgpack:"authenticated_roles,omitempty"`
 	// DelayMS keeps an enqueued workflow DELAYED that long before it can
 	// be dequeued (needs QueueName).
 	DelayMS int64 `msgpack:"delay_ms,omitempty"`
@@ -199,6 +202,14 @@ type Run struct {
 	DeadlineEpochMS   int64   `msgpack:"deadline_epoch_ms,omitempty"`
 	RecoveryAttempts  int64   `msgpack:"recovery_attempts"`
 	AuthenticatedUser string  `msgpack:"authenticated_user,omitempty"`
+	// AssumedRole and AuthenticatedRoles are the identity recorded at
+	// start: a binding checks a workflow's required roles against them
+	// when it runs it (recovery included).
+	AssumedRole        string   `msgpack:"assumed_role,omitempty"`
+	AuthenticatedRoles []string `msgpack:"authenticated_roles,omitempty"`
+	// Attributes are the workflow's attributes (a JSON object as text),
+	// where DBOS keeps a propagated trace context (dbos.otelContext).
+	Attributes *string `msgpack:"attributes,omitempty"`
 	// History is every step recorded so far, by function id: the worker
 	// replays from it without asking.
 	History []Step `msgpack:"history"`
@@ -310,6 +321,10 @@ type WorkflowInfo struct {
 	Attributes        *string `msgpack:"attributes,omitempty"` // JSON object text
 	DelayUntilEpochMS int64   `msgpack:"delay_until_epoch_ms,omitempty"`
 	ScheduleName      string  `msgpack:"schedule_name,omitempty"`
+	// AssumedRole and AuthenticatedRoles are DBOS's identity columns (the
+	// roles stored as a JSON list).
+	AssumedRole        string   `msgpack:"assumed_role,omitempty"`
+	AuthenticatedRoles []string `msgpack:"authenticated_roles,omitempty"`
 }
 
 // ListWorkflows filters workflows; empty fields do not filter. Times are
@@ -324,6 +339,8 @@ type ListWorkflows struct {
 	ExecutorIDs []string `msgpack:"executor_id,omitempty"`
 	AppVersions []string `msgpack:"app_version,omitempty"`
 	ParentIDs   []string `msgpack:"parent_workflow_id,omitempty"`
+	// Users filters by DBOS's authenticated_user (list_workflows(user=)).
+	Users       []string `msgpack:"user,omitempty"`
 	StartTimeMS int64    `msgpack:"start_time,omitempty"`
 	EndTimeMS   int64    `msgpack:"end_time,omitempty"`
 	Limit       int      `msgpack:"limit,omitempty"`
@@ -418,6 +435,11 @@ type DebounceWorkflow struct {
 	AppVersion   string `msgpack:"app_version,omitempty"`
 	Priority     int    `msgpack:"priority,omitempty"`
 	PartitionKey string `msgpack:"partition_key,omitempty"`
+	// The identity a first call records with the workflow, as
+	// start_workflow records it (a bounce keeps the stored one).
+	AuthenticatedUser  string   `msgpack:"authenticated_user,omitempty"`
+	AssumedRole        string   `msgpack:"assumed_role,omitempty"`
+	AuthenticatedRoles []string `msgpack:"authenticated_roles,omitempty"`
 }
 
 // DebounceWorkflowReply names the debounced workflow.

@@ -58,6 +58,17 @@ from ._serialization import (
     WorkflowSerializationFormat,
 )
 from ._transport import default_socket_path
+from ._ambient import PropagateOtelContext, SetShardKey
+from ._auth import DBOSContextEnsure, DBOSContextSetAuth
+from ._error import (
+    DBOSNotAuthorizedError,
+    DBOSQueryTimeoutError,
+    DBOSStreamNondeterminismError,
+    DBOSWorkflowIDInUseError,
+)
+from ._extras import StepReservation, run_dbos_database_migrations
+from ._types import KafkaMessage, WorkflowStatusString
+from ._validation import make_pydantic_args_validator, pydantic_args_validator
 
 DBOSConfig = dict  # DBOS Python's DBOSConfig is a TypedDict over these keys
 
@@ -116,4 +127,18 @@ __all__ = [
     "default_socket_path",
     "error",
     "__version__",
+    "DBOSContextEnsure",
+    "DBOSContextSetAuth",
+    "DBOSNotAuthorizedError",
+    "DBOSQueryTimeoutError",
+    "DBOSStreamNondeterminismError",
+    "DBOSWorkflowIDInUseError",
+    "KafkaMessage",
+    "PropagateOtelContext",
+    "SetShardKey",
+    "StepReservation",
+    "WorkflowStatusString",
+    "make_pydantic_args_validator",
+    "pydantic_args_validator",
+    "run_dbos_database_migrations",
 ]

@@ -30,6 +30,7 @@ from ._core import (
     wait_first_async,
 )
 from . import _scheduling as sched
+from ._extras import ClientExtras
 from ._scheduling import ClientScheduleInput, VersionInfo, WorkflowSchedule
 from ._error import DBOSException, DBOSNonExistentWorkflowError, DBOSNotSupportedError
 from ._serialization import DefaultSerializer, Serializer, WorkflowSerializationFormat, tag_for
@@ -65,15 +66,14 @@ class EnqueueOptions(_EnqueueOptionsRequired, total=False):
     class_name: str
     instance_name: str
     attributes: Dict[str, Any]
-    # Accepted by DBOS Python; refused here until the agent serves them.
     authenticated_roles: List[str]
+    # Accepted by DBOS Python; refused here until the agent serves them.
     application_name: Optional[str]
     otel_context: Any
     shard_key: str
 
 
 _UNSUPPORTED_OPTIONS = {
-    "authenticated_roles": None,
     "otel_context": None,
     "shard_key": "sharded system databases",
 }
@@ -114,7 +114,7 @@ def enqueue_request(
     validate_duplication_policy(opts.get("duplication_policy"), opts["queue_name"], opts.get("deduplication_id"))
     delay = opts.get("delay_seconds")
     timeout = opts.get("workflow_timeout")
-    return engine.start_request(
+    body = engine.start_request(
         opts["workflow_name"], tuple(args), kwargs,
         tag=tag_for(opts.get("serialization_type"), serializer),
         workflow_id=opts.get("workflow_id") or (parent.child_id() if parent is not None else None),
@@ -135,9 +135,14 @@ def enqueue_request(
         attributes=opts.get("attributes"),
         parent=parent,
     )
+    # The roles the user was granted, recorded as DBOS records them (the
+    # worker checks the workflow's required roles against them).
+    if opts.get("authenticated_roles"):
+        body["authenticated_roles"] = list(opts["authenticated_roles"])
+    return body
 
 
-class DBOSClient:
+class DBOSClient(ClientExtras):
     """A connection to the agent for enqueueing and managing workflows.
 
     ``agent_socket`` names the agent (else env ``DBOS_AGENT_SOCKET``, else its
@@ -214,12 +219,14 @@ class DBOSClient:
         reply, _ = await self._engine.start_async(body)
         return WorkflowHandleAsync(self._engine, reply.get("workflow_id") or body["workflow_id"])
 
-    def retrieve_workflow(self, workflow_id: str, existing_workflow: bool = True) -> "WorkflowHandle[Any]":
+    def retrieve_workflow(self, workflow_id: str, existing_workflow: bool = True, *, shard_key: Optional[str] = None) -> "WorkflowHandle[Any]":
+        sched.refuse_shard_key("DBOSClient.retrieve_workflow", shard_key)
         if existing_workflow and self._engine.get_status(workflow_id) is None:
             raise DBOSNonExistentWorkflowError("target", workflow_id)
         return WorkflowHandle(self._engine, workflow_id)
 
-    async def retrieve_workflow_async(self, workflow_id: str, existing_workflow: bool = True) -> "WorkflowHandleAsync[Any]":
+    async def retrieve_workflow_async(self, workflow_id: str, existing_workflow: bool = True, *, shard_key: Optional[str] = None) -> "WorkflowHandleAsync[Any]":
+        sched.refuse_shard_key("DBOSClient.retrieve_workflow_async", shard_key)
         if existing_workflow and await self._engine.get_status_async(workflow_id) is None:
             raise DBOSNonExistentWorkflowError("target", workflow_id)
         return WorkflowHandleAsync(self._engine, workflow_id)
@@ -259,11 +266,13 @@ class DBOSClient:
         sched.refuse_shard_key("DBOSClient.cancel_workflows_async", shard_key)
         await self._engine.cancel_async(workflow_ids, cancel_children)
 
-    def resume_workflow(self, workflow_id: str, *, queue_name: Optional[str] = None) -> "WorkflowHandle[Any]":
+    def resume_workflow(self, workflow_id: str, *, queue_name: Optional[str] = None, shard_key: Optional[str] = None) -> "WorkflowHandle[Any]":
+        sched.refuse_shard_key("DBOSClient.resume_workflow", shard_key)
         self._engine.resume(workflow_id, queue_name)
         return WorkflowHandle(self._engine, workflow_id)
 
-    async def resume_workflow_async(self, workflow_id: str, *, queue_name: Optional[str] = None) -> "WorkflowHandleAsync[Any]":
+    async def resume_workflow_async(self, workflow_id: str, *, queue_name: Optional[str] = None, shard_key: Optional[str] = None) -> "WorkflowHandleAsync[Any]":
+        sched.refuse_shard_key("DBOSClient.resume_workflow_async", shard_key)
         await self._engine.resume_async(workflow_id, queue_name)
         return WorkflowHandleAsync(self._engine, workflow_id)
 
@@ -278,13 +287,13 @@ class DBOSClient:
         return self._engine.list_workflows("DBOSClient.list_queued_workflows", filters)
 
     def list_workflow_steps(
-        self, workflow_id: str, *, load_output: bool = True, limit: Optional[int] = None, offset: Optional[int] = None
-    ) -> List[StepInfo]:
+        self, workflow_id: str, *, load_output: bool = True, limit: Optional[int] = None, offset: Optional[int] = None, shard_key: Optional[str] = None) -> List[StepInfo]:
+        sched.refuse_shard_key("DBOSClient.list_workflow_steps", shard_key)
         return self._engine.list_steps(workflow_id, load_output, limit, offset)
 
     async def list_workflow_steps_async(
-        self, workflow_id: str, *, load_output: bool = True, limit: Optional[int] = None, offset: Optional[int] = None
-    ) -> List[StepInfo]:
+        self, workflow_id: str, *, load_output: bool = True, limit: Optional[int] = None, offset: Optional[int] = None, shard_key: Optional[str] = None) -> List[StepInfo]:
+        sched.refuse_shard_key("DBOSClient.list_workflow_steps_async", shard_key)
         return await self._engine.list_steps_async(workflow_id, load_output, limit, offset)
 
     # -- queues and delays

@@ -41,6 +41,9 @@ from typing import (
     cast,
 )
 
+from . import _auth as auth
+from . import _reservation as reservation
+from . import _run_scope as run_scope
 from . import _protocol as proto
 from ._classes import Method
 from ._error import (
@@ -190,6 +193,9 @@ class WorkflowRun:
         self.recovery_attempts: int = int(grant.get("recovery_attempts") or 0)
         self.queue_name: Optional[str] = grant.get("queue_name") or None
         self.authenticated_user: Optional[str] = grant.get("authenticated_user") or None
+        self.assumed_role: Optional[str] = grant.get("assumed_role") or None
+        self.authenticated_roles: Optional[List[str]] = grant.get("authenticated_roles") or None
+        self.attributes: Optional[str] = grant.get("attributes") or None
         self.deadline_epoch_ms: Optional[int] = grant.get("deadline_epoch_ms") or None
         self.class_name: Optional[str] = grant.get("class_name") or None
         self.config_name: Optional[str] = grant.get("config_name") or None
@@ -605,8 +611,8 @@ def status_from_info(info: Dict[str, Any], serializer: Serializer) -> WorkflowSt
     st.class_name = _opt(info, "class_name")
     st.config_name = _opt(info, "config_name")
     st.authenticated_user = _opt(info, "authenticated_user")
-    st.assumed_role = None
-    st.authenticated_roles = None
+    st.assumed_role = _opt(info, "assumed_role")
+    st.authenticated_roles = info.get("authenticated_roles") or None
     tag = info.get("serialization") or None
     st.input = None
     st.output = None
@@ -699,6 +705,7 @@ _LIST_FILTERS_SUPPORTED = {
     "name",
     "app_version",
     "parent_workflow_id",
+    "user",
     "queue_name",
     "limit",
     "offset",
@@ -751,6 +758,7 @@ def list_workflows_request(call: str, filters: Dict[str, Any]) -> Dict[str, Any]
         "executor_id": _as_list(filters.get("executor_id")),
         "app_version": _as_list(filters.get("app_version")),
         "parent_workflow_id": _as_list(filters.get("parent_workflow_id")),
+        "user": _as_list(filters.get("user")),
         "start_time": _iso_to_ms(filters.get("start_time"), "start_time"),
         "end_time": _iso_to_ms(filters.get("end_time"), "end_time"),
         "limit": filters.get("limit"),
@@ -1084,13 +1092,18 @@ class Engine:
 
     def _inputs(self, run: WorkflowRun, reg: WorkflowRegistration) -> WorkflowInputs:
         inputs = deserialize_args(run.inputs, run.serialization, self.serializer) or {"args": (), "kwargs": {}}
+        validate = getattr(reg, "validate_args", None)
         if run.serialization == PORTABLE_JSON:
             # A schedule's tick (its id says so) carries its time as text.
             inputs = schedule_tick_inputs(run.workflow_id, inputs, self.serializer)
         if run.target:
             inputs = {"args": run.target + tuple(inputs["args"]), "kwargs": inputs["kwargs"]}
-        if run.serialization == PORTABLE_JSON:
+        if run.serialization == PORTABLE_JSON and validate is None:  # a validator does the coercion (DBOS)
             inputs = coerce_portable_args(reg.func, inputs)
+        if validate is not None:
+            # A failure ends the workflow ERROR with it (_fail_inputs).
+            args, kwargs = validate(tuple(inputs["args"]), dict(inputs["kwargs"]))
+            inputs = {"args": args, "kwargs": kwargs}
         return inputs
 
     def _actual_time(self, info: Optional[Dict[str, Any]]) -> datetime:
@@ -1169,10 +1182,13 @@ class Engine:
         # SetWorkflowAttributes around a call is for the called workflow, not
         # for the children it starts.
         attributes_token = _workflow_attributes.set(None)
+        scope = run_scope.enter(run)
         try:
             output: Any = None
             error: Optional[BaseException] = None
             try:
+                # A denied run ends ERROR with DBOSNotAuthorizedError (DBOS 3.4).
+                auth.check_run(reg.func, reg.name)
                 output = reg.func(*args, **kwargs)
             except (DBOSWorkflowCancelledError, DBOSWorkflowConflictIDError):
                 if run.stop_reason is None:
@@ -1191,6 +1207,7 @@ class Engine:
                 raise self._finish_failed(run, e) from None
             return self._finished(run, reply, output, error)
         finally:
+            scope.close()
             _workflow_attributes.reset(attributes_token)
             _current.reset(token)
             self.unregister_run(run)
@@ -1202,10 +1219,12 @@ class Engine:
         # SetWorkflowAttributes around a call is for the called workflow, not
         # for the children it starts.
         attributes_token = _workflow_attributes.set(None)
+        scope = run_scope.enter(run)
         try:
             output: Any = None
             error: Optional[BaseException] = None
             try:
+                auth.check_run(reg.func, reg.name)
                 output = await reg.func(*args, **kwargs)
             except (DBOSWorkflowCancelledError, DBOSWorkflowConflictIDError):
                 if run.stop_reason is None:
@@ -1224,6 +1243,7 @@ class Engine:
                 raise self._finish_failed(run, e) from None
             return self._finished(run, reply, output, error)
         finally:
+            scope.close()
             _workflow_attributes.reset(attributes_token)
             _current.reset(token)
             self.unregister_run(run)
@@ -1685,8 +1705,9 @@ NEW_STEP: Any = object()
 def begin_step(run: WorkflowRun, name: str, serializer: Serializer) -> Tuple[int, Any]:
     """A step's start in workflow code: its function id, and its recorded
     outcome when the run's history has it (a recorded error is raised), else
-    ``NEW_STEP`` once the run is checked live."""
-    fid = run.next_function_id()
+    ``NEW_STEP`` once the run is checked live. A step run by a
+    StepReservation takes the id reserved for it."""
+    fid = reservation.take(run) or run.next_function_id()
     rec = run.history.get(fid)
     if rec is not None:
         logger.debug("replaying step %d (%s) of workflow %s", fid, name, run.workflow_id)
@@ -1709,6 +1730,7 @@ def run_step_sync(opts: StepConfig, func: Callable[..., R], args: Tuple[Any, ...
     if ctx is None or ctx.step_id is not None:
         # Outside a workflow, or inside another step: a plain call.
         return func(*args, **kwargs)
+    auth.check_roles(func, opts.name)  # before the step is recorded, as DBOS
     engine, run = ctx.engine, ctx.run
     fid, replayed = begin_step(run, opts.name, engine.serializer)
     if replayed is not NEW_STEP:
@@ -1754,6 +1776,7 @@ async def run_step_async(opts: StepConfig, func: Callable[..., Awaitable[R]], ar
     ctx = _current.get()
     if ctx is None or ctx.step_id is not None:
         return await func(*args, **kwargs)
+    auth.check_roles(func, opts.name)
     engine, run = ctx.engine, ctx.run
     fid, replayed = begin_step(run, opts.name, engine.serializer)
     if replayed is not NEW_STEP:

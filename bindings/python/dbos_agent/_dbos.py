@@ -33,9 +33,13 @@ from typing import (
     cast,
 )
 
+from . import _ambient as ambient
+from . import _auth as auth
 from . import _comm as comm
 from . import _protocol as proto
 from ._comm import SendMessage
+from ._extras import DBOSExtras
+from ._queue_config import QueueConfig
 from ._core import (
     DEFAULT_MAX_RECOVERY_ATTEMPTS,
     DEFAULT_POLLING_INTERVAL,
@@ -91,6 +95,7 @@ from ._serialization import (
     WorkflowSerializationFormat,
     tag_for,
 )
+from ._validation import ValidateArgsCallable, resolve_validator
 from ._transport import AgentLink, Connection, resolve_socket_path, resolve_trusted_uids
 from . import _classes
 from . import _scheduling as sched
@@ -238,6 +243,30 @@ def _registration_of(func: Callable[..., Any]) -> WorkflowRegistration:
     return reg
 
 
+def _step_workflow(step_name: str, step: Callable[..., Any]) -> Callable[..., Any]:
+    """Make a step startable and enqueueable, as DBOS Python does: a
+    workflow named ``<temp>.<step name>`` whose body is the one step (so a
+    started or enqueued step is a workflow with that step recorded once).
+    Declared before or after launch, it is announced as any workflow is
+    (_declare_workflow)."""
+    if inspect.iscoroutinefunction(step):
+
+        async def temp_async(*args: Any, **kwargs: Any) -> Any:
+            return await step(*args, **kwargs)
+
+        body: Callable[..., Any] = temp_async
+    else:
+
+        def temp_sync(*args: Any, **kwargs: Any) -> Any:
+            return step(*args, **kwargs)
+
+        body = temp_sync
+    reg = WorkflowRegistration(body, "<temp>." + step_name, DEFAULT_MAX_RECOVERY_ATTEMPTS, None)
+    _declare_workflow(reg)
+    step.__dbos_workflow__ = reg  # type: ignore[attr-defined]
+    return step
+
+
 class classproperty:
     """A read-only property of the class (``DBOS.workflow_id``)."""
 
@@ -267,7 +296,7 @@ def _unsupported(call: str, reason: Optional[str] = None) -> Callable[..., Any]:
     return fn
 
 
-class DBOS:
+class DBOS(DBOSExtras):
     """Durable workflows: decorate functions with ``@DBOS.workflow()`` and
     ``@DBOS.step()``, create ``DBOS(config=...)`` and call ``DBOS.launch()``.
 
@@ -536,11 +565,13 @@ class DBOS:
         name: Optional[str] = None,
         max_recovery_attempts: Optional[int] = DEFAULT_MAX_RECOVERY_ATTEMPTS,
         serialization_type: Optional[WorkflowSerializationFormat] = None,
+        validate_args: "Optional[ValidateArgsCallable]" = None,
         **unsupported: Any,
     ) -> Callable[[F], F]:
         """Make a function a durable workflow. ``serialization_type`` =
         ``WorkflowSerializationFormat.PORTABLE`` stores its inputs and outcome
-        as portable JSON."""
+        as portable JSON. ``validate_args`` checks (and may convert) the
+        inputs of a run the agent hands over before the body runs."""
         given = sorted(k for k, v in unsupported.items() if v is not None)
         if given:
             raise DBOSNotSupportedError("DBOS.workflow(" + ", ".join(given) + "=...)")
@@ -548,6 +579,7 @@ class DBOS:
         def decorate(func: F) -> F:
             wf_name = name if name is not None else func.__qualname__
             reg = WorkflowRegistration(func, wf_name, max_recovery_attempts, serialization_type)
+            reg.validate_args = resolve_validator(validate_args, func)  # type: ignore[attr-defined]
             _declare_workflow(reg)
 
             if reg.is_async:
@@ -607,13 +639,13 @@ class DBOS:
                 async def async_wrapper(*args: Any, **kwargs: Any) -> Any:
                     return await run_step_async(opts, func, args, kwargs)
 
-                return cast(F, async_wrapper)
+                return cast(F, _step_workflow(opts.name, async_wrapper))
 
             @functools.wraps(func)
             def wrapper(*args: Any, **kwargs: Any) -> Any:
                 return run_step_sync(opts, func, args, kwargs)
 
-            return cast(F, wrapper)
+            return cast(F, _step_workflow(opts.name, wrapper))
 
         return decorate
 
@@ -621,14 +653,18 @@ class DBOS:
     # Starting workflows
 
     def _prepare_start(
-        self, reg: WorkflowRegistration, args: Tuple[Any, ...], kwargs: Dict[str, Any], queue_name: Optional[str], what: str
+        self, reg: WorkflowRegistration, args: Tuple[Any, ...], kwargs: Dict[str, Any], queue_name: Optional[str], what: str,
+        direct_call: bool = False,
     ) -> Tuple[Optional[ParentStep], Optional[Dict[str, Any]], str]:
         """The start of a workflow: (the parent step when started from
         workflow code, the start_workflow request, the workflow's id). A
         child whose start is recorded (replay) is not started again: the
-        request is None and the id the recorded one."""
+        request is None and the id the recorded one. A direct call checks
+        the workflow's required roles first, as DBOS does (a start or an
+        enqueue is checked when the workflow runs)."""
         # A method's target is named in the row, not recorded in its inputs.
         class_name, config_name = _classes.target_names(reg.method, reg.func, args)
+        assumed = auth.check_roles(reg.func, reg.name) if direct_call else None
         parent, recorded = start_position(what, reg.name, self._serializer)
         assigned = take_assigned_id()
         if recorded is not None:
@@ -645,13 +681,15 @@ class DBOS:
             attributes=current_attributes(),
             parent=parent,
         )
+        body.update(auth.start_fields(assumed))
+        ambient.apply_start(body)
         return parent, body, body["workflow_id"]
 
     def _call_workflow(self, reg: WorkflowRegistration, args: Tuple[Any, ...], kwargs: Dict[str, Any]) -> Any:
         if reg.is_async:
             raise DBOSException(f"workflow {reg.name} is async: await it")
         engine = self._engine
-        parent, body, wid = self._prepare_start(reg, args, kwargs, None, f"calling workflow {reg.name}")
+        parent, body, wid = self._prepare_start(reg, args, kwargs, None, f"calling workflow {reg.name}", direct_call=True)
         if body is not None:
             reply, generation = engine.start(body, parent)
             wid = reply.get("workflow_id") or wid
@@ -686,7 +724,7 @@ class DBOS:
 
     async def _call_workflow_async(self, reg: WorkflowRegistration, args: Tuple[Any, ...], kwargs: Dict[str, Any]) -> Any:
         engine = self._engine
-        parent, body, wid = self._prepare_start(reg, args, kwargs, None, f"calling workflow {reg.name}")
+        parent, body, wid = self._prepare_start(reg, args, kwargs, None, f"calling workflow {reg.name}", direct_call=True)
         if body is not None:
             reply, generation = await engine.start_async(body, parent)
             wid = reply.get("workflow_id") or wid
@@ -767,9 +805,10 @@ class DBOS:
     # Workflow management
 
     @classmethod
-    def retrieve_workflow(cls, workflow_id: str, existing_workflow: bool = True) -> "WorkflowHandle[Any]":
+    def retrieve_workflow(cls, workflow_id: str, existing_workflow: bool = True, *, shard_key: Optional[str] = None) -> "WorkflowHandle[Any]":
         """A handle to a workflow by id; raises DBOSNonExistentWorkflowError
         for an unknown id unless ``existing_workflow=False``."""
+        sched.refuse_shard_key("DBOS.retrieve_workflow", shard_key)
         engine = _dbos()._engine
         if existing_workflow:
             stat = call_as_step("DBOS.getStatus", lambda: engine.get_status(workflow_id))
@@ -778,7 +817,8 @@ class DBOS:
         return WorkflowHandle(engine, workflow_id)
 
     @classmethod
-    async def retrieve_workflow_async(cls, workflow_id: str, existing_workflow: bool = True) -> "WorkflowHandleAsync[Any]":
+    async def retrieve_workflow_async(cls, workflow_id: str, existing_workflow: bool = True, *, shard_key: Optional[str] = None) -> "WorkflowHandleAsync[Any]":
+        sched.refuse_shard_key("DBOS.retrieve_workflow_async", shard_key)
         engine = _dbos()._engine
         if existing_workflow:
             stat = await call_as_step_async("DBOS.getStatus", lambda: engine.get_status_async(workflow_id))
@@ -787,24 +827,28 @@ class DBOS:
         return WorkflowHandleAsync(engine, workflow_id)
 
     @classmethod
-    def get_result(cls, workflow_id: str) -> Any:
+    def get_result(cls, workflow_id: str, *, shard_key: Optional[str] = None) -> Any:
         """Wait for a workflow and return its output (or raise its error)."""
+        sched.refuse_shard_key("DBOS.get_result", shard_key)
         engine = _dbos()._engine
         return _get_result_recorded(engine, workflow_id, lambda: engine.await_result(workflow_id))
 
     @classmethod
-    async def get_result_async(cls, workflow_id: str) -> Any:
+    async def get_result_async(cls, workflow_id: str, *, shard_key: Optional[str] = None) -> Any:
+        sched.refuse_shard_key("DBOS.get_result_async", shard_key)
         engine = _dbos()._engine
         return await _get_result_recorded_async(engine, workflow_id, lambda: engine.await_result_async(workflow_id))
 
     @classmethod
-    def get_workflow_status(cls, workflow_id: str) -> Optional[WorkflowStatus]:
+    def get_workflow_status(cls, workflow_id: str, *, shard_key: Optional[str] = None) -> Optional[WorkflowStatus]:
         """A workflow's status, or None for an unknown id."""
+        sched.refuse_shard_key("DBOS.get_workflow_status", shard_key)
         engine = _dbos()._engine
         return call_as_step("DBOS.getStatus", lambda: engine.get_status(workflow_id))
 
     @classmethod
-    async def get_workflow_status_async(cls, workflow_id: str) -> Optional[WorkflowStatus]:
+    async def get_workflow_status_async(cls, workflow_id: str, *, shard_key: Optional[str] = None) -> Optional[WorkflowStatus]:
+        sched.refuse_shard_key("DBOS.get_workflow_status_async", shard_key)
         engine = _dbos()._engine
         return await call_as_step_async("DBOS.getStatus", lambda: engine.get_status_async(workflow_id))
 
@@ -840,15 +884,17 @@ class DBOS:
         await call_as_step_async("DBOS.cancelWorkflow", lambda: engine.cancel_async(workflow_ids, cancel_children))
 
     @classmethod
-    def resume_workflow(cls, workflow_id: str, *, queue_name: Optional[str] = None) -> "WorkflowHandle[Any]":
+    def resume_workflow(cls, workflow_id: str, *, queue_name: Optional[str] = None, shard_key: Optional[str] = None) -> "WorkflowHandle[Any]":
         """Resume a cancelled (or dead-lettered) workflow from its last
         recorded step."""
+        sched.refuse_shard_key("DBOS.resume_workflow", shard_key)
         engine = _dbos()._engine
         call_as_step("DBOS.resumeWorkflow", lambda: engine.resume(workflow_id, queue_name))
         return WorkflowHandle(engine, workflow_id)
 
     @classmethod
-    async def resume_workflow_async(cls, workflow_id: str, *, queue_name: Optional[str] = None) -> "WorkflowHandleAsync[Any]":
+    async def resume_workflow_async(cls, workflow_id: str, *, queue_name: Optional[str] = None, shard_key: Optional[str] = None) -> "WorkflowHandleAsync[Any]":
+        sched.refuse_shard_key("DBOS.resume_workflow_async", shard_key)
         engine = _dbos()._engine
         await call_as_step_async("DBOS.resumeWorkflow", lambda: engine.resume_async(workflow_id, queue_name))
         return WorkflowHandleAsync(engine, workflow_id)
@@ -923,9 +969,9 @@ class DBOS:
 
     @classmethod
     def list_workflow_steps(
-        cls, workflow_id: str, *, load_output: bool = True, limit: Optional[int] = None, offset: Optional[int] = None
-    ) -> List[StepInfo]:
+        cls, workflow_id: str, *, load_output: bool = True, limit: Optional[int] = None, offset: Optional[int] = None, shard_key: Optional[str] = None) -> List[StepInfo]:
         """The recorded steps of a workflow, in order."""
+        sched.refuse_shard_key("DBOS.list_workflow_steps", shard_key)
         engine = _dbos()._engine
         return call_as_step(
             "DBOS.listWorkflowSteps", lambda: engine.list_steps(workflow_id, load_output, limit, offset)
@@ -933,8 +979,8 @@ class DBOS:
 
     @classmethod
     async def list_workflow_steps_async(
-        cls, workflow_id: str, *, load_output: bool = True, limit: Optional[int] = None, offset: Optional[int] = None
-    ) -> List[StepInfo]:
+        cls, workflow_id: str, *, load_output: bool = True, limit: Optional[int] = None, offset: Optional[int] = None, shard_key: Optional[str] = None) -> List[StepInfo]:
+        sched.refuse_shard_key("DBOS.list_workflow_steps_async", shard_key)
         engine = _dbos()._engine
         return await call_as_step_async(
             "DBOS.listWorkflowSteps", lambda: engine.list_steps_async(workflow_id, load_output, limit, offset)
@@ -1142,7 +1188,8 @@ class DBOS:
 
         def decorate(func: F) -> F:
             reg = getattr(func, "__dbos_workflow__", None)
-            if not isinstance(reg, WorkflowRegistration):
+            # A step's <temp> workflow (see _step_workflow) is not a workflow to schedule.
+            if not isinstance(reg, WorkflowRegistration) or reg.name.startswith("<temp>."):
                 name = getattr(func, "__qualname__", repr(func))
                 raise DBOSException(
                     f"@DBOS.scheduled applies to a workflow: put it above @DBOS.workflow() on {name}"
@@ -1400,8 +1447,7 @@ class DBOS:
 
     @classproperty
     def authenticated_user(cls) -> Optional[str]:
-        ctx = current_ctx()
-        return ctx.run.authenticated_user if ctx is not None else None
+        return auth.get_authentication().user
 
     # ------------------------------------------------------------------
     # Messages, events, streams and durable sleep (see _comm for where each
@@ -1975,7 +2021,7 @@ def _limiter_of(max_: Any, period: Any) -> "Optional[QueueRateLimit]":
     return {"limit": int(max_), "period": float(period)}
 
 
-class Queue:
+class Queue(QueueConfig):
     """A queue of workflows, with DBOS Python's limits::
 
         queue = Queue("orders", worker_concurrency=2, limiter={"limit": 50, "period": 30})

@@ -19,6 +19,7 @@ from ._core import (
     current_timeout_ms,
     take_assigned_id,
 )
+from . import _auth as auth
 from ._error import DBOSException, DBOSNotSupportedError
 from ._serialization import WorkflowSerializationFormat, serialize_args, tag_for
 
@@ -210,6 +211,8 @@ class Debouncer(Generic[R]):
             args=args, kwargs=kwargs, workflow_id=pinned,
             app_version=opts.app_version if opts is not None else None,
         )
+        # A first call records the caller's identity, as an enqueue does.
+        body.update(auth.start_fields())
         return dbos._engine, body
 
     def debounce(self, debounce_key: str, debounce_period_sec: float, *args: Any, **kwargs: Any) -> "WorkflowHandle[R]":
@@ -258,17 +261,20 @@ class DebouncerClient(Generic[R]):
         )
         app = self.application_name if self.application_name is not None else opts.get("application_name")
         refuse_other_application("DebouncerClient", app, self.client._app_name)
-        for key_name in ("workflow_timeout", "authenticated_user", "authenticated_roles", "attributes", "shard_key"):
+        for key_name in ("workflow_timeout", "attributes", "shard_key"):
             if opts.get(key_name) is not None:
                 raise DBOSNotSupportedError(f"DebouncerClient(workflow_options[{key_name!r}])")
         fmt: Optional[WorkflowSerializationFormat] = opts.get("serialization_type")
-        return _debounce_body(
+        body = _debounce_body(
             key=key, period_sec=period_sec, timeout_sec=self.debounce_timeout_sec,
             workflow_name=opts["workflow_name"], class_name=opts.get("class_name"),
             queue_name=self.queue_name or opts.get("queue_name"),
             tag=tag_for(fmt, self.client._serializer), engine=self.client._engine,
             args=args, kwargs=kwargs, workflow_id=opts.get("workflow_id"), app_version=opts.get("app_version"),
         )
+        body["authenticated_user"] = opts.get("authenticated_user")
+        body["authenticated_roles"] = list(opts["authenticated_roles"]) if opts.get("authenticated_roles") else None
+        return body
 
     def debounce(self, debounce_key: str, debounce_period_sec: float, *args: Any, **kwargs: Any) -> "WorkflowHandle[R]":
         body = self._body(debounce_key, debounce_period_sec, args, kwargs)

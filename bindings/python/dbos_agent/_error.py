@@ -514,3 +514,68 @@ def map_agent_error(
     if code in (100, 104, 108, 209, 210):
         return DBOSException(f"{err.name}: {msg}")
     return DBOSAgentError(msg, code, err.name, data or None)
+
+
+# DBOS Python 3.4's remaining public exceptions. The binding raises none of
+# them itself yet (the agent has no statement timeout on its queries, stream
+# reads of one workflow are serialized by the agent, and
+# workflow_id_reuse_policy="reject" is refused); they are here so that code
+# catching them, and their pickled forms, resolve.
+
+
+class DBOSQueryTimeoutError(DBOSException):
+    """An observability query exceeded its statement timeout."""
+
+    def __init__(self, timeout_seconds: float):
+        self.timeout_seconds = timeout_seconds
+        super().__init__(
+            f"This query was cancelled after exceeding its {timeout_seconds:g}s statement timeout.",
+            dbos_error_code=DBOSErrorCode.QueryTimeout.value,
+        )
+
+    def __reduce__(self) -> Any:
+        return (self.__class__, (self.timeout_seconds,))
+
+
+class DBOSStreamNondeterminismError(DBOSException):
+    """Concurrent stream reads would make a replay depend on scheduling."""
+
+    def __init__(self, workflow_id: str, key: str):
+        self.workflow_id = workflow_id
+        self.key = key
+        super().__init__(
+            f"Cannot deterministically read stream {key} in workflow {workflow_id}: another "
+            "stream read in the same workflow is still in progress, so which read records which "
+            "value would depend on task scheduling. Read streams from sequential workflow code, "
+            "or read them from a step.",
+            dbos_error_code=DBOSErrorCode.StreamNondeterminism.value,
+        )
+
+    def __reduce__(self) -> Any:
+        return (self.__class__, (self.workflow_id, self.key))
+
+
+class DBOSWorkflowIDInUseError(DBOSException):
+    """A workflow_id_reuse_policy "reject" start found its workflow id in use."""
+
+    def __init__(self, workflow_id: str, workflow_status: str, workflow_name: str):
+        self.workflow_id = workflow_id
+        self.workflow_status = workflow_status
+        self.workflow_name = workflow_name
+        super().__init__(
+            f"Workflow ID {workflow_id} is already in use by workflow {workflow_name} with status {workflow_status}.",
+            dbos_error_code=DBOSErrorCode.WorkflowIDInUse.value,
+        )
+
+    def __reduce__(self) -> Any:
+        return (self.__class__, (self.workflow_id, self.workflow_status, self.workflow_name))
+
+
+def is_workflow_id_in_use_error(e: BaseException) -> bool:
+    """True if ``e`` is a workflow-id-in-use rejection, including replayed
+    forms that lost the class (a portable error keeps its name)."""
+    if getattr(e, "dbos_error_code", None) == DBOSErrorCode.WorkflowIDInUse.value:
+        return True
+    from ._serialization import PortableWorkflowError
+
+    return isinstance(e, PortableWorkflowError) and e.name == DBOSWorkflowIDInUseError.__name__

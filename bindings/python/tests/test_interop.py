@@ -93,3 +93,29 @@ def test_portable_enqueue_by_the_official_client_runs_on_a_binding_worker(dbos: 
     )
     assert handle.get_result(polling_interval_sec=0.1) == {"count": 3, "first": "x", "express": False}
     assert DBOS.get_workflow_status(handle.workflow_id).input == {"args": (["x", "y", "z"],), "kwargs": {}}  # type: ignore[union-attr]
+
+
+@DBOS.required_roles(["admin"])
+@DBOS.workflow()
+def interop_guarded() -> List[Any]:
+    return [DBOS.authenticated_user, DBOS.authenticated_roles, DBOS.assumed_role]
+
+
+def test_identity_is_shared_with_the_official_package(dbos: Any, official: OfficialClient) -> None:
+    from dbos_agent import DBOSContextSetAuth
+
+    wid = f"interop-auth-{uuid.uuid4().hex[:8]}"
+    with DBOSContextSetAuth("alice", ["user", "admin"]):
+        with SetWorkflowID(wid):
+            assert interop_guarded() == ["alice", ["user", "admin"], "admin"]
+    # DBOS reads the identity columns the agent wrote.
+    status = official.retrieve_workflow(wid).get_status()
+    assert (status.authenticated_user, status.authenticated_roles, status.assumed_role) == ("alice", ["user", "admin"], "admin")
+    assert [w.workflow_id for w in official.list_workflows(user="alice", workflow_ids=[wid])] == [wid]
+
+    # And a binding worker runs what DBOS enqueued as the identity DBOS wrote.
+    handle = official.enqueue(
+        {"workflow_name": "interop_guarded", "queue_name": "interop_queue",
+         "authenticated_user": "bob", "authenticated_roles": ["admin"]}
+    )
+    assert handle.get_result() == ["bob", ["admin"], "admin"]

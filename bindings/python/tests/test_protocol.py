@@ -99,6 +99,7 @@ def test_run_push_vector_becomes_a_run_with_its_history() -> None:
     assert sorted(run.history) == [1, 2, 3]
     assert run.history[2]["name"] == "charge_card"
     assert run.authenticated_user == "alice"
+    assert (run.assumed_role, run.authenticated_roles) == ("admin", ["user", "admin"])
     assert run.recovery_attempts == 2
 
 
@@ -107,6 +108,7 @@ def test_reply_vectors_become_statuses_and_steps() -> None:
     st = status_from_info(wf["body"], DefaultSerializer())
     assert st.workflow_id == wf["body"]["workflow_id"]
     assert st.status == wf["body"]["status"]
+    assert (st.authenticated_user, st.assumed_role, st.authenticated_roles) == ("alice", "admin", ["user", "admin"])
     steps = next(v for v in VECTORS if v["name"] == "list_steps_reply")
     infos = [step_info(s, DefaultSerializer(), load_output=False) for s in steps["body"]["steps"]]
     assert [i["function_id"] for i in infos] == [s["function_id"] for s in steps["body"]["steps"]]

@@ -1,0 +1,279 @@
+"""The rest of DBOS Python 3.4's ``DBOS`` class: identity and roles,
+tracing, the shard key, alert handlers, and the calls that manage the system
+database or need an integration the agent does not have (each of those
+raises when called, never when imported). ``DBOS`` inherits them."""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any, Callable, Dict, List, Optional, Type, TypeVar
+
+from . import _auth as auth
+from . import _reservation as reservation
+from ._error import DBOSException, DBOSNotSupportedError
+from ._tracing import DBOSTracer, dbos_tracer
+
+F = TypeVar("F", bound=Callable[..., Any])
+T = TypeVar("T")
+
+AlertHandler = Callable[[str, str, Dict[str, str]], None]
+
+_MIGRATE_REASON = (
+    "the agent owns the system database and migrates it itself; "
+    "run `dbos-agent migrate --database-url <url>` (or start `dbos-agent serve`, which migrates at start)"
+)
+
+
+class _classproperty:
+    def __init__(self, fget: Callable[[Any], Any]):
+        self.fget = fget
+
+    def __get__(self, obj: Any, owner: Any) -> Any:
+        return self.fget(owner)
+
+
+def run_dbos_database_migrations(
+    system_database_url: str,
+    *,
+    schema: str = "dbos",
+    application_role: Optional[str] = None,
+    sharding: bool = False,
+) -> None:
+    """DBOS Python's migration entry point; the agent migrates its own
+    system database, so this raises DBOSNotSupportedError naming the agent's
+    command."""
+    raise DBOSNotSupportedError("run_dbos_database_migrations", _MIGRATE_REASON)
+
+
+class DBOSExtras:
+    # -- identity and roles
+
+    @classmethod
+    def required_roles(cls, roles: List[str]) -> Callable[[F], F]:
+        """Require one of ``roles`` to call the decorated workflow or step
+        (above or below ``@DBOS.workflow()`` / ``@DBOS.step()``). The first
+        of them the caller holds becomes ``DBOS.assumed_role``."""
+        return auth.required_roles(roles)
+
+    @classmethod
+    def default_required_roles(cls, roles: List[str]) -> Callable[[Type[T]], Type[T]]:
+        """The roles every workflow of the decorated class requires, unless
+        one names its own with ``required_roles``."""
+        return auth.default_required_roles(roles)
+
+    @_classproperty
+    def authenticated_roles(cls) -> Optional[List[str]]:
+        """The roles granted to the current authenticated user, if any."""
+        return auth.get_authentication().roles
+
+    @_classproperty
+    def assumed_role(cls) -> Optional[str]:
+        """The role the current code runs as, if any."""
+        return auth.get_authentication().assumed_role
+
+    @classmethod
+    def set_authentication(cls, authenticated_user: Optional[str], authenticated_roles: Optional[List[str]]) -> None:
+        """Set the authenticated user and granted roles of the innermost
+        context (a ``DBOSContextSetAuth`` / ``DBOSContextEnsure`` block, or
+        the running workflow)."""
+        auth.set_authentication(authenticated_user, authenticated_roles)
+
+    # -- tracing and sharding
+
+    @_classproperty
+    def tracer(cls) -> DBOSTracer:
+        """DBOS's OpenTelemetry tracer (its spans do nothing without
+        OpenTelemetry)."""
+        return dbos_tracer
+
+    @_classproperty
+    def span(cls) -> Any:
+        """The current active OpenTelemetry span, else None."""
+        return dbos_tracer.get_current_span()
+
+    @_classproperty
+    def shard_key(cls) -> Optional[str]:
+        """The running workflow's shard key: always None, the agent's system
+        database being unsharded (as DBOS reports on an unsharded one)."""
+        return None
+
+    # -- Conductor alerts
+
+    @classmethod
+    def alert_handler(cls, func: AlertHandler) -> AlertHandler:
+        """Register the handler of Conductor alerts, with DBOS's rules (one
+        handler, declared before launch). The agent does not connect to
+        DBOS Conductor, so no alert reaches it."""
+        from . import _dbos
+
+        inst = _dbos._instance
+        if inst is None:
+            raise DBOSException("DBOS is not configured: create DBOS(config=...) before declaring an alert_handler")
+        if inst._launched:
+            raise DBOSException("alert_handler must be defined before DBOS is launched")
+        if getattr(inst, "_alert_handler", None) is not None:
+            raise DBOSException("An alert_handler is already defined. You can only declare one alert_handler.")
+        inst._alert_handler = func  # type: ignore[attr-defined]
+        return func
+
+    # -- the system database, owned by the agent
+
+    @staticmethod
+    def migrate(
+        system_database_url: str,
+        *,
+        schema: str = "dbos",
+        application_role: Optional[str] = None,
+        sharding: bool = False,
+    ) -> None:
+        """Raises DBOSNotSupportedError: the agent migrates its system
+        database (``dbos-agent migrate``)."""
+        raise DBOSNotSupportedError("DBOS.migrate", _MIGRATE_REASON)
+
+    @classmethod
+    def reset_system_database(
+        cls, *, system_database_url: Optional[str] = None, schema: Optional[str] = None, truncate: bool = False
+    ) -> None:
+        """Raises DBOSNotSupportedError: the system database is the agent's
+        and shared by every process it serves, so no worker may destroy or
+        empty it."""
+        raise DBOSNotSupportedError(
+            "DBOS.reset_system_database",
+            "the system database belongs to the agent and every process it serves; "
+            "reset it with the agent stopped (drop the database, then `dbos-agent migrate`)",
+        )
+
+    # -- Kafka
+
+    @classmethod
+    def kafka_consumer(
+        cls,
+        config: Dict[str, Any],
+        topics: List[str],
+        *,
+        ordering: Optional[str] = None,
+        batch_size: int = 250,
+        queue_name: Optional[str] = None,
+    ) -> Callable[[F], F]:
+        """Raises DBOSNotSupportedError (when the decorator is applied)."""
+        raise DBOSNotSupportedError(
+            "DBOS.kafka_consumer",
+            "the Kafka integration (a confluent-kafka consumer that enqueues one workflow per message) "
+            "is not in this binding",
+        )
+
+    # -- step reservations
+
+    @classmethod
+    def reserve_step(cls) -> "StepReservation":
+        """Draw the next step id now, so a step can run at it later (for
+        example from another task). Must be called from workflow code, not
+        from a step; run the reservation with ``run`` or ``run_async``."""
+        from ._core import current_ctx
+
+        ctx = current_ctx()
+        if ctx is None or ctx.step_id is not None:
+            raise DBOSException("DBOS.reserve_step must be called from a workflow, outside any step or transaction")
+        return StepReservation(ctx.run, ctx.run.next_function_id())
+
+
+class StepReservation:
+    """A step id drawn by ``DBOS.reserve_step``, run exactly once later with
+    ``run`` or ``run_async``, in the workflow that reserved it. A
+    reservation that never runs leaves a gap in the step ids (as in DBOS)."""
+
+    def __init__(self, run: Any, function_id: int) -> None:
+        self._run = run
+        self._function_id = function_id
+        self._used = False
+
+    @property
+    def step_id(self) -> int:
+        """The reserved step id."""
+        return self._function_id
+
+    def _claim(self) -> None:
+        from ._core import current_ctx
+
+        if self._used:
+            raise DBOSException("A step reservation can only be run once")
+        ctx = current_ctx()
+        if ctx is None or ctx.step_id is not None or ctx.run.workflow_id != self._run.workflow_id:
+            raise DBOSException(
+                f"Step {self._function_id} was reserved in workflow {self._run.workflow_id} "
+                "and must be run from that workflow, outside any step"
+            )
+        self._used = True
+
+    def run(self, dbos_step_options: Optional[Dict[str, Any]], func: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+        """Run ``func`` as a step at the reserved step id and checkpoint it
+        (``DBOS.run_step`` at that id)."""
+        from ._dbos import DBOS
+
+        self._claim()
+        token = reservation.hold(self._run, self._function_id)
+        try:
+            return DBOS.run_step(dbos_step_options, func, *args, **kwargs)  # type: ignore[arg-type]
+        finally:
+            reservation.release(token)
+
+    async def run_async(
+        self, dbos_step_options: Optional[Dict[str, Any]], func: Callable[..., Any], *args: Any, **kwargs: Any
+    ) -> Any:
+        from ._dbos import DBOS
+
+        self._claim()
+        token = reservation.hold(self._run, self._function_id)
+        try:
+            return await DBOS.run_step_async(dbos_step_options, func, *args, **kwargs)  # type: ignore[arg-type]
+        finally:
+            reservation.release(token)
+
+
+_IN_TRANSACTION_REASON = (
+    "the system database is the agent's, reached only through it, so a caller's own SQLAlchemy "
+    "transaction on it cannot include the agent's write; use the call without _in_transaction"
+)
+
+
+class ClientExtras:
+    """The rest of DBOS Python 3.4's ``DBOSClient``; ``DBOSClient`` inherits
+    them."""
+
+    _engine: Any
+
+    def check_connection(self) -> None:
+        """Raise unless the agent answers and reaches the system database (a
+        status lookup of an id no workflow has goes to the database)."""
+        self._engine.get_status(_probe_id())
+
+    async def check_connection_async(self) -> None:
+        await self._engine.get_status_async(_probe_id())
+
+    # Refusals: they take DBOS's arguments as they come and raise.
+
+    def rename_application(self, *args: Any, **kwargs: Any) -> Any:
+        """Raises DBOSNotSupportedError: moving rows between applications is
+        an operation on the agent's database the agent does not offer."""
+        raise DBOSNotSupportedError(
+            "DBOSClient.rename_application",
+            "re-owning rows of the system database is not an operation of the agent",
+        )
+
+    async def rename_application_async(self, *args: Any, **kwargs: Any) -> Any:
+        return self.rename_application(*args, **kwargs)
+
+    def enqueue_in_transaction(self, *args: Any, **kwargs: Any) -> Any:
+        """Raises DBOSNotSupportedError (see the README)."""
+        raise DBOSNotSupportedError("DBOSClient.enqueue_in_transaction", _IN_TRANSACTION_REASON)
+
+    def send_in_transaction(self, *args: Any, **kwargs: Any) -> None:
+        raise DBOSNotSupportedError("DBOSClient.send_in_transaction", _IN_TRANSACTION_REASON)
+
+    def send_bulk_in_transaction(self, *args: Any, **kwargs: Any) -> None:
+        raise DBOSNotSupportedError("DBOSClient.send_bulk_in_transaction", _IN_TRANSACTION_REASON)
+
+
+def _probe_id() -> str:
+    """An id no workflow has: a fresh random one."""
+    return f"dbos-agent-check-connection-{uuid.uuid4()}"
