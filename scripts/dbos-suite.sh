@@ -6,7 +6,8 @@
 #
 #   scripts/dbos-suite.sh                      every file, one pytest run per file
 #   DBOS_SUITE_FILES='test_queue.py test_async.py' scripts/dbos-suite.sh
-#   DBOS_SUITE_ARGS='-k queue' scripts/dbos-suite.sh   (extra pytest arguments, every file)
+#   DBOS_SUITE_ARGS='-k queue' scripts/dbos-suite.sh   (extra pytest arguments, every file;
+#   arguments of the script itself are added after them)
 #
 # DBOS's tests are fetched from PyPI (the dbos 3.4.0 sdist ships them) into a cache under
 # build/, never into the repository. Environment: PGPASSWORD (default dbos; DBOS's conftest
@@ -71,7 +72,10 @@ else
   files=()
   for f in "$WORK"/tests/test_*.py; do files+=("$(basename "$f")"); done
 fi
-read -r -a extra <<<"${DBOS_SUITE_ARGS:-}"
+# DBOS_SUITE_ARGS is split as the shell would split it (so -k 'a or b' stays one argument),
+# then the script's own arguments follow.
+eval "extra=(${DBOS_SUITE_ARGS:-})"
+extra+=("$@")
 
 rm -rf "$RESULTS"
 mkdir -p "$RESULTS/logs"

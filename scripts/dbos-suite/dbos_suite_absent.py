@@ -10,7 +10,8 @@ class _Absent:
         object.__setattr__(self, "_name", name)
 
     def _fail(self) -> NoReturn:
-        raise ImportError(f"cannot import name {self._name!r} from 'dbos_agent'")
+        module, _, name = ("dbos_agent." + self._name).rpartition(".")
+        raise ImportError(f"cannot import name {name!r} from {module!r}")
 
     def __repr__(self) -> str:
         return f"<{self._name}: absent from dbos_agent>"

@@ -3,11 +3,15 @@ file and in total, the fraction passed with and without the files that cannot ru
 agent by nature, and the failures grouped by the first line of their exception message.
 
 Usage: python summarize.py OUT_DIR LABEL JUNIT.xml...  (writes OUT_DIR/report.md and report.json)
+
+With DBOS_SUITE_BASELINE naming an earlier report.json (default: baseline.json beside this
+file), it also lists the tests whose outcome changed since, among those both runs ran.
 """
 
 from __future__ import annotations
 
 import json
+import os
 import re
 import sys
 import xml.etree.ElementTree as ET
@@ -49,6 +53,7 @@ def _file_of(case: ET.Element) -> str:
 _SETUP = re.compile(r'^failed on (?:setup|teardown) with "(.*)"?$', re.S)
 _DECLARED = re.compile(r"^(.*?)\b(workflow|step|queue) (\S+) was declared after DBOS\.launch\(\)")
 _NOISE = [
+    (re.compile(r"/\S*/dbos-suite-\w+/"), "<socket dir>/"),
     (re.compile(r"0x[0-9a-f]+"), "0x…"),
     (re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}"), "<uuid>"),
     (re.compile(r"\d+\.\d+s\b"), "<t>s"),
@@ -94,6 +99,23 @@ def _fraction(counts: Counter[str]) -> str:
     return f"{counts['passed']}/{total} = {100.0 * counts['passed'] / total:.1f}% (of those not skipped: {counts['passed']}/{ran})"
 
 
+def compare(before: Dict[str, Any], after: Dict[str, str]) -> List[str]:
+    """The report's section on what changed since ``before`` (an earlier report.json)."""
+    was: Dict[str, str] = before.get("outcomes", {})
+    both = sorted(set(was) & set(after))
+    gained = [t for t in both if after[t] == "passed" and was[t] != "passed"]
+    lost = [t for t in both if was[t] == "passed" and after[t] != "passed"]
+    out = [
+        f"## Since {before.get('label') or 'the baseline'}",
+        "",
+        f"- of {len(both)} tests both runs ran: {len(gained)} pass now that did not, "
+        f"{len(lost)} no longer pass",
+    ]
+    if lost:
+        out += ["", "No longer passing:", ""] + [f"- {t} ({after[t]})" for t in lost]
+    return out
+
+
 def main() -> None:
     out_dir, label = Path(sys.argv[1]), sys.argv[2]
     rows = [row for junit in sys.argv[3:] for row in read(Path(junit))]
@@ -135,6 +157,10 @@ def main() -> None:
     for c, n in causes.most_common(40):
         files = ", ".join(f"{f} {k}" for f, k in cause_files[c].most_common(4))
         lines.append(f"| {n} | `{c.replace('|', '/')}` | {files} |")
+    outcomes = {f"{file}::{test}": outcome for file, test, outcome, _ in rows}
+    baseline = Path(os.environ.get("DBOS_SUITE_BASELINE") or Path(__file__).with_name("baseline.json"))
+    if baseline.is_file():
+        lines += ["", *compare(json.loads(baseline.read_text()), outcomes)]
     report = "\n".join(lines) + "\n"
     out_dir.mkdir(parents=True, exist_ok=True)
     (out_dir / "report.md").write_text(report)
@@ -146,6 +172,8 @@ def main() -> None:
         "per_file": {f: dict(c) for f, c in sorted(per_file.items())},
         "excluded_files": EXCLUDED,
         "causes": [{"tests": n, "cause": c, "files": dict(cause_files[c])} for c, n in causes.most_common()],
+        "passed_tests": sorted(t for t, o in outcomes.items() if o == "passed"),
+        "outcomes": outcomes,
     }
     (out_dir / "report.json").write_text(json.dumps(data, indent=2) + "\n")
     print(report)
