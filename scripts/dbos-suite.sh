@@ -91,6 +91,12 @@ for f in "${files[@]}"; do
     --rootdir="$WORK" -c "$WORK/pytest.ini" --timeout="${DBOS_SUITE_TIMEOUT:-60}" \
     --junitxml="$RESULTS/$name.xml" -q -rN --no-header -p no:warnings ${extra[@]+"${extra[@]}"} \
     >"$RESULTS/logs/$name.out" 2>&1) || rc=$?
+  # Agents a killed pytest left running (the plugin lists every agent it started).
+  if [ -f "$RESULTS/logs/$name/agent.pids" ]; then
+    while read -r pid; do
+      if [ "$(cat "/proc/$pid/comm" 2>/dev/null || true)" = dbos-agent ]; then kill -9 "$pid" 2>/dev/null || true; fi
+    done <"$RESULTS/logs/$name/agent.pids"
+  fi
   if [ ! -s "$RESULTS/$name.xml" ]; then
     # No report (killed by the file timeout, or pytest crashed): one error stands for the file.
     printf '<testsuites><testsuite><testcase file="tests/%s" classname="tests.%s" name="(file)"><error message="the run of %s ended without a report (exit %s)"/></testcase></testsuite></testsuites>\n' \

@@ -107,6 +107,9 @@ class Agent:
         self.log.write(f"=== agent {self.starts} for {self.test}: {' '.join(cmd[1:])}\n")
         self.log.flush()
         proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=self.log, stderr=subprocess.PIPE, text=True)
+        # For the script, which stops what a killed pytest left behind.
+        with open(Path(self.log.name).with_name("agent.pids"), "a") as pids:
+            pids.write(f"{proc.pid}\n")
         ready = threading.Event()
 
         def drain() -> None:
