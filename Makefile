@@ -50,6 +50,10 @@ test-go: postgres ## The Go tests: sysdb conformance and parity, protocol, end-t
 test-python: postgres ## The Python binding's tests against the real agent
 	bash scripts/python-test.sh
 
+.PHONY: dbos-suite
+dbos-suite: ## The drop-in measure (not in `make test`): DBOS Python 3.4's own tests, only their imports on dbos_agent, against the real agent (DBOS_SUITE_FILES, DBOS_SUITE_ARGS select)
+	DBOS_SUITE_FILES='$(DBOS_SUITE_FILES)' DBOS_SUITE_ARGS='$(DBOS_SUITE_ARGS)' bash scripts/dbos-suite.sh
+
 .PHONY: chaos
 chaos: postgres ## The fault suite, long form: 2,000 workflows through worker and agent SIGKILLs, Postgres restarts, a 2-minute outage (CHAOS_* scale it)
 	CHAOS=long $(GO) test -race -count=1 -run '^TestChaos$$' -v -timeout 60m ./e2e/
