@@ -56,6 +56,7 @@ from ._error import (
     DBOSWorkflowConflictIDError,
     map_agent_error,
 )
+from ._executor import RunExecutor, Slot
 from ._serialization import (
     PORTABLE_JSON,
     Serializer,
@@ -807,6 +808,9 @@ class Engine:
         self._early_cancels: Dict[str, float] = {}
         self.background_loop: Optional[asyncio.AbstractEventLoop] = None
         self._tasks: "set[asyncio.Future[Any]]" = set()
+        # Where sync runs execute; DBOS replaces it with one of its
+        # max_executor_threads.
+        self.executor = RunExecutor(None)
 
     # -- plumbing
 
@@ -1220,8 +1224,8 @@ class Engine:
     def run_in_background(
         self, run: WorkflowRun, reg: WorkflowRegistration, inputs: Optional[WorkflowInputs] = None
     ) -> "Future[Any]":
-        """Execute a run on its own thread (sync) or the background event loop
-        (async); the future holds its outcome. ``inputs`` are the caller's
+        """Execute a run on the executor's threads (sync) or the background
+        event loop (async); the future holds its outcome. ``inputs`` are the caller's
         own arguments for a direct start; a pushed run decodes its inputs."""
         self.register_run(run)
         fut: "Future[Any]" = Future()
@@ -1246,7 +1250,10 @@ class Engine:
 
             return asyncio.run_coroutine_threadsafe(main(), loop)
 
-        def target() -> None:
+        def target(slot: Slot) -> None:
+            # A stopped run's slot frees at once: the agent may push another
+            # run in its place while this thread finishes (see _executor).
+            forget = run.on_stop(slot.release)
             ctx = contextvars.Context()  # a run starts from an empty context
             try:
                 if inputs is None:
@@ -1257,8 +1264,10 @@ class Engine:
                     fut.set_result(ctx.run(self.execute_sync, run, reg, args["args"], args["kwargs"]))
             except BaseException as e:
                 fut.set_exception(e)
+            finally:
+                forget()
 
-        threading.Thread(target=target, name=f"dbos-workflow-{run.workflow_id}", daemon=True).start()
+        self.executor.submit(target)
         return fut
 
     def _fail_inputs(self, run: WorkflowRun, e: Exception) -> Any:

@@ -84,6 +84,7 @@ from ._error import (
     DBOSWorkflowConflictIDError,
     DBOSWorkflowFunctionNotFoundError,
 )
+from ._executor import RunExecutor, executor_cap
 from ._serialization import (
     DefaultSerializer,
     Serializer,
@@ -132,10 +133,10 @@ _AGENT_OWNED_KEYS = {
     "otlp_attributes",
     "use_listen_notify",
     "notification_listener_polling_interval_sec",
-    "max_executor_threads",
 }
 _KNOWN_KEYS = {
     "name",
+    "max_executor_threads",
     "application_version",
     "executor_id",
     "agent_socket",
@@ -297,6 +298,9 @@ class DBOS:
         serializer = config.get("serializer")
         self._serializer: Serializer = serializer if serializer is not None else DefaultSerializer()
         self._engine = Engine(self._serializer)
+        # Sync runs execute on at most max_executor_threads threads, and the
+        # worker's hello announces that cap for the agent to keep.
+        self._engine.executor = RunExecutor(executor_cap(config.get("max_executor_threads")))
         self._launched = False
         self._loop_thread: Optional[threading.Thread] = None
 
@@ -337,6 +341,9 @@ class DBOS:
                 for r in _workflows.values()
             ],
             "queues": _hello_queues(),
+            # The agent pushes no more runs at once than the sync executor
+            # runs (async runs count too: see the README).
+            "max_concurrency": self._engine.executor.cap or 0,
         }
 
     def _agent_default_version(self) -> str:
