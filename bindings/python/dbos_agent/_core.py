@@ -57,6 +57,7 @@ from ._error import (
     map_agent_error,
 )
 from ._executor import RunExecutor, Slot
+from ._step_options import check_async_only_options, preempted_error, supervise_attempt
 from ._serialization import (
     PORTABLE_JSON,
     Serializer,
@@ -115,8 +116,8 @@ class StepOptions(TypedDict, total=False):
     """The options of ``DBOS.run_step``, as in DBOS Python (each key
     optional): ``name`` (default: the function's qualified name),
     ``retries_allowed``, ``interval_seconds``, ``max_attempts``,
-    ``backoff_rate``, ``should_retry``; ``preemptible`` and
-    ``timeout_seconds`` are refused inside a workflow, as by ``@DBOS.step``."""
+    ``backoff_rate``, ``should_retry``, and for async steps ``preemptible``
+    and ``timeout_seconds`` (see _step_options)."""
 
     name: Optional[str]
     retries_allowed: bool
@@ -152,6 +153,8 @@ class StepConfig:
         max_attempts: int,
         backoff_rate: float,
         should_retry: Optional[Callable[[BaseException], Any]],
+        preemptible: bool = False,
+        timeout_seconds: Optional[float] = None,
     ):
         self.name = name
         self.retries_allowed = retries_allowed
@@ -159,9 +162,12 @@ class StepConfig:
         self.max_attempts = max_attempts
         self.backoff_rate = backoff_rate
         self.should_retry = should_retry
+        self.preemptible = preemptible
+        self.timeout_seconds = timeout_seconds
 
     def check_validator(self, func: Callable[..., Any]) -> None:
-        """An async ``should_retry`` needs an async step (DBOS Python's rule)."""
+        """An async ``should_retry`` needs an async step (DBOS Python's rule,
+        checked when the step is called in a workflow, not declared)."""
         if (
             self.should_retry is not None
             and inspect.iscoroutinefunction(self.should_retry)
@@ -1707,6 +1713,7 @@ def run_step_sync(opts: StepConfig, func: Callable[..., R], args: Tuple[Any, ...
     if ctx is None or ctx.step_id is not None:
         # Outside a workflow, or inside another step: a plain call.
         return func(*args, **kwargs)
+    opts.check_validator(func)
     engine, run = ctx.engine, ctx.run
     fid, replayed = begin_step(run, opts.name, engine.serializer)
     if replayed is not NEW_STEP:
@@ -1762,13 +1769,22 @@ async def run_step_async(opts: StepConfig, func: Callable[..., Awaitable[R]], ar
     output: Any = None
     error: Optional[BaseException] = None
     token = _current.set(_Ctx(engine, run, fid))
+    stopped, drop = _stop_waiter(run) if opts.preemptible else (None, _nothing)
     try:
         for attempt in range(attempts):
             try:
-                output = await func(*args, **kwargs)
+                if stopped is None and opts.timeout_seconds is None:
+                    output = await func(*args, **kwargs)
+                else:
+                    output = await supervise_attempt(
+                        func, args, kwargs, step_name=opts.name, timeout_seconds=opts.timeout_seconds, stopped=stopped,
+                        stop_error=lambda: preempted_error(run.workflow_id, run.stop_reason, run.stop_error),
+                    )
                 error = None
                 break
             except Exception as e:
+                if stopped is not None and stopped.done():
+                    raise  # preempted: nothing is recorded, a resume runs it again
                 error = e
                 if not opts.retries_allowed:
                     break
@@ -1790,6 +1806,7 @@ async def run_step_async(opts: StepConfig, func: Callable[..., Awaitable[R]], ar
                 await asyncio.sleep(wait)
                 run.raise_if_stopped()
     finally:
+        drop()
         _current.reset(token)
     await _record_async(engine, run, _serialize_for_record(run, fid, opts, started, output, error, engine.serializer))
     if error is not None:
@@ -1808,12 +1825,12 @@ def run_step_config(call: str, options: Optional[StepOptions], func: Callable[..
     config = StepConfig(
         o["name"] or (func.__qualname__ if in_workflow else ""),
         o["retries_allowed"], o["interval_seconds"], o["max_attempts"], o["backoff_rate"], o["should_retry"],
+        o["preemptible"], o["timeout_seconds"],
     )
     if in_workflow:
-        given = [k for k in ("preemptible", "timeout_seconds") if o[k] not in (None, False)]
-        if given:
-            raise DBOSNotSupportedError(f"{call}(" + ", ".join(given) + "=...)")
+        # DBOS Python's order: the validator, then the async-only options.
         config.check_validator(func)
+        check_async_only_options(config.name, func, config.preemptible, config.timeout_seconds)
     return config
 
 

@@ -85,6 +85,7 @@ from ._error import (
     DBOSWorkflowFunctionNotFoundError,
 )
 from ._executor import RunExecutor, executor_cap
+from ._step_options import check_async_only_options
 from ._serialization import (
     DefaultSerializer,
     Serializer,
@@ -550,34 +551,37 @@ class DBOS:
         max_attempts: int = 3,
         backoff_rate: float = 2.0,
         should_retry: Optional[Callable[[BaseException], Union[bool, Awaitable[bool]]]] = None,
-        **unsupported: Any,
+        preemptible: bool = False,
+        timeout_seconds: Optional[float] = None,
     ) -> Callable[[F], F]:
         """Make a function a step: inside a workflow its outcome is recorded
         once and replayed on recovery; with ``retries_allowed`` it is retried
         up to ``max_attempts`` times, waiting ``interval_seconds`` times
-        ``backoff_rate`` to the attempt number between tries."""
-        given = sorted(k for k, v in unsupported.items() if v not in (None, False))
-        if given:
-            raise DBOSNotSupportedError("DBOS.step(" + ", ".join(given) + "=...)")
+        ``backoff_rate`` to the attempt number between tries. An async step
+        may be ``preemptible`` (cancelled with its workflow) and have a
+        ``timeout_seconds`` per attempt (DBOSStepTimeoutError)."""
 
         def decorate(func: F) -> F:
+            step_name = name if name is not None else func.__qualname__
+            check_async_only_options(step_name, func, preemptible, timeout_seconds)
             opts = StepConfig(
-                name if name is not None else func.__qualname__,
-                retries_allowed, interval_seconds, max_attempts, backoff_rate, should_retry,
+                step_name, retries_allowed, interval_seconds, max_attempts, backoff_rate, should_retry,
+                preemptible, timeout_seconds,
             )
-            opts.check_validator(func)
             if inspect.iscoroutinefunction(func):
 
                 @functools.wraps(func)
                 async def async_wrapper(*args: Any, **kwargs: Any) -> Any:
                     return await run_step_async(opts, func, args, kwargs)
 
+                async_wrapper.__dbos_step__ = opts  # type: ignore[attr-defined]
                 return cast(F, async_wrapper)
 
             @functools.wraps(func)
             def wrapper(*args: Any, **kwargs: Any) -> Any:
                 return run_step_sync(opts, func, args, kwargs)
 
+            wrapper.__dbos_step__ = opts  # type: ignore[attr-defined]
             return cast(F, wrapper)
 
         return decorate
@@ -1138,6 +1142,10 @@ class DBOS:
         ``queue_name`` (default: the internal queue). ``context`` must be
         JSON-serializable. Inside a workflow it is recorded as a step."""
         sched.refuse_shard_key("DBOS.create_schedule", shard_key)
+        step = getattr(workflow_fn, "__dbos_step__", None)
+        if isinstance(step, StepConfig):
+            # DBOS Python names a step by its step name, which no workflow has.
+            raise DBOSException(f"Workflow function '{step.name}' is not registered")
         reg = _registration_of(workflow_fn)
         engine = _dbos()._engine
         message = sched.schedule_message(
