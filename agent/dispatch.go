@@ -191,22 +191,7 @@ func (a *Agent) removeWorkerLocked(s *Session) []*run {
 			delete(a.runs, id)
 		}
 	}
-	// Pollers of queues no remaining worker serves stop.
-	for q, p := range g.pollers {
-		served := false
-		for _, other := range g.workers {
-			if other.serves(q) {
-				served = true
-				break
-			}
-		}
-		if !served {
-			p.stop()
-			delete(g.pollers, q)
-		} else {
-			p.wakeUp()
-		}
-	}
+	g.stopUnservedPollersLocked()
 	if len(g.workers) == 0 {
 		delete(a.groups, s.group)
 	}
@@ -322,6 +307,27 @@ func (p *poller) stop() {
 	case <-p.done:
 	default:
 		close(p.done)
+	}
+}
+
+// stopUnservedPollersLocked stops the pollers of queues no worker of the
+// group serves any more and wakes the others (a slot or a queue changed).
+// Caller holds Agent.mu.
+func (g *workerGroup) stopUnservedPollersLocked() {
+	for q, p := range g.pollers {
+		served := false
+		for _, w := range g.workers {
+			if w.serves(q) {
+				served = true
+				break
+			}
+		}
+		if !served {
+			p.stop()
+			delete(g.pollers, q)
+		} else {
+			p.wakeUp()
+		}
 	}
 }
 

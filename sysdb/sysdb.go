@@ -279,7 +279,7 @@ type WorkflowListParams struct {
 	Statuses           []string
 	Names              []string
 	QueueNames         []string
-	QueuesOnly         bool
+	QueuesOnly         bool // with no Statuses: DELAYED, ENQUEUED and PENDING only, as DBOS
 	ExecutorIDs        []string
 	ApplicationVersion []string
 	ApplicationNames   []string
@@ -342,6 +342,10 @@ type WorkflowCancelParams struct {
 type WorkflowResumeParams struct {
 	WorkflowIDs []string
 	QueueName   string // empty = InternalQueueName
+	// RequireAll resumes nothing unless every id exists (DBOS Python's
+	// resume_workflows is all or nothing); the ids found are returned
+	// either way, so the caller can name the missing ones.
+	RequireAll bool
 }
 
 // WorkflowDeleteParams selects workflows to delete.

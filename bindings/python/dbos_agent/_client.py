@@ -32,6 +32,7 @@ from ._core import (
 from . import _scheduling as sched
 from ._scheduling import ClientScheduleInput, VersionInfo, WorkflowSchedule
 from ._error import DBOSException, DBOSNonExistentWorkflowError, DBOSNotSupportedError
+from ._management import delete_queue_op
 from ._serialization import DefaultSerializer, Serializer, WorkflowSerializationFormat, tag_for
 from ._transport import AgentLink, Connection, resolve_socket_path, resolve_trusted_uids
 
@@ -500,7 +501,11 @@ class DBOSClient:
         return self.register_queue(name, **options)
 
     def delete_queue(self, name: str) -> None:
-        raise DBOSNotSupportedError("DBOSClient.delete_queue", "the agent has no call to delete a queue's configuration")
+        """Delete a queue's registration (see ``DBOS.delete_queue``)."""
+        drive(self._engine, delete_queue_op(name))
+
+    async def delete_queue_async(self, name: str) -> None:
+        await drive_async(self._engine, delete_queue_op(name))
 
     # -- messages, events and streams (never recorded: a client is not a
     # workflow)

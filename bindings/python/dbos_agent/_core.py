@@ -278,14 +278,22 @@ class WorkflowRun:
 
 class _Ctx:
     """What the current thread or task is executing: a run, and inside it
-    possibly a step (then ``step_id`` is its function id)."""
+    possibly a step (then ``step_id`` is its function id, and for a step
+    with retries ``attempt`` its current attempt, from 0, of
+    ``max_attempts``: DBOS.step_status)."""
 
-    __slots__ = ("run", "step_id", "engine")
+    __slots__ = ("run", "step_id", "engine", "attempt", "max_attempts")
 
     def __init__(self, engine: "Engine", run: WorkflowRun, step_id: Optional[int] = None):
         self.engine = engine
         self.run = run
         self.step_id = step_id
+        self.attempt: Optional[int] = None
+        self.max_attempts: Optional[int] = None
+
+    def set_attempt(self, opts: "StepConfig", attempt: int) -> None:
+        if opts.retries_allowed:
+            self.attempt, self.max_attempts = attempt, opts.max_attempts
 
 
 _current: "contextvars.ContextVar[Optional[_Ctx]]" = contextvars.ContextVar("dbos_agent_ctx", default=None)
@@ -1723,9 +1731,11 @@ def run_step_sync(opts: StepConfig, func: Callable[..., R], args: Tuple[Any, ...
     errors: List[Exception] = []
     output: Any = None
     error: Optional[BaseException] = None
-    token = _current.set(_Ctx(engine, run, fid))
+    step_ctx = _Ctx(engine, run, fid)
+    token = _current.set(step_ctx)
     try:
         for attempt in range(attempts):
+            step_ctx.set_attempt(opts, attempt)
             try:
                 output = func(*args, **kwargs)
                 error = None
@@ -1768,10 +1778,12 @@ async def run_step_async(opts: StepConfig, func: Callable[..., Awaitable[R]], ar
     errors: List[Exception] = []
     output: Any = None
     error: Optional[BaseException] = None
-    token = _current.set(_Ctx(engine, run, fid))
+    step_ctx = _Ctx(engine, run, fid)
+    token = _current.set(step_ctx)
     stopped, drop = _stop_waiter(run) if opts.preemptible else (None, _nothing)
     try:
         for attempt in range(attempts):
+            step_ctx.set_attempt(opts, attempt)
             try:
                 if stopped is None and opts.timeout_seconds is None:
                     output = await func(*args, **kwargs)

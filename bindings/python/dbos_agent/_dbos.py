@@ -25,6 +25,7 @@ from typing import (
     List,
     Optional,
     Sequence,
+    Set,
     Tuple,
     TypedDict,
     TypeVar,
@@ -85,6 +86,9 @@ from ._error import (
     DBOSWorkflowFunctionNotFoundError,
 )
 from ._executor import RunExecutor, executor_cap
+from ._management import StepStatus, delete_queue_op, resume_workflows_op
+from ._management import asyncio_wait as _asyncio_wait
+from ._management import step_status as _step_status
 from ._step_options import check_async_only_options
 from ._serialization import (
     DefaultSerializer,
@@ -820,6 +824,58 @@ class DBOS:
         return WorkflowHandleAsync(engine, workflow_id)
 
     @classmethod
+    def resume_workflows(
+        cls, workflow_ids: List[str], *, queue_name: Optional[str] = None, shard_key: Optional[str] = None
+    ) -> List["WorkflowHandle[Any]"]:
+        """Resume several workflows, all or none: a missing id raises
+        DBOSNonExistentWorkflowError naming the missing ones and resumes
+        nothing. In a workflow it is the step DBOS.resumeWorkflow."""
+        _check_async("resume_workflows")
+        sched.refuse_shard_key("DBOS.resume_workflows", shard_key)
+        engine = _dbos()._engine
+        call_as_step("DBOS.resumeWorkflow", lambda: drive(engine, resume_workflows_op(workflow_ids, queue_name)))
+        return [WorkflowHandle(engine, wid) for wid in workflow_ids]
+
+    @classmethod
+    async def resume_workflows_async(
+        cls, workflow_ids: List[str], *, queue_name: Optional[str] = None, shard_key: Optional[str] = None
+    ) -> List["WorkflowHandleAsync[Any]"]:
+        sched.refuse_shard_key("DBOS.resume_workflows_async", shard_key)
+        engine = _dbos()._engine
+        await call_as_step_async(
+            "DBOS.resumeWorkflow", lambda: drive_async(engine, resume_workflows_op(workflow_ids, queue_name))
+        )
+        return [WorkflowHandleAsync(engine, wid) for wid in workflow_ids]
+
+    @classmethod
+    def delete_queue(cls, name: str) -> None:
+        """Delete a queue's registration (DBOS's delete_queue): its
+        workflows stay, and what waits on it runs only once the queue is
+        registered again. This process stops serving it."""
+        _check_async("delete_queue")
+        _forget_queue(name)
+        drive(_dbos()._engine, delete_queue_op(name))
+
+    @classmethod
+    async def delete_queue_async(cls, name: str) -> None:
+        _forget_queue(name)
+        await drive_async(_dbos()._engine, delete_queue_op(name))
+
+    @classmethod
+    async def asyncio_wait(
+        cls, fs: List[Awaitable[Any]], *, timeout: Optional[float] = None, return_when: str = asyncio.ALL_COMPLETED
+    ) -> "Tuple[Set[asyncio.Future[Any]], Set[asyncio.Future[Any]]]":
+        """asyncio.wait, durable in a workflow: which awaitables were done is
+        recorded (step DBOS.asyncio_wait), so recovery sees the same split."""
+        return await _asyncio_wait(fs, timeout=timeout, return_when=return_when)
+
+    @classmethod
+    def step_status(cls) -> Optional[StepStatus]:
+        """The step executing here (its id, and with retries its attempt
+        from 0 and most attempts), or None outside a step."""
+        return _step_status()
+
+    @classmethod
     def list_workflows(
         cls,
         *,
@@ -881,11 +937,17 @@ class DBOS:
     @classmethod
     def list_queued_workflows(cls, **filters: Any) -> List[WorkflowStatus]:
         """The workflows waiting in or running from a queue."""
-        filters["queues_only"] = True
-        if "queue_name" in filters and filters["queue_name"] is None:
-            filters.pop("queue_name")
         engine = _dbos()._engine
+        filters = _queued_filters(filters)
         return call_as_step("DBOS.listQueuedWorkflows", lambda: engine.list_workflows("DBOS.list_queued_workflows", filters))
+
+    @classmethod
+    async def list_queued_workflows_async(cls, **filters: Any) -> List[WorkflowStatus]:
+        engine = _dbos()._engine
+        filters = _queued_filters(filters)
+        return await call_as_step_async(
+            "DBOS.listQueuedWorkflows", lambda: engine.list_workflows_async("DBOS.list_queued_workflows_async", filters)
+        )
 
     @classmethod
     def list_workflow_steps(
@@ -923,6 +985,7 @@ class DBOS:
         polling_interval_sec: float = 1.0,
         on_conflict: str = "update_if_latest_version",
         concurrency: Optional[int] = None,
+        priority_enabled: bool = True,
     ) -> "Queue":
         """Declare a queue and store its configuration, as DBOS Python 3 does
         (before or after launch). This process serves it: the agent dequeues
@@ -933,14 +996,18 @@ class DBOS:
         stored: "update_if_latest_version" (default) overwrites it only when
         this process runs the latest application version, "always_update"
         always, "never_update" never. A queue owned by another application
-        is refused."""
+        is refused.
+
+        ``priority_enabled`` (not in DBOS 3.4's signature, which always
+        stores True and always orders by priority; kept for DBOS 2 code)
+        is stored in the row's legacy column that the other SDKs read."""
         if on_conflict not in _CONFLICT_POLICIES:
             raise ValueError(f"on_conflict must be one of {', '.join(_CONFLICT_POLICIES)}")
         q = Queue.__new__(Queue)
         q._configure(
             name, concurrency, limiter,
             worker_concurrency=worker_concurrency, global_concurrency=global_concurrency,
-            priority_enabled=True, partition_queue=False,
+            priority_enabled=priority_enabled, partition_queue=False,
             partition_concurrency=partition_concurrency, partition_worker_concurrency=partition_worker_concurrency,
             partition_limiter=partition_limiter, polling_interval_sec=polling_interval_sec,
         )
@@ -961,13 +1028,14 @@ class DBOS:
         polling_interval_sec: float = 1.0,
         on_conflict: str = "update_if_latest_version",
         concurrency: Optional[int] = None,
+        priority_enabled: bool = True,
     ) -> "Queue":
         return await asyncio.to_thread(
             lambda: cls.register_queue(
                 name, worker_concurrency=worker_concurrency, global_concurrency=global_concurrency,
                 partition_concurrency=partition_concurrency, partition_worker_concurrency=partition_worker_concurrency,
                 partition_limiter=partition_limiter, limiter=limiter, polling_interval_sec=polling_interval_sec,
-                on_conflict=on_conflict, concurrency=concurrency,
+                on_conflict=on_conflict, concurrency=concurrency, priority_enabled=priority_enabled,
             )
         )
 
@@ -1829,10 +1897,23 @@ class DBOS:
 
     dbos_class = staticmethod(_unsupported("DBOS.dbos_class", "workflows on classes"))
     transaction = staticmethod(_unsupported("DBOS.transaction", "transactions on an application database"))
-    delete_queue = staticmethod(_unsupported("DBOS.delete_queue", "the agent has no call to delete a queue's configuration"))
-    delete_queue_async = staticmethod(
-        _unsupported("DBOS.delete_queue_async", "the agent has no call to delete a queue's configuration")
-    )
+
+
+def _queued_filters(filters: Dict[str, Any]) -> Dict[str, Any]:
+    """list_queued_workflows' filters: list_workflows' on queued ones only."""
+    out = dict(filters, queues_only=True)
+    if "queue_name" in out and out["queue_name"] is None:
+        out.pop("queue_name")
+    return out
+
+
+def _forget_queue(name: str) -> None:
+    """A deleted queue is no longer declared here: retrieve_queue no longer
+    finds it, and no later handshake registers it again."""
+    with _instance_lock:
+        _queues.pop(name, None)
+        if name in _listened:
+            _listened.remove(name)
 
 
 def _run_op(make: "Callable[[Serializer, Optional[_Ctx]], Op[R]]") -> R:
