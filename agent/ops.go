@@ -283,6 +283,11 @@ func handleStartWorkflow(s *Session, env protocol.Envelope) (any, *protocol.Erro
 	}
 	reply := &protocol.StartWorkflowReply{WorkflowID: m.WorkflowID, Status: res.Status, Created: res.Created}
 	if !res.Created {
+		if runHere && res.Status == sysdb.StatusEnqueued {
+			if grant := a.claimForCaller(s, group, m.WorkflowID, m.Name); grant != nil {
+				reply.Status, reply.Run = sysdb.StatusPending, grant
+			}
+		}
 		return reply, nil
 	}
 	if !runHere {
@@ -301,9 +306,7 @@ func handleStartWorkflow(s *Session, env protocol.Envelope) (any, *protocol.Erro
 		w = g.workers[s]
 	}
 	if w != nil {
-		r := &run{workflowID: m.WorkflowID, ownerXID: token, queue: sysdb.InternalQueueName, worker: w, ended: make(chan struct{})}
-		w.running[m.WorkflowID] = r
-		a.runs[m.WorkflowID] = r
+		a.trackRunLocked(m.WorkflowID, token, sysdb.InternalQueueName, "", w)
 	}
 	a.mu.Unlock()
 	reply.Run = &protocol.Run{

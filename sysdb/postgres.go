@@ -1229,6 +1229,9 @@ func (p *Postgres) QueueDequeue(ctx context.Context, in QueueDequeueParams) ([]W
 		if len(in.WorkflowNames) > 0 {
 			q += " AND name = ANY(" + arg(in.WorkflowNames) + ")"
 		}
+		if len(in.WorkflowIDs) > 0 {
+			q += " AND workflow_uuid = ANY(" + arg(in.WorkflowIDs) + ")"
+		}
 		q += " ORDER BY priority ASC, created_at ASC"
 		if shared {
 			q += " FOR UPDATE NOWAIT"

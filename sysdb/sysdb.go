@@ -465,6 +465,9 @@ type QueueDequeueParams struct {
 	// WorkflowNames, when set, claims only workflows of these names: the
 	// functions the claiming workers can run.
 	WorkflowNames []string
+	// WorkflowIDs, when set, claims only these workflows (a worker taking
+	// a recovered child it calls, to run it in the caller's thread).
+	WorkflowIDs []string
 	// OwnerPrefix starts every owner token the claim issues, so that the
 	// claimer can later recognise the rows it claimed (see
 	// WorkflowOrphaned).

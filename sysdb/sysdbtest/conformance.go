@@ -1690,6 +1690,14 @@ func testQueueDequeueWorkflowNames(t *testing.T, db sysdb.SystemDatabase) {
 	require.Empty(t, dequeue(t, db, sysdb.QueueDequeueParams{QueueName: "q", WorkflowNames: []string{"resize"}}))
 	require.Equal(t, sysdb.StatusEnqueued, get(t, db, "2").Status)
 	require.Equal(t, []string{"2"}, ids(dequeue(t, db, sysdb.QueueDequeueParams{QueueName: "q"})), "no names: any workflow")
+
+	for _, id := range []string{"5", "6"} {
+		enqueue(t, db, id, "q")
+		tick()
+	}
+	ws = dequeue(t, db, sysdb.QueueDequeueParams{QueueName: "q", WorkflowIDs: []string{"6", "1"}})
+	require.Equal(t, []string{"6"}, ids(ws), "only these ids, and only while ENQUEUED")
+	require.Equal(t, sysdb.StatusEnqueued, get(t, db, "5").Status)
 }
 
 func testQueueList(t *testing.T, db sysdb.SystemDatabase) {

@@ -617,11 +617,28 @@ class DBOS:
         )
         return parent, body, body["workflow_id"]
 
+    def _reclaim_request(
+        self, reg: WorkflowRegistration, args: Tuple[Any, ...], kwargs: Dict[str, Any], wid: str, parent: Optional[ParentStep]
+    ) -> Optional[Dict[str, Any]]:
+        """For a child called directly whose start its parent recorded but
+        not its outcome (a recovered parent calling it again): a run_here
+        start of the recorded id. The agent then claims a child recovered
+        onto the internal queue for this thread, so the parent does not wait
+        for it to get a slot of max_concurrency that its own run may be
+        holding (see _executor). None when there is nothing to ask."""
+        if parent is None or parent.run.peek_function_id() in parent.run.history:
+            return None  # not a child, or its outcome is recorded
+        return self._engine.start_request(
+            reg.name, args, kwargs, tag=tag_for(reg.serialization_type, self._serializer),
+            workflow_id=wid, queue_name=None, run_here=True, parent=parent,
+        )
+
     def _call_workflow(self, reg: WorkflowRegistration, args: Tuple[Any, ...], kwargs: Dict[str, Any]) -> Any:
         if reg.is_async:
             raise DBOSException(f"workflow {reg.name} is async: await it")
         engine = self._engine
         parent, body, wid = self._prepare_start(reg, args, kwargs, None, f"calling workflow {reg.name}")
+        body = body or self._reclaim_request(reg, args, kwargs, wid, parent)
         if body is not None:
             reply, generation = engine.start(body, parent)
             wid = reply.get("workflow_id") or wid
@@ -657,6 +674,7 @@ class DBOS:
     async def _call_workflow_async(self, reg: WorkflowRegistration, args: Tuple[Any, ...], kwargs: Dict[str, Any]) -> Any:
         engine = self._engine
         parent, body, wid = self._prepare_start(reg, args, kwargs, None, f"calling workflow {reg.name}")
+        body = body or self._reclaim_request(reg, args, kwargs, wid, parent)
         if body is not None:
             reply, generation = await engine.start_async(body, parent)
             wid = reply.get("workflow_id") or wid
@@ -869,7 +887,7 @@ class DBOS:
         recorded (step DBOS.asyncio_wait), so recovery sees the same split."""
         return await _asyncio_wait(fs, timeout=timeout, return_when=return_when)
 
-    @classmethod
+    @classproperty
     def step_status(cls) -> Optional[StepStatus]:
         """The step executing here (its id, and with retries its attempt
         from 0 and most attempts), or None outside a step."""
@@ -985,7 +1003,7 @@ class DBOS:
         polling_interval_sec: float = 1.0,
         on_conflict: str = "update_if_latest_version",
         concurrency: Optional[int] = None,
-        priority_enabled: bool = True,
+        **legacy: Any,
     ) -> "Queue":
         """Declare a queue and store its configuration, as DBOS Python 3 does
         (before or after launch). This process serves it: the agent dequeues
@@ -998,9 +1016,10 @@ class DBOS:
         always, "never_update" never. A queue owned by another application
         is refused.
 
-        ``priority_enabled`` (not in DBOS 3.4's signature, which always
-        stores True and always orders by priority; kept for DBOS 2 code)
-        is stored in the row's legacy column that the other SDKs read."""
+        ``priority_enabled=`` is taken too, for DBOS Python 2 code (DBOS 3.4's
+        signature has it no more: it always stores True and always orders
+        by priority): it is stored in the row's column the other SDKs read."""
+        priority_enabled = _legacy_priority_enabled("register_queue", legacy)
         if on_conflict not in _CONFLICT_POLICIES:
             raise ValueError(f"on_conflict must be one of {', '.join(_CONFLICT_POLICIES)}")
         q = Queue.__new__(Queue)
@@ -1028,8 +1047,9 @@ class DBOS:
         polling_interval_sec: float = 1.0,
         on_conflict: str = "update_if_latest_version",
         concurrency: Optional[int] = None,
-        priority_enabled: bool = True,
+        **legacy: Any,
     ) -> "Queue":
+        priority_enabled = _legacy_priority_enabled("register_queue_async", legacy)
         return await asyncio.to_thread(
             lambda: cls.register_queue(
                 name, worker_concurrency=worker_concurrency, global_concurrency=global_concurrency,
@@ -1897,6 +1917,15 @@ class DBOS:
 
     dbos_class = staticmethod(_unsupported("DBOS.dbos_class", "workflows on classes"))
     transaction = staticmethod(_unsupported("DBOS.transaction", "transactions on an application database"))
+
+
+def _legacy_priority_enabled(call: str, legacy: Dict[str, Any]) -> bool:
+    """register_queue's ``priority_enabled`` (default True, what DBOS 3.4
+    stores); any other unknown keyword is Python's own TypeError."""
+    enabled = legacy.pop("priority_enabled", True)
+    if legacy:
+        raise TypeError(f"{call}() got an unexpected keyword argument '{next(iter(legacy))}'")
+    return bool(enabled)
 
 
 def _queued_filters(filters: Dict[str, Any]) -> Dict[str, Any]:

@@ -147,3 +147,30 @@ def test_a_stopped_run_frees_its_slot_while_its_thread_finishes(agent_env: Agent
         assert set(outcomes.values()) == {"SUCCESS"}
     finally:
         client.destroy()
+
+
+def test_recovered_parents_in_every_slot_run_their_recovered_children_inline(agent_env: AgentEnv, workers: List[Worker]) -> None:
+    # Parents, each in its child (held), more of them than the cap...
+    first = bounded(agent_env, None, hold=True)
+    workers.append(first)
+    first.send(f"parent {2 * CAP}")
+    first.out.wait_count(lambda l: l.startswith("child-started "), 2 * CAP)
+    first.kill()
+    client = DBOSClient(agent_socket=agent_env.socket)
+    try:
+        parents = client.list_workflows(name="parent", status=["PENDING", "ENQUEUED"])
+        assert len(parents) == 2 * CAP
+        # ... are recovered with their children onto the internal queue. A
+        # worker capped at CAP takes CAP parents; each calls its child again
+        # and, rather than wait for the child to get a slot (none would
+        # free), claims it and runs it in its own thread, as the first time.
+        second = bounded(agent_env, CAP)
+        workers.append(second)
+        for p in parents:
+            out = client.retrieve_workflow(p.workflow_id).get_result()
+            assert out["child"].startswith(out["parent"] + ":"), out
+        children = client.list_workflows(name="child", status="SUCCESS")
+        assert len(children) >= 2 * CAP
+        assert report(second)[2] <= CAP
+    finally:
+        client.destroy()

@@ -61,20 +61,20 @@ async def waits_for_the_first(key: str) -> Tuple[List[int], List[int]]:
 
 @DBOS.step(retries_allowed=True, interval_seconds=0, max_attempts=3)
 def flaky_status(key: str) -> Any:
-    statuses.append((key, DBOS.step_status()))
+    statuses.append((key, DBOS.step_status))
     if len([s for k, s in statuses if k == key]) < 2:
         raise ConnectionError("once more")
-    return DBOS.step_status()
+    return DBOS.step_status
 
 
 @DBOS.step()
 def plain_status() -> Any:
-    return DBOS.step_status()
+    return DBOS.step_status
 
 
 @DBOS.workflow()
 def reports_step_status(key: str) -> List[Any]:
-    return [DBOS.step_status(), plain_status(), flaky_status(key)]
+    return [DBOS.step_status, plain_status(), flaky_status(key)]
 
 
 def queue_row(env: AgentEnv, name: str) -> List[Tuple[Any, ...]]:
@@ -94,6 +94,47 @@ def test_register_queue_priority_enabled(dbos: Any, agent_env: AgentEnv) -> None
         assert queue_row(agent_env, q.name) == [(False,)]
 
     asyncio.run(main())
+    with pytest.raises(TypeError, match="unexpected keyword argument 'priority'"):
+        DBOS.register_queue(new_id("typo"), priority=True)
+
+
+@pytest.mark.parametrize(
+    "kwargs,message",
+    [
+        ({"concurrency": 1, "global_concurrency": 1}, "only one of them"),
+        ({"global_concurrency": 1, "partition_concurrency": 2}, "greater than or equal"),
+        ({"worker_concurrency": 1, "partition_worker_concurrency": 2}, "greater than or equal"),
+        ({"partition_concurrency": 1, "partition_worker_concurrency": 2}, "greater than or equal"),
+        ({"global_concurrency": 1, "partition_worker_concurrency": 2}, "greater than or equal"),
+        ({"partition_concurrency": 0}, "at least 1"),
+        ({"partition_worker_concurrency": 0}, "at least 1"),
+        ({"partition_limiter": {"limit": 1}}, "both 'limit' and 'period'"),
+    ],
+)
+def test_partition_limits_are_checked_as_dbos_checks_them(dbos: Any, kwargs: Dict[str, Any], message: str) -> None:
+    # DBOS Python's cases and error type: ValueError, before anything is stored.
+    name = new_id("invalid")
+    with pytest.raises(ValueError, match=message):
+        DBOS.register_queue(name, **kwargs)
+    assert DBOS.retrieve_queue(name) is None
+
+
+def test_signatures_are_dbos_pythons() -> None:
+    import inspect
+
+    import dbos
+
+    def params(fn: Any) -> List[Tuple[str, Any, Any]]:
+        return [(p.name, p.kind, p.default) for p in inspect.signature(fn).parameters.values()]
+
+    for m in ("resume_workflows", "resume_workflows_async", "delete_queue", "delete_queue_async", "asyncio_wait"):
+        assert params(getattr(DBOS, m)) == params(getattr(dbos.DBOS, m)), m
+    assert params(DBOSClient.delete_queue) == params(dbos.DBOSClient.delete_queue)
+    assert params(DBOSClient.delete_queue_async) == params(dbos.DBOSClient.delete_queue_async)
+    assert isinstance(inspect.getattr_static(DBOS, "step_status"), type(inspect.getattr_static(DBOS, "step_id")))
+    step = inspect.signature(DBOS.step).parameters
+    official = inspect.signature(dbos.DBOS.step).parameters
+    assert [(p.name, p.default) for p in step.values()] == [(p.name, p.default) for p in official.values()]
 
 
 def test_delete_queue_stops_serving_it_until_registered_again(dbos: Any, agent_env: AgentEnv) -> None:
@@ -216,7 +257,7 @@ def test_asyncio_wait_records_which_were_done(dbos: Any) -> None:
 
 
 def test_step_status(dbos: Any) -> None:
-    assert DBOS.step_status() is None
+    assert DBOS.step_status is None
     key = new_id("status")
     wid = new_id("status-wf")
     with SetWorkflowID(wid):

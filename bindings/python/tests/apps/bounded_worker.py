@@ -12,8 +12,10 @@ and "peak <most at once> <distinct threads> <dbos-executor threads alive>" on
 starts n ``burst`` workflows with DBOS.start_workflow from this thread and
 prints "started-all <n>" once each returned its result (waited for on
 another thread); "parent <n>" starts
-n ``parent`` workflows, each of which calls a child workflow directly, and
-prints "parents-done <n>". It exits when stdin closes.
+n ``parent`` workflows, each of which calls a child workflow directly
+(which prints "child-started <id> <thread>" and is held like ``burst``), and
+prints "parents-done <n>" once each returned its result (checking that its
+child ran in the parent's thread). It exits when stdin closes.
 """
 
 import logging
@@ -28,8 +30,12 @@ logging.basicConfig(stream=sys.stderr, level=logging.WARNING)
 
 _lock = threading.Lock()
 _opened = threading.Event()
+# Held parents call their children only once all of them started, so that
+# every child is younger than every parent.
+_children_go = threading.Event()
 if os.environ.get("HOLD") != "1":
     _opened.set()
+    _children_go.set()
 _running = 0
 _peak = 0
 _threads: Set[str] = set()
@@ -70,6 +76,8 @@ def burst(i: int) -> int:
 
 @DBOS.workflow()
 def child(i: int) -> str:
+    say("child-started", DBOS.workflow_id, threading.current_thread().name)
+    _opened.wait()
     return f"{threading.current_thread().name}:{work(i)}"
 
 
@@ -77,6 +85,7 @@ def child(i: int) -> str:
 def parent(i: int) -> Dict[str, str]:
     # A child called directly runs inline, in this thread: it takes no
     # second slot, so parents filling every slot cannot deadlock on it.
+    _children_go.wait()
     got = child(i)
     return {"parent": threading.current_thread().name, "child": got}
 
@@ -84,6 +93,13 @@ def parent(i: int) -> Dict[str, str]:
 def collect(handles: List[Any]) -> None:
     assert [h.get_result() for h in handles] == [i * 2 for i in range(len(handles))]
     say("started-all", len(handles))
+
+
+def collect_parents(handles: List[Any]) -> None:
+    for i, h in enumerate(handles):
+        out = h.get_result()
+        assert out["child"] == f"{out['parent']}:{i * 2}", out
+    say("parents-done", len(handles))
 
 
 if __name__ == "__main__":
@@ -106,10 +122,8 @@ if __name__ == "__main__":
         elif cmd[:1] == ["parent"]:
             n = int(cmd[1])
             handles = [DBOS.start_workflow(parent, i) for i in range(n)]
-            for i, h in enumerate(handles):
-                out = h.get_result()
-                assert out["child"] == f"{out['parent']}:{i * 2}", out
-            say("parents-done", n)
+            _children_go.set()
+            threading.Thread(target=collect_parents, args=(handles,), daemon=True).start()
         elif cmd == ["report"]:
             alive = sum(1 for t in threading.enumerate() if t.name.startswith("dbos-executor-"))
             with _lock:
