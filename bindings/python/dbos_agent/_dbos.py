@@ -625,7 +625,7 @@ class DBOS:
         start of the recorded id. The agent then claims a child recovered
         onto the internal queue for this thread, so the parent does not wait
         for it to get a slot of max_concurrency that its own run may be
-        holding (see _executor). None when there is nothing to ask."""
+        holding. None when there is nothing to ask."""
         if parent is None or parent.run.peek_function_id() in parent.run.history:
             return None  # not a child, or its outcome is recorded
         return self._engine.start_request(

@@ -21,7 +21,9 @@ Two things ``ThreadPoolExecutor`` cannot do are why this is not one:
 
 Async workflows do not run here but on the binding's event loop; steps run
 inline in their workflow's thread, and a child workflow called directly from
-workflow code runs inline in its caller's thread, so neither takes a slot.
+workflow code runs inline in its caller's thread, so neither takes a slot of
+this pool (the agent counts every run against max_concurrency, async ones and
+inline children included: see the README's "Threads and concurrency").
 """
 
 from __future__ import annotations
