@@ -192,22 +192,7 @@ func (a *Agent) removeWorkerLocked(s *Session) []*run {
 			delete(a.runs, id)
 		}
 	}
-	// Pollers of queues no remaining worker serves stop.
-	for q, p := range g.pollers {
-		served := false
-		for _, other := range g.workers {
-			if other.serves(q) {
-				served = true
-				break
-			}
-		}
-		if !served {
-			p.stop()
-			delete(g.pollers, q)
-		} else {
-			p.wakeUp()
-		}
-	}
+	g.stopUnservedPollersLocked()
 	if len(g.workers) == 0 {
 		delete(a.groups, s.group)
 	}
@@ -323,6 +308,27 @@ func (p *poller) stop() {
 	case <-p.done:
 	default:
 		close(p.done)
+	}
+}
+
+// stopUnservedPollersLocked stops the pollers of queues no worker of the
+// group serves any more and wakes the others (a slot or a queue changed).
+// Caller holds Agent.mu.
+func (g *workerGroup) stopUnservedPollersLocked() {
+	for q, p := range g.pollers {
+		served := false
+		for _, w := range g.workers {
+			if w.serves(q) {
+				served = true
+				break
+			}
+		}
+		if !served {
+			p.stop()
+			delete(g.pollers, q)
+		} else {
+			p.wakeUp()
+		}
 	}
 }
 
@@ -584,35 +590,19 @@ func (a *Agent) dispatch(ctx context.Context, g *workerGroup, queue string, cfg 
 	}
 	maxAttempts := int64(defaultMaxRecoveryAttempts)
 	if chosen != nil {
-		if reg := chosen.functions[wf.Name]; reg.MaxRecoveryAttempts > 0 {
-			maxAttempts = int64(reg.MaxRecoveryAttempts)
-		}
+		maxAttempts = chosen.maxAttempts(wf.Name)
 	}
 	if chosen != nil && wf.RecoveryAttempts <= maxAttempts+1 {
-		r := &run{workflowID: wf.ID, ownerXID: owner, queue: queue, partitionKey: partition, worker: chosen, ended: make(chan struct{})}
-		chosen.running[wf.ID] = r
-		a.runs[wf.ID] = r
+		a.trackRunLocked(wf.ID, owner, queue, partition, chosen)
 	}
 	a.mu.Unlock()
 
 	if chosen == nil {
-		// The row goes back as it was: claimed for a group whose workers
-		// left, an unversioned row must not become that group's version.
-		if _, err := a.db.WorkflowUnclaim(ctx, []sysdb.WorkflowClaim{{WorkflowID: wf.ID, OwnerXID: owner, PreClaim: wf.PreClaim}}); err != nil {
-			a.log.Warn("could not hand an undispatchable workflow back to its queue; the rescuer will",
-				zap.String("workflow_id", wf.ID), zap.Error(err))
-		}
+		a.unclaim(ctx, wf, "could not hand an undispatchable workflow back to its queue; the rescuer will")
 		return
 	}
 	if wf.RecoveryAttempts > maxAttempts+1 {
-		moved, err := a.db.WorkflowDeadLetter(ctx, []string{wf.ID}, maxAttempts+2)
-		if err != nil {
-			a.log.Error("dead-lettering failed", zap.String("workflow_id", wf.ID), zap.Error(err))
-		} else if len(moved) > 0 {
-			a.log.Warn("workflow exceeded its maximum recovery attempts",
-				zap.String("workflow_id", wf.ID), zap.Int64("attempts", wf.RecoveryAttempts-1), zap.Int64("max", maxAttempts))
-			a.waiters.wake(wf.ID)
-		}
+		a.deadLetter(ctx, wf, maxAttempts)
 		return
 	}
 	msg := runMessage(wf, owner, queue, history)
@@ -622,6 +612,109 @@ func (a *Agent) dispatch(ctx context.Context, g *workerGroup, queue string, cfg 
 		// The session is closing: its close hands its runs back.
 		a.log.Debug("run push failed", zap.String("workflow_id", wf.ID), zap.Error(err))
 	}
+}
+
+// maxAttempts is the recovery attempts w allows a workflow of function name
+// before it is dead-lettered.
+func (w *worker) maxAttempts(name string) int64 {
+	if reg := w.functions[name]; reg.MaxRecoveryAttempts > 0 {
+		return int64(reg.MaxRecoveryAttempts)
+	}
+	return defaultMaxRecoveryAttempts
+}
+
+// trackRunLocked records a run handed to w, so that its slot counts and its
+// worker's disconnect hands it back. Caller holds a.mu.
+func (a *Agent) trackRunLocked(workflowID, owner, queue, partition string, w *worker) {
+	r := &run{workflowID: workflowID, ownerXID: owner, queue: queue, partitionKey: partition, worker: w, ended: make(chan struct{})}
+	w.running[workflowID] = r
+	a.runs[workflowID] = r
+}
+
+// unclaim returns a claimed workflow to its queue as it was before the
+// claim: claimed for a group whose workers left, an unversioned row must
+// not become that group's version.
+func (a *Agent) unclaim(ctx context.Context, wf sysdb.Workflow, failure string) {
+	claim := sysdb.WorkflowClaim{WorkflowID: wf.ID, OwnerXID: deref(wf.OwnerXID), PreClaim: wf.PreClaim}
+	if _, err := a.db.WorkflowUnclaim(ctx, []sysdb.WorkflowClaim{claim}); err != nil {
+		a.log.Warn(failure, zap.String("workflow_id", wf.ID), zap.Error(err))
+	}
+}
+
+// deadLetter moves a claimed workflow past its recovery attempts to
+// MAX_RECOVERY_ATTEMPTS_EXCEEDED instead of running it.
+func (a *Agent) deadLetter(ctx context.Context, wf sysdb.Workflow, maxAttempts int64) {
+	moved, err := a.db.WorkflowDeadLetter(ctx, []string{wf.ID}, maxAttempts+2)
+	if err != nil {
+		a.log.Error("dead-lettering failed", zap.String("workflow_id", wf.ID), zap.Error(err))
+	} else if len(moved) > 0 {
+		a.log.Warn("workflow exceeded its maximum recovery attempts",
+			zap.String("workflow_id", wf.ID), zap.Int64("attempts", wf.RecoveryAttempts-1), zap.Int64("max", maxAttempts))
+		a.waiters.wake(wf.ID)
+	}
+}
+
+// claimForCaller claims workflowID, if it is ENQUEUED on the internal
+// queue, for the worker of session s, which asked to run it itself
+// (run_here) and gets the run in its reply, not as a push. This is how a
+// recovered parent's call of its child goes: the child was recovered onto
+// the internal queue too, and waiting there for a slot while the parent
+// holds one could wait for ever (every slot held by a parent waiting on
+// its child). The child runs in its caller's thread instead, as it did the
+// first time. nil when there is nothing to claim here (a poller took it
+// first, it is on another queue, another version's, or the worker left).
+func (a *Agent) claimForCaller(s *Session, key groupKey, workflowID, name string) *protocol.Run {
+	a.mu.Lock()
+	w := a.workerOfLocked(s)
+	a.mu.Unlock()
+	if w == nil {
+		return nil
+	}
+	ids := []string{workflowID}
+	a.markClaiming(ids, 1) // until tracked, the claim is not the rescuer's
+	defer a.markClaiming(ids, -1)
+	params := sysdb.QueueDequeueParams{
+		QueueName:          sysdb.InternalQueueName,
+		ExecutorID:         a.cfg.ExecutorID,
+		ApplicationVersion: key.version,
+		MaxClaim:           1,
+		WorkflowNames:      []string{name},
+		WorkflowIDs:        ids,
+		OwnerPrefix:        a.ownerPrefix,
+	}
+	if key.app != "" {
+		app := key.app
+		params.ApplicationName = &app
+	}
+	claimed, err := a.db.QueueDequeue(s.ctx, params)
+	if err != nil || len(claimed) == 0 {
+		if err != nil {
+			a.log.Warn("could not claim a workflow its caller runs; it waits on its queue", zap.String("workflow_id", workflowID), zap.Error(err))
+		}
+		return nil
+	}
+	wf := claimed[0]
+	if wf.RecoveryAttempts > w.maxAttempts(name)+1 {
+		a.deadLetter(s.ctx, wf, w.maxAttempts(name))
+		return nil
+	}
+	history, err := a.db.StepList(s.ctx, wf.ID)
+	if err != nil {
+		a.unclaim(s.ctx, wf, "could not hand back a workflow whose history could not be read; the rescuer will")
+		return nil
+	}
+	owner := deref(wf.OwnerXID)
+	a.mu.Lock()
+	live := a.workerOfLocked(s) == w
+	if live {
+		a.trackRunLocked(wf.ID, owner, sysdb.InternalQueueName, "", w)
+	}
+	a.mu.Unlock()
+	if !live {
+		a.unclaim(s.ctx, wf, "could not hand back a workflow whose caller left; the rescuer will")
+		return nil
+	}
+	return runMessage(wf, owner, sysdb.InternalQueueName, history)
 }
 
 func runMessage(wf sysdb.Workflow, owner, queue string, history []sysdb.Step) *protocol.Run {

@@ -3,6 +3,7 @@ package agent
 import (
 	"context"
 	"errors"
+	"strings"
 	"time"
 
 	"go.uber.org/zap"
@@ -36,6 +37,7 @@ func init() {
 		protocol.OpSetWorkflowDelay: handleSetWorkflowDelay,
 		protocol.OpGetQueue:         handleGetQueue,
 		protocol.OpListQueues:       handleListQueues,
+		protocol.OpDeleteQueue:      handleDeleteQueue,
 		protocol.OpListVersions:     handleListVersions,
 		protocol.OpPromoteVersion:   handlePromoteVersion,
 
@@ -283,6 +285,11 @@ func handleStartWorkflow(s *Session, env protocol.Envelope) (any, *protocol.Erro
 	}
 	reply := &protocol.StartWorkflowReply{WorkflowID: m.WorkflowID, Status: res.Status, Created: res.Created}
 	if !res.Created {
+		if runHere && res.Status == sysdb.StatusEnqueued {
+			if grant := a.claimForCaller(s, group, m.WorkflowID, m.Name); grant != nil {
+				reply.Status, reply.Run = sysdb.StatusPending, grant
+			}
+		}
 		return reply, nil
 	}
 	if !runHere {
@@ -301,9 +308,7 @@ func handleStartWorkflow(s *Session, env protocol.Envelope) (any, *protocol.Erro
 		w = g.workers[s]
 	}
 	if w != nil {
-		r := &run{workflowID: m.WorkflowID, ownerXID: token, queue: sysdb.InternalQueueName, worker: w, ended: make(chan struct{})}
-		w.running[m.WorkflowID] = r
-		a.runs[m.WorkflowID] = r
+		a.trackRunLocked(m.WorkflowID, token, sysdb.InternalQueueName, "", w)
 	}
 	a.mu.Unlock()
 	reply.Run = &protocol.Run{
@@ -572,15 +577,32 @@ func handleResume(s *Session, env protocol.Envelope) (any, *protocol.Error) {
 	if perr := decode(env, &m); perr != nil {
 		return nil, perr
 	}
-	if perr := required(env.Op, "workflow_id", m.WorkflowID); perr != nil {
-		return nil, perr
+	ids := m.WorkflowIDs
+	switch {
+	case m.WorkflowID != "" && len(ids) > 0:
+		return nil, protocol.Errorf(protocol.CodeInvalidArgument, "%s: give workflow_id or workflow_ids, not both", env.Op)
+	case m.WorkflowID != "":
+		ids = []string{m.WorkflowID}
+	case len(ids) == 0:
+		return nil, protocol.Errorf(protocol.CodeInvalidArgument, "%s: workflow_id is required", env.Op)
 	}
-	found, err := a.db.WorkflowResume(s.ctx, sysdb.WorkflowResumeParams{WorkflowIDs: []string{m.WorkflowID}, QueueName: m.QueueName})
+	for _, id := range ids {
+		if id == "" {
+			return nil, protocol.Errorf(protocol.CodeInvalidArgument, "%s: workflow_ids has an empty id", env.Op)
+		}
+	}
+	found, err := a.db.WorkflowResume(s.ctx, sysdb.WorkflowResumeParams{WorkflowIDs: ids, QueueName: m.QueueName, RequireAll: true})
 	if err != nil {
 		return nil, protocolError(s, env.Op, err)
 	}
-	if len(found) == 0 {
-		return nil, protocol.Errorf(protocol.CodeWorkflowNotFound, "workflow %s does not exist", m.WorkflowID)
+	if missing := missingIDs(ids, found); len(missing) > 0 {
+		perr := protocol.Errorf(protocol.CodeWorkflowNotFound, "workflows %s do not exist", strings.Join(missing, ", "))
+		if len(missing) == 1 {
+			perr = protocol.Errorf(protocol.CodeWorkflowNotFound, "workflow %s does not exist", missing[0])
+		}
+		// As DBOS names them: the missing ids, joined.
+		perr.Data = map[string]any{"workflow_id": strings.Join(missing, ", ")}
+		return nil, perr
 	}
 	queue := m.QueueName
 	if queue == "" {
@@ -588,6 +610,22 @@ func handleResume(s *Session, env protocol.Envelope) (any, *protocol.Error) {
 	}
 	a.wakeQueue(queue)
 	return protocol.Empty{}, nil
+}
+
+// missingIDs is the ids (each once, in order) not in found.
+func missingIDs(ids, found []string) []string {
+	seen := make(map[string]bool, len(ids))
+	for _, id := range found {
+		seen[id] = true
+	}
+	var missing []string
+	for _, id := range ids {
+		if !seen[id] {
+			missing = append(missing, id)
+			seen[id] = true
+		}
+	}
+	return missing
 }
 
 func optional(s string) *string {

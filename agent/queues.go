@@ -221,6 +221,38 @@ func handleGetQueue(s *Session, env protocol.Envelope) (any, *protocol.Error) {
 	return nil, protocol.Errorf(protocol.CodeInvalidArgument, "queue %s is not registered and has no active workflows", m.Name)
 }
 
+// handleDeleteQueue removes a queue's registration, as DBOS Python's
+// delete_queue does: its workflows stay, but this agent's workers stop
+// serving the queue (its pollers stop), so what waits on it stays ENQUEUED
+// until a worker registers the queue again. A queue without a row is no
+// error (deleting twice is harmless, as in DBOS).
+func handleDeleteQueue(s *Session, env protocol.Envelope) (any, *protocol.Error) {
+	a := s.agent
+	var m protocol.QueueRef
+	if perr := decode(env, &m); perr != nil {
+		return nil, perr
+	}
+	if perr := required(env.Op, "name", m.Name); perr != nil {
+		return nil, perr
+	}
+	if m.Name == sysdb.InternalQueueName {
+		return nil, protocol.Errorf(protocol.CodeInvalidArgument, "%s: the internal queue %s cannot be deleted", env.Op, m.Name)
+	}
+	var missing *sysdb.QueueNotFoundError
+	if err := a.db.QueueDelete(s.ctx, m.Name); err != nil && !errors.As(err, &missing) {
+		return nil, protocolError(s, env.Op, err)
+	}
+	a.mu.Lock()
+	for _, g := range a.groups {
+		for _, w := range g.workers {
+			delete(w.queues, m.Name)
+		}
+		g.stopUnservedPollersLocked()
+	}
+	a.mu.Unlock()
+	return protocol.Empty{}, nil
+}
+
 func handleSetWorkflowDelay(s *Session, env protocol.Envelope) (any, *protocol.Error) {
 	var m protocol.SetWorkflowDelay
 	if perr := decode(env, &m); perr != nil {

@@ -672,7 +672,8 @@ func (s *Session) handleHello(env protocol.Envelope) error {
 		a.addWorkerLocked(s, w)
 		a.mu.Unlock()
 	}
-	s.log.Debug("session opened", zap.Int("workflows", len(h.Workflows)), zap.Int("queues", len(h.Queues)))
+	s.log.Debug("session opened", zap.Int("workflows", len(h.Workflows)), zap.Int("queues", len(h.Queues)),
+		zap.Int("max_concurrency", h.MaxConcurrency))
 	s.reply(env.ID, &protocol.HelloReply{
 		Version:      version,
 		AgentVersion: a.cfg.AgentVersion,

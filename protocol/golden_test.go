@@ -303,6 +303,10 @@ func vectorDefs() []vectorDef {
 			kind: KindRequest, id: 15, op: OpResume, message: "ResumeWorkflow", body: &ResumeWorkflow{WorkflowID: "order-1002", QueueName: "orders"}},
 		{name: "resume_workflow_reply", description: "Resumed: an empty map.",
 			kind: KindResponse, id: 15, replyTo: OpResume, message: "Empty", body: Empty{}},
+		{name: "resume_workflows", description: "Resume several workflows at once, all or none (DBOS.resume_workflows).",
+			kind: KindRequest, id: 73, op: OpResume, message: "ResumeWorkflow", body: &ResumeWorkflow{WorkflowIDs: []string{"order-1002", "order-1003"}}},
+		{name: "resume_workflows_not_found", description: "One of them does not exist: none was resumed.",
+			kind: KindResponse, id: 73, replyTo: OpResume, err: &Error{Code: CodeWorkflowNotFound, Message: "workflow order-1003 does not exist", Data: map[string]any{"workflow_id": "order-1003"}}},
 
 		// Pushes.
 		{name: "push_run", description: "The agent hands a recovered workflow to this worker with its three recorded steps: the worker replays them and runs step 4 on.",
@@ -429,6 +433,10 @@ func vectorDefs() []vectorDef {
 				PartitionConcurrency: intp(2), PartitionWorkerConcurrency: intp(1), PartitionRateLimitMax: intp(10),
 				PartitionRateLimitPeriodSec: floatp(60), Enqueued: 12, Pending: 4, Delayed: 1,
 			}},
+		{name: "delete_queue", description: "Delete a queue's registration (DBOS.delete_queue): its workflows stay.",
+			kind: KindRequest, id: 74, op: OpDeleteQueue, message: "QueueRef", body: &QueueRef{Name: "emails"}},
+		{name: "delete_queue_reply", description: "Deleted (or there was no row): an empty map.",
+			kind: KindResponse, id: 74, replyTo: OpDeleteQueue, message: "Empty", body: Empty{}},
 		{name: "list_queues", description: "List every queue: registered ones and those with active workflows.",
 			kind: KindRequest, id: 33, op: OpListQueues, message: "Empty", body: Empty{}},
 		{name: "list_queues_reply", description: "Two queues: one registered with limits (partition limits are only in get_queue), one an SDK enqueued on without registering it.",
@@ -922,7 +930,7 @@ func TestGoldenVectorsCoverEveryOpAndPush(t *testing.T) {
 	}
 	for _, op := range []string{OpHello, OpPing, OpStats, OpStartWorkflow, OpRecordStep, OpFinish, OpGetResult,
 		OpGetWorkflow, OpListWorkflows, OpListSteps, OpCancel, OpResume,
-		OpRegister, OpRegisterQueues, OpDebounceWorkflow, OpSetWorkflowDelay, OpGetQueue, OpListQueues,
+		OpRegister, OpRegisterQueues, OpDebounceWorkflow, OpSetWorkflowDelay, OpGetQueue, OpListQueues, OpDeleteQueue,
 		OpCreateSchedule, OpGetSchedule, OpListSchedules, OpPauseSchedule, OpResumeSchedule, OpDeleteSchedule,
 		OpBackfillSchedule, OpTriggerSchedule, OpListVersions, OpPromoteVersion,
 		OpSend, OpRecv, OpSleep, OpSetEvent, OpGetEvent, OpGetAllEvents, OpWriteStream, OpReadStream,

@@ -43,6 +43,7 @@ const (
 	OpSetWorkflowDelay = "set_workflow_delay"
 	OpGetQueue         = "get_queue"
 	OpListQueues       = "list_queues"
+	OpDeleteQueue      = "delete_queue"
 
 	// Schedules.
 	OpCreateSchedule   = "create_schedule"
@@ -277,10 +278,12 @@ type WorkflowRef struct {
 	WorkflowID string `msgpack:"workflow_id"`
 }
 
-// ResumeWorkflow resumes a workflow, optionally onto a queue.
+// ResumeWorkflow resumes a workflow, or several at once (all or none),
+// optionally onto a queue.
 type ResumeWorkflow struct {
-	WorkflowID string `msgpack:"workflow_id"`
-	QueueName  string `msgpack:"queue_name,omitempty"`
+	WorkflowID  string   `msgpack:"workflow_id,omitempty"`
+	WorkflowIDs []string `msgpack:"workflow_ids,omitempty"`
+	QueueName   string   `msgpack:"queue_name,omitempty"`
 }
 
 // GetWorkflow asks for one workflow's status.

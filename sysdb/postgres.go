@@ -486,6 +486,11 @@ func (p *Postgres) WorkflowList(ctx context.Context, in WorkflowListParams) ([]W
 	}
 	if in.QueuesOnly {
 		where = append(where, "w.queue_name IS NOT NULL")
+		if len(in.Statuses) == 0 {
+			// As DBOS lists queued workflows: those still waiting or running,
+			// unless statuses are asked for.
+			where = append(where, "w.status IN ('DELAYED', 'ENQUEUED', 'PENDING')")
+		}
 	}
 	bound := func(column, op string, v *int64) {
 		if v != nil {
@@ -681,7 +686,7 @@ func (p *Postgres) WorkflowResume(ctx context.Context, in WorkflowResumeParams) 
 	if queue == "" {
 		queue = InternalQueueName
 	}
-	found, changed, err := p.collectFlagged(ctx, "resume workflows", p.sql("WorkflowResume"), in.WorkflowIDs, queue)
+	found, changed, err := p.collectFlagged(ctx, "resume workflows", p.sql("WorkflowResume"), in.WorkflowIDs, queue, in.RequireAll)
 	if len(changed) > 0 {
 		p.notes.add(ChannelQueue, queue)
 	}
@@ -1223,6 +1228,9 @@ func (p *Postgres) QueueDequeue(ctx context.Context, in QueueDequeueParams) ([]W
 		}
 		if len(in.WorkflowNames) > 0 {
 			q += " AND name = ANY(" + arg(in.WorkflowNames) + ")"
+		}
+		if len(in.WorkflowIDs) > 0 {
+			q += " AND workflow_uuid = ANY(" + arg(in.WorkflowIDs) + ")"
 		}
 		q += " ORDER BY priority ASC, created_at ASC"
 		if shared {

@@ -112,6 +112,7 @@ WITH existing AS (
         started_at_epoch_ms = NULL, completed_at = NULL,
         updated_at = (EXTRACT(epoch FROM now()) * 1000)::bigint
     WHERE workflow_uuid = ANY($1) AND status NOT IN ('SUCCESS', 'ERROR')
+      AND (NOT $3 OR (SELECT count(*) FROM existing) = (SELECT count(DISTINCT id) FROM unnest($1::text[]) id))
     RETURNING workflow_uuid
 )
 -- Every existing id, and whether this call resumed it.

@@ -279,7 +279,7 @@ type WorkflowListParams struct {
 	Statuses           []string
 	Names              []string
 	QueueNames         []string
-	QueuesOnly         bool
+	QueuesOnly         bool // with no Statuses: DELAYED, ENQUEUED and PENDING only, as DBOS
 	ExecutorIDs        []string
 	ApplicationVersion []string
 	ApplicationNames   []string
@@ -342,6 +342,10 @@ type WorkflowCancelParams struct {
 type WorkflowResumeParams struct {
 	WorkflowIDs []string
 	QueueName   string // empty = InternalQueueName
+	// RequireAll resumes nothing unless every id exists (DBOS Python's
+	// resume_workflows is all or nothing); the ids found are returned
+	// either way, so the caller can name the missing ones.
+	RequireAll bool
 }
 
 // WorkflowDeleteParams selects workflows to delete.
@@ -461,6 +465,9 @@ type QueueDequeueParams struct {
 	// WorkflowNames, when set, claims only workflows of these names: the
 	// functions the claiming workers can run.
 	WorkflowNames []string
+	// WorkflowIDs, when set, claims only these workflows (a worker taking
+	// a recovered child it calls, to run it in the caller's thread).
+	WorkflowIDs []string
 	// OwnerPrefix starts every owner token the claim issues, so that the
 	// claimer can later recognise the rows it claimed (see
 	// WorkflowOrphaned).

@@ -624,7 +624,8 @@ func testWorkflowListFilters(t *testing.T, db sysdb.SystemDatabase) {
 		{"statuses", sysdb.WorkflowListParams{Statuses: []string{sysdb.StatusPending, sysdb.StatusSuccess}}, []string{"pre_fix-1", "pre%fix-3", "other-4", "other-5"}},
 		{"name", sysdb.WorkflowListParams{Names: []string{"alpha"}}, []string{"pre_fix-1", "pre%fix-3"}},
 		{"queue", sysdb.WorkflowListParams{QueueNames: []string{"q1"}}, []string{"preXfix-2", "other-5"}},
-		{"queues only", sysdb.WorkflowListParams{QueuesOnly: true}, []string{"preXfix-2", "other-4", "other-5"}},
+		{"queues only", sysdb.WorkflowListParams{QueuesOnly: true}, []string{"preXfix-2", "other-5"}},
+		{"queues only, ended", sysdb.WorkflowListParams{QueuesOnly: true, Statuses: []string{sysdb.StatusSuccess}}, []string{"other-4"}},
 		{"executor", sysdb.WorkflowListParams{ExecutorIDs: []string{"e1", "e9"}}, []string{"pre_fix-1", "pre%fix-3", "other-5"}},
 		{"version", sysdb.WorkflowListParams{ApplicationVersion: []string{"v2"}}, []string{"preXfix-2", "other-4"}},
 		{"version stamped by claim", sysdb.WorkflowListParams{ApplicationVersion: []string{"v3"}}, []string{"other-5"}},
@@ -1197,6 +1198,21 @@ func testWorkflowResume(t *testing.T, db sysdb.SystemDatabase) {
 	claimOne(t, db, "retries", "running")
 	require.Equal(t, int64(1), get(t, db, "running").RecoveryAttempts)
 
+	// All or nothing: one missing id (a repeated one counts once) leaves
+	// the others as they were, and the reply says which exist.
+	_, err = db.WorkflowCancel(ctx, sysdb.WorkflowCancelParams{WorkflowIDs: []string{"running", "cancelled"}})
+	require.NoError(t, err)
+	got, err = db.WorkflowResume(ctx, sysdb.WorkflowResumeParams{WorkflowIDs: []string{"running", "cancelled", "missing"}, RequireAll: true})
+	require.NoError(t, err)
+	require.ElementsMatch(t, []string{"running", "cancelled"}, got)
+	require.Equal(t, sysdb.StatusCancelled, get(t, db, "running").Status)
+	require.Equal(t, sysdb.StatusCancelled, get(t, db, "cancelled").Status)
+	got, err = db.WorkflowResume(ctx, sysdb.WorkflowResumeParams{WorkflowIDs: []string{"running", "cancelled", "running"}, RequireAll: true})
+	require.NoError(t, err)
+	require.ElementsMatch(t, []string{"running", "cancelled"}, got)
+	require.Equal(t, sysdb.StatusEnqueued, get(t, db, "running").Status)
+	require.Equal(t, sysdb.StatusEnqueued, get(t, db, "cancelled").Status)
+
 	got, err = db.WorkflowResume(ctx, sysdb.WorkflowResumeParams{})
 	require.NoError(t, err)
 	require.Empty(t, got)
@@ -1674,6 +1690,14 @@ func testQueueDequeueWorkflowNames(t *testing.T, db sysdb.SystemDatabase) {
 	require.Empty(t, dequeue(t, db, sysdb.QueueDequeueParams{QueueName: "q", WorkflowNames: []string{"resize"}}))
 	require.Equal(t, sysdb.StatusEnqueued, get(t, db, "2").Status)
 	require.Equal(t, []string{"2"}, ids(dequeue(t, db, sysdb.QueueDequeueParams{QueueName: "q"})), "no names: any workflow")
+
+	for _, id := range []string{"5", "6"} {
+		enqueue(t, db, id, "q")
+		tick()
+	}
+	ws = dequeue(t, db, sysdb.QueueDequeueParams{QueueName: "q", WorkflowIDs: []string{"6", "1"}})
+	require.Equal(t, []string{"6"}, ids(ws), "only these ids, and only while ENQUEUED")
+	require.Equal(t, sysdb.StatusEnqueued, get(t, db, "5").Status)
 }
 
 func testQueueList(t *testing.T, db sysdb.SystemDatabase) {

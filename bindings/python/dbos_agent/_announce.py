@@ -114,6 +114,13 @@ class Announcer:
             self._sent_conn = None
             self._sent.clear()
 
+    def forget_queue(self, name: str) -> None:
+        """A deleted queue: the agent no longer serves it for this process,
+        so declaring it again must be sent, not taken as already known."""
+        with self._cond:
+            self._sent.pop(("queue", name), None)
+            self._declared.pop(("queue", name), None)
+
     def hello_begins(self) -> None:
         """A hello is being built: note what it covers. Called before the
         registries are read, so that a declaration numbered up to this is

@@ -33,6 +33,7 @@ from . import _scheduling as sched
 from ._extras import ClientExtras
 from ._scheduling import ClientScheduleInput, VersionInfo, WorkflowSchedule
 from ._error import DBOSException, DBOSNonExistentWorkflowError, DBOSNotSupportedError
+from ._management import delete_queue_op, resume_workflows_op
 from ._serialization import DefaultSerializer, Serializer, WorkflowSerializationFormat, tag_for
 from ._transport import AgentLink, Connection, resolve_socket_path, resolve_trusted_uids
 
@@ -276,6 +277,21 @@ class DBOSClient(ClientExtras):
         await self._engine.resume_async(workflow_id, queue_name)
         return WorkflowHandleAsync(self._engine, workflow_id)
 
+    def resume_workflows(
+        self, workflow_ids: List[str], *, queue_name: Optional[str] = None, shard_key: Optional[str] = None
+    ) -> "List[WorkflowHandle[Any]]":
+        """Resume several workflows, all or none (see ``DBOS.resume_workflows``)."""
+        sched.refuse_shard_key("DBOSClient.resume_workflows", shard_key)
+        drive(self._engine, resume_workflows_op(workflow_ids, queue_name))
+        return [WorkflowHandle(self._engine, wid) for wid in workflow_ids]
+
+    async def resume_workflows_async(
+        self, workflow_ids: List[str], *, queue_name: Optional[str] = None, shard_key: Optional[str] = None
+    ) -> "List[WorkflowHandleAsync[Any]]":
+        sched.refuse_shard_key("DBOSClient.resume_workflows_async", shard_key)
+        await drive_async(self._engine, resume_workflows_op(workflow_ids, queue_name))
+        return [WorkflowHandleAsync(self._engine, wid) for wid in workflow_ids]
+
     def list_workflows(self, **filters: Any) -> List[WorkflowStatus]:
         return self._engine.list_workflows("DBOSClient.list_workflows", filters)
 
@@ -285,6 +301,10 @@ class DBOSClient(ClientExtras):
     def list_queued_workflows(self, **filters: Any) -> List[WorkflowStatus]:
         filters["queues_only"] = True
         return self._engine.list_workflows("DBOSClient.list_queued_workflows", filters)
+
+    async def list_queued_workflows_async(self, **filters: Any) -> List[WorkflowStatus]:
+        filters["queues_only"] = True
+        return await self._engine.list_workflows_async("DBOSClient.list_queued_workflows_async", filters)
 
     def list_workflow_steps(
         self, workflow_id: str, *, load_output: bool = True, limit: Optional[int] = None, offset: Optional[int] = None, shard_key: Optional[str] = None) -> List[StepInfo]:
@@ -509,7 +529,11 @@ class DBOSClient(ClientExtras):
         return self.register_queue(name, **options)
 
     def delete_queue(self, name: str) -> None:
-        raise DBOSNotSupportedError("DBOSClient.delete_queue", "the agent has no call to delete a queue's configuration")
+        """Delete a queue's registration (see ``DBOS.delete_queue``)."""
+        drive(self._engine, delete_queue_op(name))
+
+    async def delete_queue_async(self, name: str) -> None:
+        await drive_async(self._engine, delete_queue_op(name))
 
     # -- messages, events and streams (never recorded: a client is not a
     # workflow)

@@ -60,6 +60,8 @@ from ._error import (
     DBOSWorkflowConflictIDError,
     map_agent_error,
 )
+from ._executor import RunExecutor, Slot
+from ._step_options import check_async_only_options, preempted_error, supervise_attempt
 from ._serialization import (
     PORTABLE_JSON,
     Serializer,
@@ -120,8 +122,8 @@ class StepOptions(TypedDict, total=False):
     """The options of ``DBOS.run_step``, as in DBOS Python (each key
     optional): ``name`` (default: the function's qualified name),
     ``retries_allowed``, ``interval_seconds``, ``max_attempts``,
-    ``backoff_rate``, ``should_retry``; ``preemptible`` and
-    ``timeout_seconds`` are refused inside a workflow, as by ``@DBOS.step``."""
+    ``backoff_rate``, ``should_retry``, and for async steps ``preemptible``
+    and ``timeout_seconds`` (see _step_options)."""
 
     name: Optional[str]
     retries_allowed: bool
@@ -157,6 +159,8 @@ class StepConfig:
         max_attempts: int,
         backoff_rate: float,
         should_retry: Optional[Callable[[BaseException], Any]],
+        preemptible: bool = False,
+        timeout_seconds: Optional[float] = None,
     ):
         self.name = name
         self.retries_allowed = retries_allowed
@@ -164,9 +168,12 @@ class StepConfig:
         self.max_attempts = max_attempts
         self.backoff_rate = backoff_rate
         self.should_retry = should_retry
+        self.preemptible = preemptible
+        self.timeout_seconds = timeout_seconds
 
     def check_validator(self, func: Callable[..., Any]) -> None:
-        """An async ``should_retry`` needs an async step (DBOS Python's rule)."""
+        """An async ``should_retry`` needs an async step (DBOS Python's rule,
+        checked when the step is called in a workflow, not declared)."""
         if (
             self.should_retry is not None
             and inspect.iscoroutinefunction(self.should_retry)
@@ -285,14 +292,22 @@ class WorkflowRun:
 
 class _Ctx:
     """What the current thread or task is executing: a run, and inside it
-    possibly a step (then ``step_id`` is its function id)."""
+    possibly a step (then ``step_id`` is its function id, and for a step
+    with retries ``attempt`` its current attempt, from 0, of
+    ``max_attempts``: DBOS.step_status)."""
 
-    __slots__ = ("run", "step_id", "engine")
+    __slots__ = ("run", "step_id", "engine", "attempt", "max_attempts")
 
     def __init__(self, engine: "Engine", run: WorkflowRun, step_id: Optional[int] = None):
         self.engine = engine
         self.run = run
         self.step_id = step_id
+        self.attempt: Optional[int] = None
+        self.max_attempts: Optional[int] = None
+
+    def set_attempt(self, opts: "StepConfig", attempt: int) -> None:
+        if opts.retries_allowed:
+            self.attempt, self.max_attempts = attempt, opts.max_attempts
 
 
 _current: "contextvars.ContextVar[Optional[_Ctx]]" = contextvars.ContextVar("dbos_agent_ctx", default=None)
@@ -823,6 +838,9 @@ class Engine:
         self._early_cancels: Dict[str, float] = {}
         self.background_loop: Optional[asyncio.AbstractEventLoop] = None
         self._tasks: "set[asyncio.Future[Any]]" = set()
+        # Where sync runs execute; DBOS replaces it with one of its
+        # max_executor_threads.
+        self.executor = RunExecutor(None)
 
     # -- plumbing
 
@@ -1251,8 +1269,8 @@ class Engine:
     def run_in_background(
         self, run: WorkflowRun, reg: WorkflowRegistration, inputs: Optional[WorkflowInputs] = None
     ) -> "Future[Any]":
-        """Execute a run on its own thread (sync) or the background event loop
-        (async); the future holds its outcome. ``inputs`` are the caller's
+        """Execute a run on the executor's threads (sync) or the background
+        event loop (async); the future holds its outcome. ``inputs`` are the caller's
         own arguments for a direct start; a pushed run decodes its inputs."""
         self.register_run(run)
         fut: "Future[Any]" = Future()
@@ -1277,7 +1295,10 @@ class Engine:
 
             return asyncio.run_coroutine_threadsafe(main(), loop)
 
-        def target() -> None:
+        def target(slot: Slot) -> None:
+            # A stopped run's slot frees at once: the agent may push another
+            # run in its place while this thread finishes (see _executor).
+            forget = run.on_stop(slot.release)
             ctx = contextvars.Context()  # a run starts from an empty context
             try:
                 if inputs is None:
@@ -1288,8 +1309,10 @@ class Engine:
                     fut.set_result(ctx.run(self.execute_sync, run, reg, args["args"], args["kwargs"]))
             except BaseException as e:
                 fut.set_exception(e)
+            finally:
+                forget()
 
-        threading.Thread(target=target, name=f"dbos-workflow-{run.workflow_id}", daemon=True).start()
+        self.executor.submit(target)
         return fut
 
     def _fail_inputs(self, run: WorkflowRun, e: Exception) -> Any:
@@ -1731,6 +1754,7 @@ def run_step_sync(opts: StepConfig, func: Callable[..., R], args: Tuple[Any, ...
         # Outside a workflow, or inside another step: a plain call.
         return func(*args, **kwargs)
     auth.check_roles(func, opts.name)  # before the step is recorded, as DBOS
+    opts.check_validator(func)
     engine, run = ctx.engine, ctx.run
     fid, replayed = begin_step(run, opts.name, engine.serializer)
     if replayed is not NEW_STEP:
@@ -1740,9 +1764,11 @@ def run_step_sync(opts: StepConfig, func: Callable[..., R], args: Tuple[Any, ...
     errors: List[Exception] = []
     output: Any = None
     error: Optional[BaseException] = None
-    token = _current.set(_Ctx(engine, run, fid))
+    step_ctx = _Ctx(engine, run, fid)
+    token = _current.set(step_ctx)
     try:
         for attempt in range(attempts):
+            step_ctx.set_attempt(opts, attempt)
             try:
                 output = func(*args, **kwargs)
                 error = None
@@ -1786,14 +1812,25 @@ async def run_step_async(opts: StepConfig, func: Callable[..., Awaitable[R]], ar
     errors: List[Exception] = []
     output: Any = None
     error: Optional[BaseException] = None
-    token = _current.set(_Ctx(engine, run, fid))
+    step_ctx = _Ctx(engine, run, fid)
+    token = _current.set(step_ctx)
+    stopped, drop = _stop_waiter(run) if opts.preemptible else (None, _nothing)
     try:
         for attempt in range(attempts):
+            step_ctx.set_attempt(opts, attempt)
             try:
-                output = await func(*args, **kwargs)
+                if stopped is None and opts.timeout_seconds is None:
+                    output = await func(*args, **kwargs)
+                else:
+                    output = await supervise_attempt(
+                        func, args, kwargs, step_name=opts.name, timeout_seconds=opts.timeout_seconds, stopped=stopped,
+                        stop_error=lambda: preempted_error(run.workflow_id, run.stop_reason, run.stop_error),
+                    )
                 error = None
                 break
             except Exception as e:
+                if stopped is not None and stopped.done():
+                    raise  # preempted: nothing is recorded, a resume runs it again
                 error = e
                 if not opts.retries_allowed:
                     break
@@ -1815,6 +1852,7 @@ async def run_step_async(opts: StepConfig, func: Callable[..., Awaitable[R]], ar
                 await asyncio.sleep(wait)
                 run.raise_if_stopped()
     finally:
+        drop()
         _current.reset(token)
     await _record_async(engine, run, _serialize_for_record(run, fid, opts, started, output, error, engine.serializer))
     if error is not None:
@@ -1833,12 +1871,12 @@ def run_step_config(call: str, options: Optional[StepOptions], func: Callable[..
     config = StepConfig(
         o["name"] or (func.__qualname__ if in_workflow else ""),
         o["retries_allowed"], o["interval_seconds"], o["max_attempts"], o["backoff_rate"], o["should_retry"],
+        o["preemptible"], o["timeout_seconds"],
     )
     if in_workflow:
-        given = [k for k in ("preemptible", "timeout_seconds") if o[k] not in (None, False)]
-        if given:
-            raise DBOSNotSupportedError(f"{call}(" + ", ".join(given) + "=...)")
+        # DBOS Python's order: the validator, then the async-only options.
         config.check_validator(func)
+        check_async_only_options(config.name, func, config.preemptible, config.timeout_seconds)
     return config
 
 

@@ -25,6 +25,7 @@ from typing import (
     List,
     Optional,
     Sequence,
+    Set,
     Tuple,
     Type,
     TypedDict,
@@ -89,6 +90,11 @@ from ._error import (
     DBOSWorkflowConflictIDError,
     DBOSWorkflowFunctionNotFoundError,
 )
+from ._executor import RunExecutor, executor_cap
+from ._management import StepStatus, delete_queue_op, resume_workflows_op
+from ._management import asyncio_wait as _asyncio_wait
+from ._management import step_status as _step_status
+from ._step_options import check_async_only_options
 from ._serialization import (
     DefaultSerializer,
     Serializer,
@@ -142,10 +148,10 @@ _AGENT_OWNED_KEYS = {
     "otlp_attributes",
     "use_listen_notify",
     "notification_listener_polling_interval_sec",
-    "max_executor_threads",
 }
 _KNOWN_KEYS = {
     "name",
+    "max_executor_threads",
     "application_version",
     "executor_id",
     "agent_socket",
@@ -346,6 +352,9 @@ class DBOS(DBOSExtras):
         serializer = config.get("serializer")
         self._serializer: Serializer = serializer if serializer is not None else DefaultSerializer()
         self._engine = Engine(self._serializer)
+        # Sync runs execute on at most max_executor_threads threads, and the
+        # worker's hello announces that cap for the agent to keep.
+        self._engine.executor = RunExecutor(executor_cap(config.get("max_executor_threads")))
         self._launched = False
         self._loop_thread: Optional[threading.Thread] = None
 
@@ -389,6 +398,9 @@ class DBOS(DBOSExtras):
             "pid": os.getpid(),
             "workflows": [_workflow_form(r) for r in list(_workflows.values())],
             "queues": _hello_queues(),
+            # The agent pushes no more runs at once than the sync executor
+            # runs (async runs count too: see the README).
+            "max_concurrency": self._engine.executor.cap or 0,
         }
 
     def _agent_default_version(self) -> str:
@@ -617,34 +629,37 @@ class DBOS(DBOSExtras):
         max_attempts: int = 3,
         backoff_rate: float = 2.0,
         should_retry: Optional[Callable[[BaseException], Union[bool, Awaitable[bool]]]] = None,
-        **unsupported: Any,
+        preemptible: bool = False,
+        timeout_seconds: Optional[float] = None,
     ) -> Callable[[F], F]:
         """Make a function a step: inside a workflow its outcome is recorded
         once and replayed on recovery; with ``retries_allowed`` it is retried
         up to ``max_attempts`` times, waiting ``interval_seconds`` times
-        ``backoff_rate`` to the attempt number between tries."""
-        given = sorted(k for k, v in unsupported.items() if v not in (None, False))
-        if given:
-            raise DBOSNotSupportedError("DBOS.step(" + ", ".join(given) + "=...)")
+        ``backoff_rate`` to the attempt number between tries. An async step
+        may be ``preemptible`` (cancelled with its workflow) and have a
+        ``timeout_seconds`` per attempt (DBOSStepTimeoutError)."""
 
         def decorate(func: F) -> F:
+            step_name = name if name is not None else func.__qualname__
+            check_async_only_options(step_name, func, preemptible, timeout_seconds)
             opts = StepConfig(
-                name if name is not None else func.__qualname__,
-                retries_allowed, interval_seconds, max_attempts, backoff_rate, should_retry,
+                step_name, retries_allowed, interval_seconds, max_attempts, backoff_rate, should_retry,
+                preemptible, timeout_seconds,
             )
-            opts.check_validator(func)
             if inspect.iscoroutinefunction(func):
 
                 @functools.wraps(func)
                 async def async_wrapper(*args: Any, **kwargs: Any) -> Any:
                     return await run_step_async(opts, func, args, kwargs)
 
+                async_wrapper.__dbos_step__ = opts  # type: ignore[attr-defined]
                 return cast(F, _step_workflow(opts.name, async_wrapper))
 
             @functools.wraps(func)
             def wrapper(*args: Any, **kwargs: Any) -> Any:
                 return run_step_sync(opts, func, args, kwargs)
 
+            wrapper.__dbos_step__ = opts  # type: ignore[attr-defined]
             return cast(F, _step_workflow(opts.name, wrapper))
 
         return decorate
@@ -685,11 +700,28 @@ class DBOS(DBOSExtras):
         ambient.apply_start(body)
         return parent, body, body["workflow_id"]
 
+    def _reclaim_request(
+        self, reg: WorkflowRegistration, args: Tuple[Any, ...], kwargs: Dict[str, Any], wid: str, parent: Optional[ParentStep]
+    ) -> Optional[Dict[str, Any]]:
+        """For a child called directly whose start its parent recorded but
+        not its outcome (a recovered parent calling it again): a run_here
+        start of the recorded id. The agent then claims a child recovered
+        onto the internal queue for this thread, so the parent does not wait
+        for it to get a slot of max_concurrency that its own run may be
+        holding. None when there is nothing to ask."""
+        if parent is None or parent.run.peek_function_id() in parent.run.history:
+            return None  # not a child, or its outcome is recorded
+        return self._engine.start_request(
+            reg.name, args, kwargs, tag=tag_for(reg.serialization_type, self._serializer),
+            workflow_id=wid, queue_name=None, run_here=True, parent=parent,
+        )
+
     def _call_workflow(self, reg: WorkflowRegistration, args: Tuple[Any, ...], kwargs: Dict[str, Any]) -> Any:
         if reg.is_async:
             raise DBOSException(f"workflow {reg.name} is async: await it")
         engine = self._engine
         parent, body, wid = self._prepare_start(reg, args, kwargs, None, f"calling workflow {reg.name}", direct_call=True)
+        body = body or self._reclaim_request(reg, args, kwargs, wid, parent)
         if body is not None:
             reply, generation = engine.start(body, parent)
             wid = reply.get("workflow_id") or wid
@@ -725,6 +757,7 @@ class DBOS(DBOSExtras):
     async def _call_workflow_async(self, reg: WorkflowRegistration, args: Tuple[Any, ...], kwargs: Dict[str, Any]) -> Any:
         engine = self._engine
         parent, body, wid = self._prepare_start(reg, args, kwargs, None, f"calling workflow {reg.name}", direct_call=True)
+        body = body or self._reclaim_request(reg, args, kwargs, wid, parent)
         if body is not None:
             reply, generation = await engine.start_async(body, parent)
             wid = reply.get("workflow_id") or wid
@@ -900,6 +933,58 @@ class DBOS(DBOSExtras):
         return WorkflowHandleAsync(engine, workflow_id)
 
     @classmethod
+    def resume_workflows(
+        cls, workflow_ids: List[str], *, queue_name: Optional[str] = None, shard_key: Optional[str] = None
+    ) -> List["WorkflowHandle[Any]"]:
+        """Resume several workflows, all or none: a missing id raises
+        DBOSNonExistentWorkflowError naming the missing ones and resumes
+        nothing. In a workflow it is the step DBOS.resumeWorkflow."""
+        _check_async("resume_workflows")
+        sched.refuse_shard_key("DBOS.resume_workflows", shard_key)
+        engine = _dbos()._engine
+        call_as_step("DBOS.resumeWorkflow", lambda: drive(engine, resume_workflows_op(workflow_ids, queue_name)))
+        return [WorkflowHandle(engine, wid) for wid in workflow_ids]
+
+    @classmethod
+    async def resume_workflows_async(
+        cls, workflow_ids: List[str], *, queue_name: Optional[str] = None, shard_key: Optional[str] = None
+    ) -> List["WorkflowHandleAsync[Any]"]:
+        sched.refuse_shard_key("DBOS.resume_workflows_async", shard_key)
+        engine = _dbos()._engine
+        await call_as_step_async(
+            "DBOS.resumeWorkflow", lambda: drive_async(engine, resume_workflows_op(workflow_ids, queue_name))
+        )
+        return [WorkflowHandleAsync(engine, wid) for wid in workflow_ids]
+
+    @classmethod
+    def delete_queue(cls, name: str) -> None:
+        """Delete a queue's registration (DBOS's delete_queue): its
+        workflows stay, and what waits on it runs only once the queue is
+        registered again. This process stops serving it."""
+        _check_async("delete_queue")
+        _forget_queue(name)
+        drive(_dbos()._engine, delete_queue_op(name))
+
+    @classmethod
+    async def delete_queue_async(cls, name: str) -> None:
+        _forget_queue(name)
+        await drive_async(_dbos()._engine, delete_queue_op(name))
+
+    @classmethod
+    async def asyncio_wait(
+        cls, fs: List[Awaitable[Any]], *, timeout: Optional[float] = None, return_when: str = asyncio.ALL_COMPLETED
+    ) -> "Tuple[Set[asyncio.Future[Any]], Set[asyncio.Future[Any]]]":
+        """asyncio.wait, durable in a workflow: which awaitables were done is
+        recorded (step DBOS.asyncio_wait), so recovery sees the same split."""
+        return await _asyncio_wait(fs, timeout=timeout, return_when=return_when)
+
+    @classproperty
+    def step_status(cls) -> Optional[StepStatus]:
+        """The step executing here (its id, and with retries its attempt
+        from 0 and most attempts), or None outside a step."""
+        return _step_status()
+
+    @classmethod
     def list_workflows(
         cls,
         *,
@@ -961,11 +1046,17 @@ class DBOS(DBOSExtras):
     @classmethod
     def list_queued_workflows(cls, **filters: Any) -> List[WorkflowStatus]:
         """The workflows waiting in or running from a queue."""
-        filters["queues_only"] = True
-        if "queue_name" in filters and filters["queue_name"] is None:
-            filters.pop("queue_name")
         engine = _dbos()._engine
+        filters = _queued_filters(filters)
         return call_as_step("DBOS.listQueuedWorkflows", lambda: engine.list_workflows("DBOS.list_queued_workflows", filters))
+
+    @classmethod
+    async def list_queued_workflows_async(cls, **filters: Any) -> List[WorkflowStatus]:
+        engine = _dbos()._engine
+        filters = _queued_filters(filters)
+        return await call_as_step_async(
+            "DBOS.listQueuedWorkflows", lambda: engine.list_workflows_async("DBOS.list_queued_workflows_async", filters)
+        )
 
     @classmethod
     def list_workflow_steps(
@@ -1003,6 +1094,7 @@ class DBOS(DBOSExtras):
         polling_interval_sec: float = 1.0,
         on_conflict: str = "update_if_latest_version",
         concurrency: Optional[int] = None,
+        **legacy: Any,
     ) -> "Queue":
         """Declare a queue and store its configuration, as DBOS Python 3 does
         (before or after launch). This process serves it: the agent dequeues
@@ -1013,14 +1105,19 @@ class DBOS(DBOSExtras):
         stored: "update_if_latest_version" (default) overwrites it only when
         this process runs the latest application version, "always_update"
         always, "never_update" never. A queue owned by another application
-        is refused."""
+        is refused.
+
+        ``priority_enabled=`` is taken too, for DBOS Python 2 code (DBOS 3.4's
+        signature has it no more: it always stores True and always orders
+        by priority): it is stored in the row's column the other SDKs read."""
+        priority_enabled = _legacy_priority_enabled("register_queue", legacy)
         if on_conflict not in _CONFLICT_POLICIES:
             raise ValueError(f"on_conflict must be one of {', '.join(_CONFLICT_POLICIES)}")
         q = Queue.__new__(Queue)
         q._configure(
             name, concurrency, limiter,
             worker_concurrency=worker_concurrency, global_concurrency=global_concurrency,
-            priority_enabled=True, partition_queue=False,
+            priority_enabled=priority_enabled, partition_queue=False,
             partition_concurrency=partition_concurrency, partition_worker_concurrency=partition_worker_concurrency,
             partition_limiter=partition_limiter, polling_interval_sec=polling_interval_sec,
         )
@@ -1041,13 +1138,15 @@ class DBOS(DBOSExtras):
         polling_interval_sec: float = 1.0,
         on_conflict: str = "update_if_latest_version",
         concurrency: Optional[int] = None,
+        **legacy: Any,
     ) -> "Queue":
+        priority_enabled = _legacy_priority_enabled("register_queue_async", legacy)
         return await asyncio.to_thread(
             lambda: cls.register_queue(
                 name, worker_concurrency=worker_concurrency, global_concurrency=global_concurrency,
                 partition_concurrency=partition_concurrency, partition_worker_concurrency=partition_worker_concurrency,
                 partition_limiter=partition_limiter, limiter=limiter, polling_interval_sec=polling_interval_sec,
-                on_conflict=on_conflict, concurrency=concurrency,
+                on_conflict=on_conflict, concurrency=concurrency, priority_enabled=priority_enabled,
             )
         )
 
@@ -1226,6 +1325,10 @@ class DBOS(DBOSExtras):
         ``queue_name`` (default: the internal queue). ``context`` must be
         JSON-serializable. Inside a workflow it is recorded as a step."""
         sched.refuse_shard_key("DBOS.create_schedule", shard_key)
+        step = getattr(workflow_fn, "__dbos_step__", None)
+        if isinstance(step, StepConfig):
+            # DBOS Python names a step by its step name, which no workflow has.
+            raise DBOSException(f"Workflow function '{step.name}' is not registered")
         reg = _registration_of(workflow_fn)
         engine = _dbos()._engine
         message = sched.schedule_message(
@@ -1909,10 +2012,33 @@ class DBOS(DBOSExtras):
     # Not served: these raise rather than do less than DBOS Python.
 
     transaction = staticmethod(_unsupported("DBOS.transaction", "transactions on an application database"))
-    delete_queue = staticmethod(_unsupported("DBOS.delete_queue", "the agent has no call to delete a queue's configuration"))
-    delete_queue_async = staticmethod(
-        _unsupported("DBOS.delete_queue_async", "the agent has no call to delete a queue's configuration")
-    )
+
+
+def _legacy_priority_enabled(call: str, legacy: Dict[str, Any]) -> bool:
+    """register_queue's ``priority_enabled`` (default True, what DBOS 3.4
+    stores); any other unknown keyword is Python's own TypeError."""
+    enabled = legacy.pop("priority_enabled", True)
+    if legacy:
+        raise TypeError(f"{call}() got an unexpected keyword argument '{next(iter(legacy))}'")
+    return bool(enabled)
+
+
+def _queued_filters(filters: Dict[str, Any]) -> Dict[str, Any]:
+    """list_queued_workflows' filters: list_workflows' on queued ones only."""
+    out = dict(filters, queues_only=True)
+    if "queue_name" in out and out["queue_name"] is None:
+        out.pop("queue_name")
+    return out
+
+
+def _forget_queue(name: str) -> None:
+    """A deleted queue is no longer declared here: retrieve_queue no longer
+    finds it, and no later handshake registers it again."""
+    with _instance_lock:
+        _queues.pop(name, None)
+        if name in _listened:
+            _listened.remove(name)
+    _announcer.forget_queue(name)
 
 
 def _run_op(make: "Callable[[Serializer, Optional[_Ctx]], Op[R]]") -> R:

@@ -40,6 +40,7 @@ OP_DEBOUNCE_WORKFLOW = "debounce_workflow"
 OP_SET_WORKFLOW_DELAY = "set_workflow_delay"
 OP_GET_QUEUE = "get_queue"
 OP_LIST_QUEUES = "list_queues"
+OP_DELETE_QUEUE = "delete_queue"
 
 # Schedules.
 OP_CREATE_SCHEDULE = "create_schedule"

@@ -28,15 +28,6 @@ README = Path(__file__).resolve().parents[1] / "README.md"
 PENDING_ELSEWHERE: Dict[str, str] = {
     "AsyncSQLAlchemyDatasource": "data-source transactions",
     "SQLAlchemyDatasource": "data-source transactions",
-    "DBOS.asyncio_wait": "bounded execution",
-    "DBOS.list_queued_workflows_async": "bounded execution",
-    "DBOS.resume_workflows": "bounded execution",
-    "DBOS.resume_workflows_async": "bounded execution",
-    "DBOS.step_status": "bounded execution",
-    "DBOSClient.list_queued_workflows_async": "bounded execution",
-    "DBOSClient.resume_workflows": "bounded execution",
-    "DBOSClient.resume_workflows_async": "bounded execution",
-    "DBOSClient.delete_queue_async": "bounded execution (delete_queue)",
 }
 
 PAIRS: List[Tuple[str, Any, Any]] = [

@@ -481,8 +481,6 @@ def test_list_workflows_filters(dbos: Any) -> None:
 def test_unsupported_calls_raise_naming_the_call(dbos: Any) -> None:
     with pytest.raises(DBOSNotSupportedError, match="DBOS.transaction is not supported"):
         DBOS.transaction()
-    with pytest.raises(DBOSNotSupportedError, match="DBOS.delete_queue"):
-        DBOS.delete_queue("q")
     with pytest.raises(DBOSNotSupportedError):
         Queue("sharded", shard_key="s")
     with pytest.raises(DBOSNotSupportedError, match="shard_key"):

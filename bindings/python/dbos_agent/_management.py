@@ -1,0 +1,79 @@
+"""DBOS Python 3.4's ``resume_workflows``, ``delete_queue``, ``asyncio_wait``
+and ``step_status``: each operation written once (an op generator that
+``drive`` runs for sync callers and ``drive_async`` for async ones), the
+``DBOS`` and ``DBOSClient`` methods thin over them."""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass
+from typing import Any, Awaitable, List, Optional, Set, Tuple
+
+from . import _protocol as proto
+from ._core import NEW_STEP, Call, Op, _now_ms, _record_async, _record_body, begin_step, current_ctx
+
+
+@dataclass
+class StepStatus:
+    """The step running in this thread or task (DBOS Python's, from
+    ``DBOS.step_status()``): its function id in its workflow and, for a
+    step with retries, its current attempt (from 0) and most attempts."""
+
+    step_id: int
+    current_attempt: Optional[int]
+    max_attempts: Optional[int]
+
+
+def step_status() -> Optional[StepStatus]:
+    ctx = current_ctx()
+    if ctx is None or ctx.step_id is None:
+        return None
+    return StepStatus(ctx.step_id, ctx.attempt, ctx.max_attempts)
+
+
+def resume_workflows_op(workflow_ids: List[str], queue_name: Optional[str]) -> "Op[None]":
+    """Resume every workflow of ``workflow_ids`` or none: a missing id is
+    DBOSNonExistentWorkflowError naming the missing ones, as in DBOS."""
+    if not workflow_ids:
+        return
+    # The agent names the missing ids in its error (data.workflow_id).
+    yield Call(proto.OP_RESUME, {"workflow_ids": list(workflow_ids), "queue_name": queue_name})
+
+
+def delete_queue_op(name: str) -> "Op[None]":
+    """Remove a queue's registration; its workflows stay (DBOS's
+    delete_queue: what waits on it is not run until it is registered
+    again). Deleting a queue that has no row is harmless."""
+    yield Call(proto.OP_DELETE_QUEUE, {"name": name})
+
+
+_ASYNCIO_WAIT_STEP = "DBOS.asyncio_wait"
+
+
+async def asyncio_wait(
+    fs: List[Awaitable[Any]], *, timeout: Optional[float], return_when: str
+) -> "Tuple[Set[asyncio.Future[Any]], Set[asyncio.Future[Any]]]":
+    """``asyncio.wait``, durable in a workflow: which of ``fs`` were done is
+    recorded as the step ``DBOS.asyncio_wait`` (their indexes), so a replay
+    returns the same split, waiting for those recorded done; outside a
+    workflow (or in a step), plain ``asyncio.wait``."""
+    futs: "List[asyncio.Future[Any]]" = [asyncio.ensure_future(f) for f in fs]
+    ctx = current_ctx()
+    if ctx is None or ctx.step_id is not None:
+        return await asyncio.wait(futs, timeout=timeout, return_when=return_when)
+    engine, run = ctx.engine, ctx.run
+    # The function id is taken before the awaitables run (they start at the
+    # first await), as in DBOS.
+    fid, replayed = begin_step(run, _ASYNCIO_WAIT_STEP, engine.serializer)
+    if replayed is not NEW_STEP:
+        indexes = set(replayed or [])
+        done = {f for i, f in enumerate(futs) if i in indexes}
+        pending = {f for i, f in enumerate(futs) if i not in indexes}
+        if done:
+            await asyncio.wait(done)
+        return done, pending
+    started = _now_ms()
+    done, pending = await asyncio.wait(futs, timeout=timeout, return_when=return_when)
+    indexes_done = [i for i, f in enumerate(futs) if f in done]
+    await _record_async(engine, run, _record_body(run, fid, _ASYNCIO_WAIT_STEP, started, indexes_done, None, engine.serializer))
+    return done, pending
