@@ -68,7 +68,13 @@ from ._core import (
     begin_step,
     record_call,
 )
-from ._error import DBOSException, DBOSInitializationError, DBOSWorkflowCancelledError, DBOSWorkflowConflictIDError
+from ._error import (
+    DBOSException,
+    DBOSInitializationError,
+    DBOSNonExistentWorkflowError,
+    DBOSWorkflowCancelledError,
+    DBOSWorkflowConflictIDError,
+)
 from ._serialization import (
     DBOSDefaultSerializer,
     Serializer,
@@ -910,3 +916,57 @@ class AsyncSQLAlchemyDatasource(_Base):
             return await self.run_tx_step_async(options, f, *args, **kwargs)
 
         return wrapper
+
+
+# ---------------------------------------------------------------------------
+# Rewind: the rewound steps' checkpoints go first (a checkpoint left behind
+# would replay the old output instead of running the step again), and only
+# for a workflow that has ended, whose checkpoints no run still needs.
+
+_ACTIVE = ("ENQUEUED", "PENDING", "DELAYED")
+
+
+def _check_rewindable(status: Any, workflow_id: str, start_step: int) -> None:
+    if start_step < 1:
+        raise ValueError(f"start_step must be >= 1, got {start_step}")
+    if status is None:
+        raise DBOSNonExistentWorkflowError("target", workflow_id)
+    if status.status in _ACTIVE:
+        raise DBOSException(
+            f"Cannot rewind {workflow_id} ({status.status}): only a workflow in a "
+            "terminal state can be rewound, so cancel it first"
+        )
+
+
+def drop_before_rewind(engine: Engine, workflow_id: str, start_step: Optional[int]) -> None:
+    if not _datasources:
+        return
+    start = 1 if start_step is None else start_step
+    _check_rewindable(engine.get_status(workflow_id), workflow_id, start)
+    for ds in list(_datasources):
+        if isinstance(ds, AsyncSQLAlchemyDatasource):
+            loop = engine.background_loop
+            if loop is None or _running_loop() is loop:
+                raise DBOSException("An async datasource cannot be rewound from sync code; use the async rewind")
+            asyncio.run_coroutine_threadsafe(ds._delete_checkpoints(workflow_id, start), loop).result()
+        else:
+            ds._delete_checkpoints(workflow_id, start)
+
+
+async def drop_before_rewind_async(engine: Engine, workflow_id: str, start_step: Optional[int]) -> None:
+    if not _datasources:
+        return
+    start = 1 if start_step is None else start_step
+    _check_rewindable(await engine.get_status_async(workflow_id), workflow_id, start)
+    for ds in list(_datasources):
+        if isinstance(ds, AsyncSQLAlchemyDatasource):
+            await ds._delete_checkpoints(workflow_id, start)
+        else:
+            await asyncio.to_thread(ds._delete_checkpoints, workflow_id, start)
+
+
+def _running_loop() -> Optional[asyncio.AbstractEventLoop]:
+    try:
+        return asyncio.get_running_loop()
+    except RuntimeError:
+        return None

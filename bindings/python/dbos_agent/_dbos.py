@@ -34,6 +34,7 @@ from typing import (
 
 from . import _comm as comm
 from . import _protocol as proto
+from . import _datasource as dsrc
 from ._comm import SendMessage
 from ._core import (
     DEFAULT_MAX_RECOVERY_ATTEMPTS,
@@ -1676,7 +1677,11 @@ class DBOS:
             comm.rewind_op, workflow_id, start_step, application_version=application_version,
             queue_name=queue_name, queue_partition_key=queue_partition_key,
         )
-        call_as_step("DBOS.rewindWorkflow", lambda: drive(engine, op()))
+        def rewind() -> None:
+            dsrc.drop_before_rewind(engine, workflow_id, start_step)  # the data sources' checkpoints first
+            drive(engine, op())
+
+        call_as_step("DBOS.rewindWorkflow", rewind)
         return WorkflowHandle(engine, workflow_id)
 
     @classmethod
@@ -1696,7 +1701,11 @@ class DBOS:
             comm.rewind_op, workflow_id, start_step, application_version=application_version,
             queue_name=queue_name, queue_partition_key=queue_partition_key,
         )
-        await call_as_step_async("DBOS.rewindWorkflow", lambda: drive_async(engine, op()))
+        async def rewind() -> None:
+            await dsrc.drop_before_rewind_async(engine, workflow_id, start_step)  # the data sources' checkpoints first
+            await drive_async(engine, op())
+
+        await call_as_step_async("DBOS.rewindWorkflow", rewind)
         return WorkflowHandleAsync(engine, workflow_id)
 
     @classmethod

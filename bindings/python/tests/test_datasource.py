@@ -557,3 +557,78 @@ def test_importing_without_sqlalchemy_works_and_use_raises() -> None:
     assert out.returncode == 0, out.stderr
     assert "refused: SQLAlchemyDatasource needs SQLAlchemy" in out.stdout
     assert "dbos-agent[sqlalchemy]" in out.stdout
+
+
+def test_a_dbos_python_app_with_a_datasource_runs_unchanged_but_for_its_import(agent_env: AgentEnv, tmp_path: Any) -> None:
+    """tests/apps/dbos_datasource_app.py run with the official dbos package
+    (on a system schema and an application schema of its own) and, with its
+    import changed to dbos_agent, against the agent: both print the same."""
+    from conftest import TESTS, drop_schema
+
+    ensure_app_database()
+    source = (TESTS / "apps" / "dbos_datasource_app.py").read_text()
+    assert source.count("from dbos import") == 1
+    ported = tmp_path / "ported_ds_app.py"
+    ported.write_text(source.replace("from dbos import", "from dbos_agent import"))
+    ds_url = app_pg_url().replace("postgresql://", "postgresql+psycopg://")
+    official_schema = agent_env.schema + "_official"
+    ds_schemas = [f"ds_app_{secrets.token_hex(3)}" for _ in range(2)]
+
+    def run(path: Any, env: Dict[str, str]) -> List[str]:
+        full = dict(os.environ)
+        full.update(env)
+        out = subprocess.run([sys.executable, str(path), "ds-order-1"], env=full, capture_output=True, text=True, timeout=180)
+        assert out.returncode == 0, out.stdout + out.stderr
+        return out.stdout.splitlines()
+
+    engine = sa.create_engine(sa.make_url(app_pg_url()).set(drivername="postgresql+psycopg"))
+    try:
+        official = run(TESTS / "apps" / "dbos_datasource_app.py", {
+            "APP_DATABASE_URL": sqlalchemy_url(), "APP_SCHEMA": official_schema, "DS_URL": ds_url, "DS_SCHEMA": ds_schemas[0],
+        })
+        ours = run(ported, {
+            "APP_DATABASE_URL": sqlalchemy_url(), "APP_SCHEMA": agent_env.schema, "DBOS_AGENT_SOCKET": agent_env.socket,
+            "DS_URL": ds_url, "DS_SCHEMA": ds_schemas[1],
+        })
+    finally:
+        drop_schema(official_schema)
+        with engine.begin() as conn:
+            for schema in ds_schemas:
+                conn.execute(sa.text(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE'))
+        engine.dispose()
+    assert official[0] == "result {'order': 1, 'note': 'order 1 placed', 'refused': 'no order 101', 'id': 'ds-order-1'}"
+    assert official[2].startswith("steps [(1, 'place_order', 1, 'None'), (2, 'notify', 'order 1 placed', 'None'), (3, 'cancel_order', None, \"ValueError('no order 101')\")")
+    assert official[3:5] == ["orders [(1, 'widget', 2)]", "checkpoints left 0"]
+    assert ours == official
+
+
+def test_rewind_drops_the_rewound_steps_checkpoints_first(sources: Sources) -> None:
+    kind = "sync-pg"
+    db = sources.db[kind]
+    wid = new_id("dsrewind")
+    assert run_pair(kind, wid, 6) == (60, 70, 2)
+    # A checkpoint left behind for step 2 (by a run whose cleanup never ran),
+    # with an output the step never returned.
+    with db.engine.begin() as conn:
+        conn.execute(
+            sa.text(f"INSERT INTO {db.outputs} (workflow_id, step_id, output, serialization) VALUES (:w, 2, :o, 'py_pickle')"),
+            {"w": wid, "o": base64.b64encode(pickle.dumps(999)).decode()},
+        )
+    # Rewound from step 2: step 1 replays from the system database, step 2
+    # runs again instead of replaying the stale checkpoint.
+    assert DBOS.rewind_workflow(wid, start_step=2).get_result() == (60, 70, 1)
+    assert db.effects(wid) == [6, 7, 7]
+    assert seen[wid] == [(2, 70, None, "py_pickle")]
+
+    # A workflow still running is refused, its checkpoints untouched.
+    running = new_id("dsrewind-running")
+    with SetWorkflowID(running):
+        handle = DBOS.start_workflow(interop_workflow, kind)
+    try:
+        wait_until(lambda: db.checkpoints(running) != [], "the running workflow's transaction committed")
+        with pytest.raises(DBOSException, match="only a workflow in a terminal state can be rewound"):
+            DBOS.rewind_workflow(running)
+        assert db.checkpoints(running) == [(1, 90, None, "py_pickle")]
+    finally:
+        gate(running).set()
+    assert handle.get_result() == 90
