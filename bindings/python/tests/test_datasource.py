@@ -443,6 +443,8 @@ CRASH_CASES = [
 
 @pytest.fixture
 def crash_db(agent_env: AgentEnv, request: pytest.FixtureRequest) -> Iterator[AppDB]:
+    # Asked for before ``workers``, so that the workers (one may hold a
+    # transaction open) are killed before the schema is dropped.
     ensure_app_database()
     db = AppDB(request.param, agent_env.dir)
     try:
@@ -466,7 +468,7 @@ class Crash:
         name = "ds_credit" if self.flavour == "sync" else "ds_credit_async"
         self.handle = self.client.enqueue({"workflow_name": name, "queue_name": "ds_queue", "app_version": f"ds-{self.flavour}"}, n)
         self.wid = self.handle.workflow_id
-        first.out.wait_for(("in-tx " if hold == "in_tx" else "before-record ") + self.wid)
+        first.out.wait_for(("before-record " if hold == "before_record" else "in-tx ") + self.wid)
         self.first = first
 
     def worker(self, **env: str) -> Worker:
@@ -491,7 +493,7 @@ class Crash:
 
 
 @pytest.mark.parametrize("crash_db", [c.values[0] for c in CRASH_CASES], indirect=True, ids=[c.id for c in CRASH_CASES])
-def test_worker_killed_inside_its_transaction(agent_env: AgentEnv, workers: List[Worker], crash_db: AppDB) -> None:
+def test_worker_killed_inside_its_transaction(agent_env: AgentEnv, crash_db: AppDB, workers: List[Worker]) -> None:
     """SIGKILL between the transaction's write and its commit: neither the
     effect nor its checkpoint is there; the workflow's recovery applies
     both, once, and records the step."""
@@ -515,7 +517,7 @@ def test_worker_killed_inside_its_transaction(agent_env: AgentEnv, workers: List
 
 
 @pytest.mark.parametrize("crash_db", ["sync-pg", "async-sqlite"], indirect=True, ids=["sync-postgres", "async-sqlite"])
-def test_worker_killed_between_commit_and_step_record(agent_env: AgentEnv, workers: List[Worker], crash_db: AppDB) -> None:
+def test_worker_killed_between_commit_and_step_record(agent_env: AgentEnv, crash_db: AppDB, workers: List[Worker]) -> None:
     """SIGKILL after the transaction committed but before its step reached
     the system database: the recovered run returns the output recorded in
     the application database without running the transaction again, and
@@ -632,3 +634,29 @@ def test_rewind_drops_the_rewound_steps_checkpoints_first(sources: Sources) -> N
     finally:
         gate(running).set()
     assert handle.get_result() == 90
+
+
+@pytest.mark.parametrize("crash_db", ["sync-pg", "async-pg"], indirect=True, ids=["sync-postgres", "async-postgres"])
+def test_run_cut_off_from_its_agent_rolls_its_transaction_back(agent_env: AgentEnv, crash_db: AppDB, workers: List[Worker]) -> None:
+    """The agent dies while a transaction is open: the run has lost its
+    workflow, so the transaction rolls back instead of committing (nothing
+    of it is in the application database); the restarted agent hands the
+    workflow back and it commits once. (Last in the module: it restarts the
+    module's agent.)"""
+    crash = Crash(agent_env, workers, crash_db, "in_tx_until_go", 5)
+    wid = crash.wid
+    try:
+        agent_env.agent.kill()
+        crash.first.out.wait_for("connection to")  # the binding noticed the drop
+        crash.first.send("go")
+        crash.first.out.wait_for(f"workflow {wid} stopped here")
+        assert crash_db.effects(wid) == [] and crash_db.checkpoints(wid) == []
+
+        agent_env.start_agent()
+        assert crash.handle.get_result() == (50, "after")
+        assert crash_db.effects(wid) == [5]
+        assert tx_runs(crash.first, wid) == 2  # the rolled-back attempt, then the committed one
+        assert crash.steps()[0] == (1, crash.tx_name, 50)
+        wait_until(lambda: crash_db.checkpoints(wid) == [], "the checkpoints dropped")
+    finally:
+        crash.client.destroy()

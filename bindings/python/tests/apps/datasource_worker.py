@@ -10,7 +10,9 @@ body runs. Handshakes, chosen by env HOLD:
   "in-tx <id>" and blocks until the process is killed;
 - ``before_record``: the transaction commits, then the step's record in the
   system database prints "before-record <id>" and blocks until killed (the
-  window the application-database checkpoint covers).
+  window the application-database checkpoint covers);
+- ``in_tx_until_go``: the process's first transaction prints "in-tx <id>"
+  after its insert and waits for a "go" line before it goes on to commit.
 With GATE=1 the step after the transaction prints "gate <id>" and waits for a
 "go" line on stdin. It exits when stdin closes."""
 
@@ -36,6 +38,16 @@ FLAVOUR = os.environ.get("FLAVOUR", "sync")
 LEDGER = f'"{SCHEMA}".ledger' if SCHEMA else "ledger"
 go = threading.Event()
 forever = threading.Event()
+held = {"once": False}
+
+
+def hold_once() -> bool:
+    """Whether this transaction is the one HOLD=in_tx_until_go holds."""
+    if HOLD != "in_tx_until_go" or held["once"]:
+        return False
+    held["once"] = True
+    print(f"in-tx {DBOS.workflow_id}", flush=True)
+    return True
 
 Queue("ds_queue")
 
@@ -66,6 +78,8 @@ if FLAVOUR == "sync":
             ds.sql_session().flush()
             print(f"in-tx {DBOS.workflow_id}", flush=True)
             forever.wait()  # until SIGKILL, with the transaction open
+        if hold_once():
+            go.wait()
         return n * 10
 
     @DBOS.step()
@@ -89,6 +103,8 @@ else:
             await ads.sql_session().flush()
             print(f"in-tx {DBOS.workflow_id}", flush=True)
             await asyncio.to_thread(forever.wait)  # until SIGKILL, with the transaction open
+        if hold_once():
+            await asyncio.to_thread(go.wait)
         return n * 10
 
     @DBOS.step()
