@@ -128,6 +128,12 @@ _async_session: "contextvars.ContextVar[Optional[AsyncSession]]" = contextvars.C
 _datasources: "List[Union[SQLAlchemyDatasource, AsyncSQLAlchemyDatasource]]" = []
 
 
+def forget_datasources() -> None:
+    """DBOS.destroy(destroy_registry=True): the data sources made so far are
+    no longer this application's (a rewind leaves their checkpoints alone)."""
+    _datasources.clear()
+
+
 class DatasourceOptions(TypedDict, total=False):
     name: Optional[str]
     isolation_level: Optional[IsolationLevel]
@@ -502,10 +508,11 @@ def _attempts(
     good; ``at`` (a workflow's run and step) checkpoints it in the same
     transaction, and a failure in one of its own."""
     run = at[0] if at is not None else None
+    session_var: "contextvars.ContextVar[Any]" = ds._session_var
     wait = _FIRST_RETRY_WAIT
     while True:
         session = ds.sessionmaker(bind=ds.engine)
-        token = ds._session_var.set(session)
+        token = session_var.set(session)
         try:
             try:
                 yield lambda: session.begin()
@@ -547,7 +554,7 @@ def _attempts(
                     raise _StepAlreadyRecorded() from None
             raise
         finally:
-            ds._session_var.reset(token)
+            session_var.reset(token)
             yield lambda: session.close()
 
 

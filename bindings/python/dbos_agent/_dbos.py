@@ -469,6 +469,7 @@ class DBOS:
                 _queues.clear()
                 _scheduled.clear()
                 _listened.clear()
+                dsrc.forget_datasources()
             for q in _queues.values():
                 q._registered = None  # a new launch decides again
         if inst is None:

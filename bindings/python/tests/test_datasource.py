@@ -30,6 +30,8 @@ from dbos_agent import (
     SQLAlchemyDatasource,
 )
 
+from dbos_agent import _datasource
+
 from conftest import AgentEnv, Worker, database_url, gate, new_id, sqlalchemy_url, wait_until
 
 APP_DATABASE = "datasource_app"
@@ -125,6 +127,11 @@ def sources(agent_env: AgentEnv) -> Iterator[Sources]:
         yield SOURCES
     finally:
         DBOS.destroy()
+        # Out of the process's registry (DBOS.destroy(destroy_registry=True)
+        # would also drop the other modules' workflows): a later module's
+        # rewind must not reach for schemas dropped below.
+        for ds in SOURCES.ds.values():
+            _datasource._datasources.remove(ds)
         for kind, ds in SOURCES.ds.items():
             if kind.startswith("sync"):
                 ds.engine.dispose()
@@ -294,7 +301,7 @@ def test_outside_a_workflow_and_inside_a_step_nothing_is_checkpointed(sources: S
 
     @DBOS.step()
     def step_with_a_transaction() -> int:
-        return ds.transaction(count)()
+        return int(ds.transaction(count)())
 
     assert step_with_a_transaction() == 0
     with pytest.raises(AssertionError, match="within a sync datasource transaction"):
@@ -401,8 +408,6 @@ def test_a_table_official_dbos_made_is_used_as_is(sources: Sources, agent_env: A
     dbos.SQLAlchemyDatasource.migrate(url.replace("postgresql://", "postgresql+psycopg://"), schema=schema)
     engine = sa.create_engine(sa.make_url(url).set(drivername="postgresql+psycopg"))
     try:
-        from dbos_agent import _datasource
-
         with engine.connect() as conn:
             _datasource._verify_migrated(conn, schema)
             assert _datasource._recorded_version(conn, schema) == 1

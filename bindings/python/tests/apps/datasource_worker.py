@@ -52,14 +52,14 @@ def hold_once() -> bool:
 Queue("ds_queue")
 
 if HOLD == "before_record":
-    real_record_call = _datasource.record_call
+    real_record_call = _datasource.record_call  # type: ignore[attr-defined]
 
     def holding_record_call(run: Any, body: Any) -> Any:
         print(f"before-record {run.workflow_id}", flush=True)
         forever.wait()  # until SIGKILL
         return real_record_call(run, body)
 
-    _datasource.record_call = holding_record_call  # type: ignore[assignment]
+    _datasource.record_call = holding_record_call  # type: ignore[attr-defined]
 
 
 def insert_effect(n: int) -> str:
