@@ -658,11 +658,6 @@ class _Base:
     ) -> None:
         from sqlalchemy.dialects import postgresql, sqlite
 
-        from . import _dbos
-
-        inst = _dbos._instance
-        if inst is not None and inst._launched:
-            raise DBOSException("Datasources must be created before DBOS.launch()")
         self._sqlite = _is_sqlite(database_url)
         maker_class, _ = self._api()
         if sessionmaker is not None:
@@ -680,6 +675,11 @@ class _Base:
                     "transaction must use the datasource's engine so it commits atomically with the "
                     "step checkpoint"
                 )
+        from . import _dbos
+
+        inst = _dbos._instance
+        if inst is not None and inst._launched:
+            raise DBOSException("Datasources must be created before DBOS.launch()")
         if engine is not None:
             logger.info("Initializing %s with custom engine", self._flavour)
         else:

@@ -116,11 +116,18 @@ def sources(agent_env: AgentEnv) -> Iterator[Sources]:
     for kind in KINDS:
         db = AppDB(kind, agent_env.dir)
         SOURCES.db[kind] = db
-        if kind.startswith("sync"):
-            SOURCES.ds[kind] = SQLAlchemyDatasource.create(db.url, schema=db.schema)
+        if kind == "sync-pg":
+            # The caller's own engine.
+            engine = sa.create_engine(sa.make_url(db.url).set(drivername="postgresql+psycopg"), pool_size=2)
+            SOURCES.ds[kind] = SQLAlchemyDatasource.create(db.url, engine=engine, schema=db.schema)
+        elif kind == "sync-sqlite":
+            # Engine options; Postgres-only connect arguments are dropped for SQLite.
+            sqlite_options: Dict[str, Any] = {"connect_args": {"timeout": 20, "application_name": "ignored"}}
+            SOURCES.ds[kind] = SQLAlchemyDatasource.create(db.url, engine_kwargs=sqlite_options, schema=db.schema)
         else:
             url = db.url if db.pg else db.url.replace("sqlite://", "sqlite+aiosqlite://")
-            SOURCES.ds[kind] = asyncio.run(AsyncSQLAlchemyDatasource.create(url, schema=db.schema))
+            options: Dict[str, Any] = {"pool_size": 3} if db.pg else {}
+            SOURCES.ds[kind] = asyncio.run(AsyncSQLAlchemyDatasource.create(url, engine_kwargs=options, schema=db.schema))
     DBOS(config={"name": "pytest", "agent_socket": agent_env.socket})
     DBOS.launch()
     try:
@@ -134,7 +141,7 @@ def sources(agent_env: AgentEnv) -> Iterator[Sources]:
             _datasource._datasources.remove(ds)
         for kind, ds in SOURCES.ds.items():
             if kind.startswith("sync"):
-                ds.engine.dispose()
+                ds.engine.dispose()  # the caller's engine too: the test made it
             else:
                 asyncio.run(ds.engine.dispose())
         for db in SOURCES.db.values():
@@ -320,6 +327,24 @@ def test_outside_a_workflow_and_inside_a_step_nothing_is_checkpointed(sources: S
         sources.ds["async-pg"].transaction(count)
     with pytest.raises(DBOSException, match="before DBOS.launch"):
         SQLAlchemyDatasource.create(db.url, schema=db.schema)
+    # The session factory must be the flavour's, and bind nothing elsewhere.
+    from sqlalchemy.ext.asyncio import async_sessionmaker
+    from sqlalchemy.orm import sessionmaker
+
+    with pytest.raises(DBOSException, match="requires a sqlalchemy.orm.sessionmaker"):
+        SQLAlchemyDatasource.create(db.url, schema=db.schema, sessionmaker=async_sessionmaker())  # type: ignore[arg-type]
+    with pytest.raises(DBOSException, match="must not set binds="):
+        SQLAlchemyDatasource.create(db.url, schema=db.schema, sessionmaker=sessionmaker(binds={object: ds.engine}))
+
+
+def test_engine_options(sources: Sources) -> None:
+    """create()'s engine= is used as given, engine_kwargs reach the engine it makes."""
+    given = sources.ds["sync-pg"]
+    assert not given.created_engine and given.engine.pool.size() == 2
+    made = sources.ds["async-pg"]
+    assert made.created_engine and made.engine.pool.size() == 3
+    assert made.engine.url.drivername == "postgresql+psycopg"
+    assert sources.ds["async-sqlite"].engine.url.drivername == "sqlite+aiosqlite"
 
 
 flaky_attempts: List[int] = []
