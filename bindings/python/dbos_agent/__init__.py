@@ -24,6 +24,7 @@ from ._core import (
     WorkflowIDReusePolicy,
     WorkflowStatus,
 )
+from ._datasource import AsyncSQLAlchemyDatasource, SQLAlchemyDatasource
 from ._dbos import DBOS, Queue, QueueRateLimit, __version__
 from ._debouncer import Debouncer, DebouncerClient
 from ._scheduling import ClientScheduleInput, ScheduleInput, VersionInfo, WorkflowSchedule
@@ -90,6 +91,8 @@ __all__ = [
     "WorkflowSchedule",
     "WorkflowIDReusePolicy",
     "SendMessage",
+    "SQLAlchemyDatasource",
+    "AsyncSQLAlchemyDatasource",
     "SetEnqueueOptions",
     "SetWorkflowAttributes",
     "SetWorkflowID",

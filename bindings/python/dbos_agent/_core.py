@@ -218,6 +218,9 @@ class WorkflowRun:
         self._stop_reason: Optional[str] = None
         self.stop_event = threading.Event()
         self._stop_listeners: List[Callable[[], None]] = []
+        # The data sources its transactions used (_datasource.py): their
+        # checkpoints are dropped once its outcome is recorded.
+        self.datasources: List[Any] = []
 
     def next_function_id(self) -> int:
         with self._lock:
@@ -1223,6 +1226,10 @@ class Engine:
                 raise self._finish_failed(run, map_agent_error(e, workflow_id=run.workflow_id)) from None
             except BaseException as e:
                 raise self._finish_failed(run, e) from None
+            if run.datasources and reply.get("applied"):
+                from ._datasource import drop_completed_checkpoints
+
+                drop_completed_checkpoints(run)
             return self._finished(run, reply, output, error)
         finally:
             scope.close()
@@ -1259,6 +1266,10 @@ class Engine:
                 raise self._finish_failed(run, map_agent_error(e, workflow_id=run.workflow_id)) from None
             except BaseException as e:
                 raise self._finish_failed(run, e) from None
+            if run.datasources and reply.get("applied"):
+                from ._datasource import drop_completed_checkpoints_async
+
+                await drop_completed_checkpoints_async(run)
             return self._finished(run, reply, output, error)
         finally:
             scope.close()

@@ -38,6 +38,7 @@ from . import _ambient as ambient
 from . import _auth as auth
 from . import _comm as comm
 from . import _protocol as proto
+from . import _datasource as dsrc
 from ._comm import SendMessage
 from ._extras import DBOSExtras
 from ._queue_config import QueueConfig
@@ -551,6 +552,7 @@ class DBOS(DBOSExtras):
                 _queues.clear()
                 _scheduled.clear()
                 _listened.clear()
+                dsrc.forget_datasources()
             for q in _queues.values():
                 q._registered = None  # a new launch decides again
         if inst is None:
@@ -1875,7 +1877,11 @@ class DBOS(DBOSExtras):
             comm.rewind_op, workflow_id, start_step, application_version=application_version,
             queue_name=queue_name, queue_partition_key=queue_partition_key,
         )
-        call_as_step("DBOS.rewindWorkflow", lambda: drive(engine, op()))
+        def rewind() -> None:
+            dsrc.drop_before_rewind(engine, workflow_id, start_step)  # the data sources' checkpoints first
+            drive(engine, op())
+
+        call_as_step("DBOS.rewindWorkflow", rewind)
         return WorkflowHandle(engine, workflow_id)
 
     @classmethod
@@ -1895,7 +1901,11 @@ class DBOS(DBOSExtras):
             comm.rewind_op, workflow_id, start_step, application_version=application_version,
             queue_name=queue_name, queue_partition_key=queue_partition_key,
         )
-        await call_as_step_async("DBOS.rewindWorkflow", lambda: drive_async(engine, op()))
+        async def rewind() -> None:
+            await dsrc.drop_before_rewind_async(engine, workflow_id, start_step)  # the data sources' checkpoints first
+            await drive_async(engine, op())
+
+        await call_as_step_async("DBOS.rewindWorkflow", rewind)
         return WorkflowHandleAsync(engine, workflow_id)
 
     @classmethod
