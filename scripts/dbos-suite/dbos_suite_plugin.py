@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import functools
 import os
+import sys
 import shlex
 import shutil
 import signal
@@ -228,6 +229,15 @@ def pytest_configure(config: pytest.Config) -> None:
     _instrument()
 
 
+_exit_status = 0
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    global _exit_status
+    _exit_status = int(exitstatus)
+
+
+@pytest.hookimpl(trylast=True)
 def pytest_unconfigure(config: pytest.Config) -> None:
     if _agent is not None:
         _agent.stop()
@@ -236,6 +246,14 @@ def pytest_unconfigure(config: pytest.Config) -> None:
         restore()
     if _sock_dir is not None:
         shutil.rmtree(_sock_dir, ignore_errors=True)
+    # A test that failed while its own non-daemon thread waited on an event
+    # it would have set (test_classdecorators' test_step_recovery does) keeps
+    # the interpreter from exiting, and the file would hold the run until its
+    # file timeout. The results are written by now (junitxml writes them at
+    # session finish, and this hook runs last): exit without joining threads.
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(_exit_status)
 
 
 @pytest.hookimpl(hookwrapper=True)
