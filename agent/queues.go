@@ -372,8 +372,11 @@ func handleDebounceWorkflow(s *Session, env protocol.Envelope) (any, *protocol.E
 			return &protocol.DebounceWorkflowReply{WorkflowID: *res.BouncedID, Bounced: true}, nil
 		}
 		if res.HolderID != nil {
-			return nil, protocol.Errorf(protocol.CodeDeduplicated,
+			e := protocol.Errorf(protocol.CodeDeduplicated,
 				"debounce key %q of %s is held by workflow %s, which is not a pending debounce", m.Key, m.Name, *res.HolderID)
+			// DBOS's DBOSQueueDeduplicatedError names the holder.
+			e.Data = map[string]any{"workflow_id": *res.HolderID, "queue_name": queue, "deduplication_id": dedupID}
+			return nil, e
 		}
 		if res.CreatedID != nil {
 			return &protocol.DebounceWorkflowReply{WorkflowID: *res.CreatedID}, nil
