@@ -285,9 +285,8 @@ func handleDebounceWorkflow(s *Session, env protocol.Envelope) (any, *protocol.E
 	if perr := required(env.Op, "key", m.Key, "name", m.Name); perr != nil {
 		return nil, perr
 	}
-	if m.DelayMS < 0 || m.TimeoutMS < 0 || m.WorkflowTimeoutMS < 0 || m.DeadlineEpochMS < 0 {
-		return nil, protocol.Errorf(protocol.CodeInvalidArgument,
-			"%s: delay_ms, timeout_ms, workflow_timeout_ms and deadline_epoch_ms must not be negative", env.Op)
+	if m.DelayMS < 0 || m.TimeoutMS < 0 || m.WorkflowTimeoutMS < 0 {
+		return nil, protocol.Errorf(protocol.CodeInvalidArgument, "%s: delay_ms, timeout_ms and workflow_timeout_ms must not be negative", env.Op)
 	}
 	var caller *sysdb.StepCaller
 	if m.Caller != nil {
@@ -344,9 +343,6 @@ func handleDebounceWorkflow(s *Session, env protocol.Envelope) (any, *protocol.E
 		}
 		if m.WorkflowTimeoutMS > 0 {
 			create.TimeoutMS = &m.WorkflowTimeoutMS
-		}
-		if m.DeadlineEpochMS > 0 {
-			create.DeadlineEpochMS = &m.DeadlineEpochMS
 		}
 		params := sysdb.WorkflowDebounceParams{
 			Name: m.Name, QueueName: queue, DeduplicationID: dedupID, DelayUntilEpochMS: now + m.DelayMS,

@@ -224,13 +224,11 @@ class Debouncer(Generic[R]):
             app_version=opts.app_version if opts is not None else None,
         )
         # The workflow's own timeout (its deadline is set when it is
-        # dequeued), else, from a workflow, the caller's deadline, as a
-        # child's (DBOS propagates it).
+        # dequeued). Unlike a child, it never inherits its caller's deadline
+        # (DBOS's rule: it would be cancelled before its delay ends).
         timeout_ms = current_timeout_ms()
         if timeout_ms:
             body["workflow_timeout_ms"] = timeout_ms
-        elif ctx is not None and ctx.run.deadline_epoch_ms:
-            body["deadline_epoch_ms"] = ctx.run.deadline_epoch_ms
         # A first call records the caller's identity, as an enqueue does.
         body.update(auth.start_fields())
         return dbos._engine, ctx, body

@@ -73,6 +73,11 @@ def tdb_collides(key: str) -> str:
     return "debounced"
 
 
+@DBOS.workflow()
+def tdb_short_lived_parent(key: str) -> str:
+    return debouncer.debounce(key, 2.0, 5).workflow_id
+
+
 @DBOS.step()
 def tdb_step_debounces(key: str) -> str:
     return debouncer.debounce(key, 1.0, 1).workflow_id
@@ -141,6 +146,19 @@ def test_a_debounce_from_workflow_code_that_collides_is_recorded_once(dbos: Any)
         assert _steps(wid) == [(1, DEBOUNCE_STEP, recorded, None)]
     finally:
         DBOS.cancel_workflow(holder.workflow_id)
+
+
+def test_a_debounced_workflow_does_not_inherit_its_callers_deadline(dbos: Any) -> None:
+    with SetWorkflowTimeout(1.0):
+        parent = DBOS.start_workflow(tdb_short_lived_parent, uuid.uuid4().hex[:8])
+    assert parent.get_status().workflow_deadline_epoch_ms is not None
+    debounced = DBOS.retrieve_workflow(parent.get_result())
+    status = debounced.get_status()
+    assert status.status == "DELAYED"
+    assert status.workflow_deadline_epoch_ms is None and status.workflow_timeout_ms is None
+    # Its delay outlasts the caller's deadline; it runs rather than being cancelled.
+    assert debounced.get_result() == 5
+    assert debounced.get_status().status == "SUCCESS"
 
 
 def test_a_debounce_inside_a_step_is_refused(dbos: Any) -> None:
