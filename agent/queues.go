@@ -3,6 +3,7 @@ package agent
 import (
 	"context"
 	"errors"
+	"fmt"
 	"time"
 
 	"go.uber.org/zap"
@@ -284,8 +285,19 @@ func handleDebounceWorkflow(s *Session, env protocol.Envelope) (any, *protocol.E
 	if perr := required(env.Op, "key", m.Key, "name", m.Name); perr != nil {
 		return nil, perr
 	}
-	if m.DelayMS < 0 || m.TimeoutMS < 0 {
-		return nil, protocol.Errorf(protocol.CodeInvalidArgument, "%s: delay_ms and timeout_ms must not be negative", env.Op)
+	if m.DelayMS < 0 || m.TimeoutMS < 0 || m.WorkflowTimeoutMS < 0 {
+		return nil, protocol.Errorf(protocol.CodeInvalidArgument, "%s: delay_ms, timeout_ms and workflow_timeout_ms must not be negative", env.Op)
+	}
+	var caller *sysdb.StepCaller
+	if m.Caller != nil {
+		c, perr := s.stepCaller(env.Op, *m.Caller)
+		if perr != nil {
+			return nil, perr
+		}
+		if c.InStep {
+			return nil, protocol.Errorf(protocol.CodeInvalidArgument, "%s: a debounce is made from workflow code, not from inside a step", env.Op)
+		}
+		caller = &c
 	}
 	if a.draining.Load() {
 		return nil, protocol.Errorf(protocol.CodeShuttingDown, "the agent is shutting down")
@@ -304,22 +316,10 @@ func handleDebounceWorkflow(s *Session, env protocol.Envelope) (any, *protocol.E
 	dedupID := m.Name + "-" + m.Key
 	for attempt := 0; attempt < 3; attempt++ {
 		now := time.Now().UnixMilli()
-		res, err := a.db.WorkflowDebounce(s.ctx, sysdb.WorkflowDebounceParams{
-			Name: m.Name, QueueName: queue, DeduplicationID: dedupID, DelayUntilEpochMS: now + m.DelayMS,
-			Inputs: m.Inputs, Serialization: optional(m.Serialization), ApplicationName: optional(group.app),
-		})
-		if err != nil {
-			return nil, protocolError(s, env.Op, err)
-		}
-		if res.BouncedID != nil {
-			return &protocol.DebounceWorkflowReply{WorkflowID: *res.BouncedID, Bounced: true}, nil
-		}
-		if res.HolderID != nil {
-			return nil, protocol.Errorf(protocol.CodeDeduplicated,
-				"debounce key %q of %s is held by workflow %s, which is not a pending debounce", m.Key, m.Name, *res.HolderID)
-		}
 		id := m.WorkflowID
-		if id == "" {
+		if id == "" && caller != nil {
+			id = fmt.Sprintf("%s-%d", caller.WorkflowID, caller.FunctionID+1) // DBOS's id of the child enqueued next
+		} else if id == "" {
 			id = newUUID()
 		}
 		delayUntil := now + m.DelayMS
@@ -327,7 +327,7 @@ func handleDebounceWorkflow(s *Session, env protocol.Envelope) (any, *protocol.E
 			// The debounce deadline caps the first delay too.
 			delayUntil = min(delayUntil, now+m.TimeoutMS)
 		}
-		p := sysdb.WorkflowInsertParams{
+		create := sysdb.WorkflowInsertParams{
 			ID: id, Name: m.Name, Status: sysdb.StatusDelayed, CreatorXID: newToken(),
 			ClassName: optional(m.ClassName), QueueName: &queue, QueuePartitionKey: optional(m.PartitionKey),
 			DeduplicationID: &dedupID, Priority: m.Priority, ExecutorID: a.cfg.ExecutorID,
@@ -339,12 +339,47 @@ func handleDebounceWorkflow(s *Session, env protocol.Envelope) (any, *protocol.E
 		}
 		if m.TimeoutMS > 0 {
 			deadline := now + m.TimeoutMS
-			p.DebounceDeadline = &deadline
+			create.DebounceDeadline = &deadline
 		}
-		res2, err := a.db.WorkflowInsert(s.ctx, p)
+		if m.WorkflowTimeoutMS > 0 {
+			create.TimeoutMS = &m.WorkflowTimeoutMS
+		}
+		params := sysdb.WorkflowDebounceParams{
+			Name: m.Name, QueueName: queue, DeduplicationID: dedupID, DelayUntilEpochMS: now + m.DelayMS,
+			Inputs: m.Inputs, Serialization: optional(m.Serialization), ApplicationName: optional(group.app),
+		}
+		if caller != nil {
+			// One transaction: the bounce or the child's insert, and the
+			// caller's step, so a replay finds the step and bounces nothing.
+			params.Caller, params.Create = caller, &create
+		}
+		res, err := a.db.WorkflowDebounce(s.ctx, params)
 		var dedup *sysdb.DeduplicatedError
 		if errors.As(err, &dedup) {
 			continue // another caller created it meanwhile: bounce that one
+		}
+		if err != nil {
+			if caller != nil {
+				return nil, runError(s, env.Op, caller.WorkflowID, caller.OwnerXID, err)
+			}
+			return nil, protocolError(s, env.Op, err)
+		}
+		if res.BouncedID != nil {
+			return &protocol.DebounceWorkflowReply{WorkflowID: *res.BouncedID, Bounced: true}, nil
+		}
+		if res.HolderID != nil {
+			e := protocol.Errorf(protocol.CodeDeduplicated,
+				"debounce key %q of %s is held by workflow %s, which is not a pending debounce", m.Key, m.Name, *res.HolderID)
+			// DBOS's DBOSQueueDeduplicatedError names the holder.
+			e.Data = map[string]any{"workflow_id": *res.HolderID, "queue_name": queue, "deduplication_id": dedupID}
+			return nil, e
+		}
+		if res.CreatedID != nil {
+			return &protocol.DebounceWorkflowReply{WorkflowID: *res.CreatedID}, nil
+		}
+		res2, err := a.db.WorkflowInsert(s.ctx, create)
+		if errors.As(err, &dedup) {
+			continue
 		}
 		if err != nil {
 			return nil, protocolError(s, env.Op, err)

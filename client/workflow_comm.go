@@ -2,6 +2,7 @@ package client
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"time"
@@ -167,4 +168,53 @@ func (wf *Workflow) StartChild(req protocol.StartWorkflow) (protocol.StartWorkfl
 	}
 	reply, err := wf.worker.Start(wf.ctx, req)
 	return reply, wf.stopOn(err)
+}
+
+// debounceStep is DBOS's DebounceResult, recorded as the step of a debounce
+// from workflow code.
+type debounceStep struct {
+	BouncedWorkflowID *string `json:"bounced_workflow_id"`
+	HolderWorkflowID  *string `json:"holder_workflow_id"`
+}
+
+// Debounce debounces a workflow as the next step (and, when it creates the
+// workflow, the step after: its child). On replay it answers from the
+// history: the bounced workflow, the recorded child, or the holder's
+// deduplicated error again.
+func (wf *Workflow) Debounce(req protocol.DebounceWorkflow) (protocol.DebounceWorkflowReply, error) {
+	caller := wf.NextCaller()
+	rec, err := wf.recorded(caller.FunctionID, protocol.StepDebounce)
+	if err != nil {
+		return protocol.DebounceWorkflowReply{}, err
+	}
+	if rec != nil {
+		var out debounceStep
+		if rec.Output == nil || json.Unmarshal([]byte(*rec.Output), &out) != nil {
+			return protocol.DebounceWorkflowReply{}, fmt.Errorf("step %d: the recorded %s is not a debounce result", caller.FunctionID, protocol.StepDebounce)
+		}
+		switch {
+		case out.BouncedWorkflowID != nil:
+			return protocol.DebounceWorkflowReply{WorkflowID: *out.BouncedWorkflowID, Bounced: true}, nil
+		case out.HolderWorkflowID != nil:
+			return protocol.DebounceWorkflowReply{}, protocol.Errorf(protocol.CodeDeduplicated,
+				"debounce key %q of %s is held by workflow %s", req.Key, req.Name, *out.HolderWorkflowID)
+		}
+		child, err := wf.recorded(wf.nextFunctionID(), req.Name)
+		if err != nil || child == nil || child.ChildWorkflowID == "" {
+			return protocol.DebounceWorkflowReply{}, fmt.Errorf("step %d: the debounce created a workflow but the next step records no child (%v)", caller.FunctionID, err)
+		}
+		return protocol.DebounceWorkflowReply{WorkflowID: child.ChildWorkflowID}, nil
+	}
+	req.Caller = &caller
+	if req.Serialization == "" {
+		req.Serialization = wf.Serialization()
+	}
+	var reply protocol.DebounceWorkflowReply
+	if err := wf.call(wf.ctx, protocol.OpDebounceWorkflow, &req, &reply); err != nil {
+		return reply, err
+	}
+	if !reply.Bounced {
+		wf.nextFunctionID() // the created child took the next id
+	}
+	return reply, nil
 }

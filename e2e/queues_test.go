@@ -1151,3 +1151,74 @@ func TestInteropGoSDKReadsAgentQueueAndSharesDeduplication(t *testing.T) {
 		dbos.WithEnqueueWorkflowID("sdk-dup"), dbos.WithEnqueueDeduplicationID("ours"))
 	require.ErrorIs(t, err, dbos.ErrQueueDeduplicated)
 }
+
+// A debounce from workflow code is the workflow's step, recorded with the
+// bounce (and the workflow it creates, its child, at the next step); the same
+// step again, as a request retried after a lost reply sends it, is answered
+// from the record and bounces nothing. The debounced workflow's own timeout
+// starts when it is dequeued.
+func TestDebounceFromWorkflowIsItsStep(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	a := e.startAgent(agentOptions{extraArgs: []string{"--sweep-interval", "100ms"}})
+	s := newStamps()
+	type seen struct {
+		created, retried, bounced, again protocol.DebounceWorkflowReply
+	}
+	out := make(chan seen, 1)
+	parent := func(wf *client.Workflow, _ *string) (*string, error) {
+		var got seen
+		var err error
+		req := protocol.DebounceWorkflow{Key: "k", Name: "deb", DelayMS: 60_000, WorkflowTimeoutMS: 30_000, Inputs: str("1")}
+		if got.created, err = wf.Debounce(req); err != nil { // steps 1 and 2
+			return nil, err
+		}
+		c := wf.NextCaller() // step 3
+		retry := req
+		retry.Inputs, retry.Caller = str("retried"), &protocol.Caller{WorkflowID: c.WorkflowID, OwnerXID: c.OwnerXID, FunctionID: 1}
+		if err := wf.Client().Call(wf.Context(), protocol.OpDebounceWorkflow, &retry, &got.retried); err != nil {
+			return nil, err
+		}
+		bounce := protocol.DebounceWorkflow{Key: "k", Name: "deb", DelayMS: 60_000, Inputs: str("2"), Caller: &c}
+		if err := wf.Client().Call(wf.Context(), protocol.OpDebounceWorkflow, &bounce, &got.bounced); err != nil {
+			return nil, err
+		}
+		if got.again, err = wf.Debounce(protocol.DebounceWorkflow{Key: "k", Name: "deb", DelayMS: 200, Inputs: str("3")}); err != nil { // step 4
+			return nil, err
+		}
+		out <- got
+		return str(got.created.WorkflowID), nil
+	}
+	qWorker(t, a.socket, client.WorkerConfig{Workflows: map[string]client.WorkflowFunc{"deb": s.workflow, "parent": parent}})
+	c := dialClient(t, a.socket)
+	enqueue(t, c, protocol.StartWorkflow{WorkflowID: "dparent", Name: "parent"})
+	got := recv(t, out, "the parent's debounces")
+	require.Equal(t, protocol.DebounceWorkflowReply{WorkflowID: "dparent-2"}, got.created, "created as the child at the next step")
+	require.Equal(t, got.created, got.retried, "the recorded step is the answer")
+	require.Equal(t, protocol.DebounceWorkflowReply{WorkflowID: "dparent-2", Bounced: true}, got.bounced)
+	require.Equal(t, protocol.DebounceWorkflowReply{WorkflowID: "dparent-2", Bounced: true}, got.again)
+	require.Equal(t, "SUCCESS", awaitResult(t, c, "dparent").Status)
+
+	steps := listSteps(t, c, "dparent")
+	require.Len(t, steps, 4)
+	for i, name := range []string{protocol.StepDebounce, "deb", protocol.StepDebounce, protocol.StepDebounce} {
+		require.Equal(t, i+1, steps[i].FunctionID)
+		require.Equal(t, name, steps[i].Name)
+	}
+	require.Equal(t, "dparent-2", steps[1].ChildWorkflowID)
+	require.JSONEq(t, `{"bounced_workflow_id":null,"holder_workflow_id":null,"holder_is_debounced":false,"holder_workflow_name":null,"holder_application_name":null}`, *steps[0].Output)
+	require.Equal(t, "portable_json", steps[0].Serialization)
+	require.JSONEq(t, `{"bounced_workflow_id":"dparent-2","holder_workflow_id":null,"holder_is_debounced":false,"holder_workflow_name":null,"holder_application_name":null}`, *steps[3].Output)
+
+	require.Equal(t, "dparent-2", recv(t, s.ch, "the debounced workflow"))
+	require.Equal(t, "SUCCESS", awaitResult(t, c, "dparent-2").Status)
+	_, input := s.get("dparent-2")
+	require.Equal(t, "3", input, "the last bounce's inputs; the retried request replaced nothing")
+	child := getWorkflow(t, c, "dparent-2")
+	require.Equal(t, "dparent", child.ParentWorkflowID)
+	require.Equal(t, int64(30_000), child.TimeoutMS)
+	require.GreaterOrEqual(t, child.DeadlineEpochMS, child.StartedAtMS+30_000, "the deadline is set at dequeue")
+	var listed protocol.ListWorkflowsReply
+	require.NoError(t, c.Call(context.Background(), protocol.OpListWorkflows, &protocol.ListWorkflows{Names: []string{"deb"}}, &listed))
+	require.Len(t, listed.Workflows, 1)
+}

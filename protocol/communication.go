@@ -31,6 +31,7 @@ const (
 	StepWriteStream = "DBOS.writeStream"
 	StepCloseStream = "DBOS.closeStream"
 	StepGetResult   = "DBOS.getResult"
+	StepDebounce    = "DBOS.debounce_delayed_workflow"
 )
 
 // Caller says which workflow makes a durable call and at which step id.

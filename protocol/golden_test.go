@@ -548,6 +548,16 @@ func communicationVectorDefs() []vectorDef {
 			kind: KindResponse, id: 45, replyTo: OpStartWorkflow, message: "StartWorkflowReply", body: &StartWorkflowReply{
 				WorkflowID: "order-1002-4", Status: "ENQUEUED", Created: true,
 			}},
+		{name: "debounce_workflow_from_workflow", description: "order-1002 debounces \"reindex\" at step 5 inside SetWorkflowTimeout(30 s): the agent records step 5 (DBOS.debounce_delayed_workflow, DBOS's DebounceResult in portable_json) with the bounce; a first call also creates the workflow as the child order-1002-6, recorded at step 6, with a 30 s timeout that starts when it is dequeued.",
+			kind: KindRequest, id: 75, op: OpDebounceWorkflow, message: "DebounceWorkflow", body: &DebounceWorkflow{
+				Key: "doc-7", Name: "reindex", DelayMS: 5000,
+				Inputs: strp(`{"positionalArgs":["doc-7",4],"namedArgs":{}}`), Serialization: "portable_json",
+				WorkflowTimeoutMS: 30000, Caller: inCheckout(5),
+			}},
+		{name: "debounce_workflow_from_workflow_reply", description: "The key was free: the workflow was created as order-1002-6 (steps 5 and 6 were recorded in the same transaction).",
+			kind: KindResponse, id: 75, replyTo: OpDebounceWorkflow, message: "DebounceWorkflowReply", body: &DebounceWorkflowReply{
+				WorkflowID: "order-1002-6", Bounced: false,
+			}},
 		{name: "record_step_get_result", description: "After get_result on its child, the parent records the awaited outcome as step 5, named DBOS.getResult and pointing at the child: a replay returns it without waiting.",
 			kind: KindRequest, id: 46, op: OpRecordStep, message: "RecordStep", body: &RecordStep{
 				WorkflowID: "order-1002", OwnerXID: exampleOwner, Step: Step{

@@ -443,6 +443,14 @@ type DebounceWorkflow struct {
 	AuthenticatedUser  string   `msgpack:"authenticated_user,omitempty"`
 	AssumedRole        string   `msgpack:"assumed_role,omitempty"`
 	AuthenticatedRoles []string `msgpack:"authenticated_roles,omitempty"`
+	// WorkflowTimeoutMS is the created workflow's own timeout (its
+	// deadline starts when it is dequeued). First call only. A debounced
+	// workflow never inherits its caller's deadline (DBOS's rule: it would
+	// be cancelled before its delay ends).
+	WorkflowTimeoutMS int64 `msgpack:"workflow_timeout_ms,omitempty"`
+	// Caller, from workflow code, makes the debounce the caller's step
+	// (and a created workflow its child, at the next step).
+	Caller *Caller `msgpack:"caller,omitempty"`
 }
 
 // DebounceWorkflowReply names the debounced workflow.

@@ -265,43 +265,13 @@ func (p *Postgres) WorkflowInsert(ctx context.Context, in WorkflowInsertParams) 
 	}
 	var res WorkflowInsertResult
 	err := p.retry(ctx, "insert workflow "+in.ID, func(ctx context.Context) error {
-		// One statement for the row with its inputs; for a child, in one
-		// round trip with the parent's lock (taken first, as every fenced
-		// write takes it) and the parent's step.
-		var b pgx.Batch
-		if in.ParentStep != nil {
-			b.Queue(p.sql("WorkflowOwnerLock"), in.ParentStep.WorkflowID)
-		}
-		b.Queue(p.sql("WorkflowInsert"),
-			in.ID, in.Status, in.Name, in.ClassName, in.ConfigName,
-			in.QueueName, in.QueuePartitionKey, in.DeduplicationID, in.Priority,
-			in.AuthenticatedUser, in.AssumedRole, in.AuthenticatedRoles,
-			in.ExecutorID, in.ApplicationVersion, in.ApplicationID, in.ApplicationName,
-			in.TimeoutMS, in.DeadlineEpochMS, in.DelayUntilEpochMS,
-			in.ParentWorkflowID, in.Attributes, in.ScheduleName,
-			in.DebounceDeadline, in.IsDebounced, in.Serialization,
-			in.CreatorXID, in.Inputs,
-		)
-		if c := in.ParentStep; c != nil {
-			b.Queue(p.sql("ChildStepRecord"), c.WorkflowID, c.OwnerXID, c.FunctionID, in.Name, in.ID, c.ApplicationName)
-		}
-		send := func(q interface {
-			SendBatch(context.Context, *pgx.Batch) pgx.BatchResults
-		}) error {
-			br := q.SendBatch(ctx, &b)
-			err := p.readInsertBatch(br, in, &res)
-			if closeErr := br.Close(); err == nil {
-				err = closeErr
-			}
-			return err
-		}
 		if in.ParentStep == nil {
-			return send(p.pool)
+			return p.sendInsert(ctx, p.pool, in, &res)
 		}
 		// The parent's fence and step are checked here, after the
 		// statements ran: a refusal must roll the child back, so the batch
 		// runs in a transaction of its own.
-		return pgx.BeginFunc(ctx, p.pool, func(tx pgx.Tx) error { return send(tx) })
+		return pgx.BeginFunc(ctx, p.pool, func(tx pgx.Tx) error { return p.sendInsert(ctx, tx, in, &res) })
 	})
 	if err != nil {
 		return WorkflowInsertResult{}, err
@@ -310,6 +280,43 @@ func (p *Postgres) WorkflowInsert(ctx context.Context, in WorkflowInsertParams) 
 		p.notes.add(ChannelQueue, *res.QueueName)
 	}
 	return res, nil
+}
+
+// sendInsert runs WorkflowInsert's batch on q (the pool, or a transaction
+// the insert is part of) and reads it into res.
+func (p *Postgres) sendInsert(ctx context.Context, q interface {
+	SendBatch(context.Context, *pgx.Batch) pgx.BatchResults
+}, in WorkflowInsertParams, res *WorkflowInsertResult) error {
+	br := q.SendBatch(ctx, p.insertBatch(in))
+	err := p.readInsertBatch(br, in, res)
+	if closeErr := br.Close(); err == nil {
+		err = closeErr
+	}
+	return err
+}
+
+// insertBatch is WorkflowInsert's batch: one statement for the row with its
+// inputs; for a child, in one round trip with the parent's lock (taken
+// first, as every fenced write takes it) and the parent's step.
+func (p *Postgres) insertBatch(in WorkflowInsertParams) *pgx.Batch {
+	var b pgx.Batch
+	if in.ParentStep != nil {
+		b.Queue(p.sql("WorkflowOwnerLock"), in.ParentStep.WorkflowID)
+	}
+	b.Queue(p.sql("WorkflowInsert"),
+		in.ID, in.Status, in.Name, in.ClassName, in.ConfigName,
+		in.QueueName, in.QueuePartitionKey, in.DeduplicationID, in.Priority,
+		in.AuthenticatedUser, in.AssumedRole, in.AuthenticatedRoles,
+		in.ExecutorID, in.ApplicationVersion, in.ApplicationID, in.ApplicationName,
+		in.TimeoutMS, in.DeadlineEpochMS, in.DelayUntilEpochMS,
+		in.ParentWorkflowID, in.Attributes, in.ScheduleName,
+		in.DebounceDeadline, in.IsDebounced, in.Serialization,
+		in.CreatorXID, in.Inputs,
+	)
+	if c := in.ParentStep; c != nil {
+		b.Queue(p.sql("ChildStepRecord"), c.WorkflowID, c.OwnerXID, c.FunctionID, in.Name, in.ID, c.ApplicationName)
+	}
+	return &b
 }
 
 // readInsertBatch reads WorkflowInsert's batch: the parent's fence, the

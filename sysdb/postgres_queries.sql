@@ -461,6 +461,17 @@ SELECT workflow_uuid, is_debounced, name, application_name
 FROM {{schema}}.workflow_status
 WHERE queue_name = $1 AND deduplication_id = $2
 
+-- name: DebounceStepRecord
+-- The caller's step of a debounce from workflow code, written after
+-- WorkflowOwnerLock and the bounce, in their transaction.
+INSERT INTO {{schema}}.operation_outputs (
+    workflow_uuid, function_id, function_name, output, serialization,
+    started_at_epoch_ms, completed_at_epoch_ms, application_name
+) VALUES (
+    $1, $2, $3, $4, $5,
+    (EXTRACT(epoch FROM now()) * 1000)::bigint, (EXTRACT(epoch FROM now()) * 1000)::bigint, $6
+)
+
 -- name: VersionClaim
 -- Claims a row registered before applications shared the database, in place:
 -- the version keeps its timestamp.

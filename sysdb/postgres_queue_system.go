@@ -2,6 +2,7 @@ package sysdb
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"sort"
@@ -236,40 +237,153 @@ func (p *Postgres) WorkflowCancelTimedOut(ctx context.Context, limit int, applic
 }
 
 // WorkflowDebounce implements QueueSystem: one transaction, so the bounce and
-// its new inputs land together.
+// its new inputs land together (with a caller, also its step and the child
+// it creates).
 func (p *Postgres) WorkflowDebounce(ctx context.Context, in WorkflowDebounceParams) (DebounceResult, error) {
+	if c := in.Caller; c != nil {
+		if err := checkCaller(c); err != nil {
+			return DebounceResult{}, fmt.Errorf("debounce workflow %s: caller: %w", in.Name, err)
+		}
+		if in.Create == nil {
+			return DebounceResult{}, fmt.Errorf("debounce workflow %s: a caller needs the workflow to create", in.Name)
+		}
+	}
 	var res DebounceResult
 	err := p.retry(ctx, "debounce workflow "+in.Name, func(ctx context.Context) error {
 		res = DebounceResult{}
 		return pgx.BeginFunc(ctx, p.pool, func(tx pgx.Tx) error {
-			var bounced string
-			err := tx.QueryRow(ctx, p.sql("WorkflowDebounceBounce"), in.DelayUntilEpochMS, in.Serialization,
-				in.Name, in.QueueName, in.DeduplicationID, in.ApplicationName).Scan(&bounced)
-			if err == nil {
-				res.BouncedID = &bounced
-				_, err = tx.Exec(ctx, p.sql("WorkflowInputReplace"), bounced, in.Inputs)
-				return err
+			if in.Caller == nil {
+				return p.debounceTx(ctx, tx, in, &res)
 			}
-			if !errors.Is(err, pgx.ErrNoRows) {
-				return err
-			}
-			var holder string
-			err = tx.QueryRow(ctx, p.sql("WorkflowDebounceHolder"), in.QueueName, in.DeduplicationID).
-				Scan(&holder, &res.HolderIsDebounced, &res.HolderName, &res.HolderApplicationName)
-			if errors.Is(err, pgx.ErrNoRows) {
-				return nil // the key is free: the caller starts a new debounced workflow
-			}
-			if err != nil {
-				return err
-			}
-			res.HolderID = &holder
-			return nil
+			return p.debounceAsStep(ctx, tx, in, &res)
 		})
 	})
 	if err != nil {
 		return DebounceResult{}, err
 	}
 	return res, nil
+}
+
+// debounceTx bounces the pending debounce of the key, or reports its holder.
+func (p *Postgres) debounceTx(ctx context.Context, tx pgx.Tx, in WorkflowDebounceParams, res *DebounceResult) error {
+	var bounced string
+	err := tx.QueryRow(ctx, p.sql("WorkflowDebounceBounce"), in.DelayUntilEpochMS, in.Serialization,
+		in.Name, in.QueueName, in.DeduplicationID, in.ApplicationName).Scan(&bounced)
+	if err == nil {
+		res.BouncedID = &bounced
+		_, err = tx.Exec(ctx, p.sql("WorkflowInputReplace"), bounced, in.Inputs)
+		return err
+	}
+	if !errors.Is(err, pgx.ErrNoRows) {
+		return err
+	}
+	var holder string
+	err = tx.QueryRow(ctx, p.sql("WorkflowDebounceHolder"), in.QueueName, in.DeduplicationID).
+		Scan(&holder, &res.HolderIsDebounced, &res.HolderName, &res.HolderApplicationName)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil // the key is free: the caller starts a new debounced workflow
+	}
+	if err != nil {
+		return err
+	}
+	res.HolderID = &holder
+	return nil
+}
+
+// debounceStepOutput is DBOS's DebounceResult, as DBOS Python records it for
+// an in-workflow bounce, in portable JSON.
+type debounceStepOutput struct {
+	BouncedWorkflowID     *string `json:"bounced_workflow_id"`
+	HolderWorkflowID      *string `json:"holder_workflow_id"`
+	HolderIsDebounced     bool    `json:"holder_is_debounced"`
+	HolderWorkflowName    *string `json:"holder_workflow_name"`
+	HolderApplicationName *string `json:"holder_application_name"`
+}
+
+// debounceAsStep is a debounce from workflow code: under the caller's lock,
+// a step already recorded at the caller's id is the answer; else the bounce
+// (or, the key being free, the insert of the caller's child at the next id)
+// and the caller's step, all in tx.
+func (p *Postgres) debounceAsStep(ctx context.Context, tx pgx.Tx, in WorkflowDebounceParams, res *DebounceResult) error {
+	c := in.Caller
+	var owner *string
+	lockErr := tx.QueryRow(ctx, p.sql("WorkflowOwnerLock"), c.WorkflowID).Scan(&owner)
+	if err := ownerError(*c, lockErr, owner); err != nil {
+		return err
+	}
+	recorded, err := stepIn(ctx, tx, p.sql("StepGet"), c.WorkflowID, c.FunctionID)
+	if err != nil {
+		return err
+	}
+	if recorded != nil {
+		return p.debounceReplay(ctx, tx, c, recorded, res)
+	}
+	if err := p.debounceTx(ctx, tx, in, res); err != nil {
+		return err
+	}
+	if res.BouncedID == nil && res.HolderID == nil {
+		create := *in.Create
+		create.ParentWorkflowID = &c.WorkflowID
+		create.ParentStep = &StepCaller{WorkflowID: c.WorkflowID, OwnerXID: c.OwnerXID, FunctionID: c.FunctionID + 1, ApplicationName: c.ApplicationName}
+		var ins WorkflowInsertResult
+		if err := p.sendInsert(ctx, tx, create, &ins); err != nil {
+			return err
+		}
+		res.CreatedID = &create.ID
+	}
+	out := debounceStepOutput{BouncedWorkflowID: res.BouncedID, HolderWorkflowID: res.HolderID, HolderIsDebounced: res.HolderIsDebounced}
+	if res.HolderID != nil {
+		out.HolderWorkflowName, out.HolderApplicationName = &res.HolderName, res.HolderApplicationName
+	}
+	encoded, err := json.Marshal(out)
+	if err != nil {
+		return err
+	}
+	_, err = tx.Exec(ctx, p.sql("DebounceStepRecord"), c.WorkflowID, c.FunctionID, DebounceStepName, string(encoded), PortableJSON, c.ApplicationName)
+	return err
+}
+
+// debounceReplay answers a debounce whose step is recorded: what it
+// records, and for a debounce that created its workflow, the child recorded
+// at the next id.
+func (p *Postgres) debounceReplay(ctx context.Context, tx pgx.Tx, c *StepCaller, recorded *Step, res *DebounceResult) error {
+	if recorded.Name != DebounceStepName {
+		return &UnexpectedStepError{WorkflowID: c.WorkflowID, FunctionID: c.FunctionID, Recorded: recorded.Name, Attempted: DebounceStepName}
+	}
+	var out debounceStepOutput
+	if recorded.Output == nil || json.Unmarshal([]byte(*recorded.Output), &out) != nil {
+		return fmt.Errorf("workflow %s step %d: the recorded %s is not a debounce result", c.WorkflowID, c.FunctionID, DebounceStepName)
+	}
+	*res = DebounceResult{BouncedID: out.BouncedWorkflowID, HolderID: out.HolderWorkflowID, HolderIsDebounced: out.HolderIsDebounced,
+		HolderApplicationName: out.HolderApplicationName, Replayed: true}
+	if out.HolderWorkflowName != nil {
+		res.HolderName = *out.HolderWorkflowName
+	}
+	if res.BouncedID != nil || res.HolderID != nil {
+		return nil
+	}
+	child, err := stepIn(ctx, tx, p.sql("StepGet"), c.WorkflowID, c.FunctionID+1)
+	if err != nil {
+		return err
+	}
+	if child == nil || child.ChildWorkflowID == nil {
+		return fmt.Errorf("workflow %s step %d: the debounce found its key free but step %d records no child", c.WorkflowID, c.FunctionID, c.FunctionID+1)
+	}
+	res.CreatedID = child.ChildWorkflowID
+	return nil
+}
+
+// stepIn reads one step in tx, nil when none is recorded there.
+func stepIn(ctx context.Context, tx pgx.Tx, query, workflowID string, functionID int) (*Step, error) {
+	var s Step
+	var fid int32
+	err := tx.QueryRow(ctx, query, workflowID, functionID).Scan(
+		&fid, &s.Name, &s.Output, &s.Error, &s.Serialization, &s.ChildWorkflowID, &s.StartedAt, &s.CompletedAt)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, nil
+	}
+	s.FunctionID = int(fid)
+	return &s, err
 }
 
 // ---------------------------------------------------------------------------

@@ -176,7 +176,24 @@ type WorkflowDebounceParams struct {
 	Inputs            *string
 	Serialization     *string
 	ApplicationName   *string
+	// Caller, for a debounce from workflow code, makes the debounce the
+	// caller's step Caller.FunctionID, recorded as DBOS records it
+	// (DebounceStepName, the DebounceResult in portable JSON) in the
+	// bounce's transaction, while Caller.OwnerXID owns the caller (else
+	// FencedError). A step already recorded there is the answer (Replayed):
+	// nothing is bounced again. With a Caller, Create is required.
+	Caller *StepCaller
+	// Create is the workflow inserted, in the same transaction, when the key
+	// is free: the caller's child, recorded at Caller.FunctionID+1 as a
+	// child start (DBOS enqueues it as the next step). Its ParentStep and
+	// ParentWorkflowID are set here. A key taken meanwhile is a
+	// DeduplicatedError and nothing is written.
+	Create *WorkflowInsertParams
 }
+
+// DebounceStepName is the step DBOS records for a debounce from workflow
+// code.
+const DebounceStepName = "DBOS.debounce_delayed_workflow"
 
 // DebounceResult says what a debounce did.
 type DebounceResult struct {
@@ -188,6 +205,12 @@ type DebounceResult struct {
 	HolderIsDebounced     bool
 	HolderName            string
 	HolderApplicationName *string
+	// CreatedID is the workflow Create inserted (or, Replayed, the child
+	// recorded after the caller's step), nil if none.
+	CreatedID *string
+	// Replayed: the caller's step was already recorded; the result is what
+	// it records.
+	Replayed bool
 }
 
 // AppVersion is one row of application_versions.

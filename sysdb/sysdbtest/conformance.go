@@ -92,6 +92,7 @@ func Run(t *testing.T, open func(t *testing.T) sysdb.SystemDatabase) {
 		{"WorkflowSetDelay", testWorkflowSetDelay},
 		{"WorkflowDebounce", testWorkflowDebounce},
 		{"WorkflowDebounceApplications", testWorkflowDebounceApplications},
+		{"WorkflowDebounceFromWorkflow", testWorkflowDebounceFromWorkflow},
 		{"WorkflowCancelTimedOut", testWorkflowCancelTimedOut},
 		{"VersionRegisterAndPromote", testVersionRegisterAndPromote},
 		{"VersionOwnership", testVersionOwnership},

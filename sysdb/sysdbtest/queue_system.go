@@ -490,6 +490,107 @@ func testWorkflowDebounceApplications(t *testing.T, db sysdb.SystemDatabase) {
 	require.Equal(t, Ptr("free-1"), bounce("k-free", nil).BouncedID, "no application: any workflow")
 }
 
+// A debounce from workflow code is the caller's step, recorded with the
+// bounce (or with the child it creates, at the next step) in one
+// transaction; the same step again is answered from the record.
+func testWorkflowDebounceFromWorkflow(t *testing.T, db sysdb.SystemDatabase) {
+	ctx := t.Context()
+	now := nowMS()
+	owner := start(t, db, "dparent")
+	debounce := func(c sysdb.StepCaller, key string, until int64, inputs string) (sysdb.DebounceResult, error) {
+		t.Helper()
+		return db.WorkflowDebounce(ctx, sysdb.WorkflowDebounceParams{
+			Name: "notify", QueueName: "q", DeduplicationID: key, DelayUntilEpochMS: until,
+			Inputs: Ptr(inputs), Serialization: Ptr("portable_json"), Caller: &c,
+			Create: &sysdb.WorkflowInsertParams{
+				ID: fmt.Sprintf("dparent-%d", c.FunctionID+1), Name: "notify", Status: sysdb.StatusDelayed,
+				CreatorXID: Token(), ExecutorID: "local", QueueName: Ptr("q"), DeduplicationID: Ptr(key),
+				IsDebounced: true, DelayUntilEpochMS: Ptr(until), TimeoutMS: Ptr(int64(5000)),
+				Serialization: Ptr("portable_json"), Inputs: Ptr(inputs),
+			},
+		})
+	}
+	free := `{"bounced_workflow_id":null,"holder_workflow_id":null,"holder_is_debounced":false,"holder_workflow_name":null,"holder_application_name":null}`
+
+	// The key is free: the caller's step records DBOS's result, and its
+	// child, at the next step, is the new debounced workflow.
+	res, err := debounce(caller("dparent", owner, 1), "k", now+hourMS, `[1]`)
+	require.NoError(t, err)
+	require.Equal(t, sysdb.DebounceResult{CreatedID: Ptr("dparent-2")}, res)
+	s := stepAt(t, db, "dparent", 1)
+	require.Equal(t, sysdb.DebounceStepName, s.Name)
+	require.JSONEq(t, free, *s.Output)
+	require.Equal(t, Ptr(sysdb.PortableJSON), s.Serialization)
+	s = stepAt(t, db, "dparent", 2)
+	require.Equal(t, "notify", s.Name)
+	require.Equal(t, Ptr("dparent-2"), s.ChildWorkflowID)
+	w := get(t, db, "dparent-2")
+	require.Equal(t, sysdb.StatusDelayed, w.Status)
+	require.Equal(t, Ptr("dparent"), w.ParentWorkflowID)
+	require.True(t, w.IsDebounced)
+	require.Equal(t, Ptr(int64(5000)), w.TimeoutMS)
+	require.Nil(t, w.DeadlineEpochMS, "an enqueued workflow's deadline starts when it is dequeued")
+
+	// The same step again (a replay, a retried request) is the record:
+	// nothing is created or bounced.
+	res, err = debounce(caller("dparent", owner, 1), "k", now+2*hourMS, `[9]`)
+	require.NoError(t, err)
+	require.Equal(t, sysdb.DebounceResult{CreatedID: Ptr("dparent-2"), Replayed: true}, res)
+	require.Equal(t, Ptr(now+hourMS), get(t, db, "dparent-2").DelayUntilEpochMS)
+
+	// A later step bounces it, recorded with the bounced id.
+	res, err = debounce(caller("dparent", owner, 3), "k", now+90*60_000, `[2]`)
+	require.NoError(t, err)
+	require.Equal(t, sysdb.DebounceResult{BouncedID: Ptr("dparent-2")}, res)
+	require.JSONEq(t, `{"bounced_workflow_id":"dparent-2","holder_workflow_id":null,"holder_is_debounced":false,"holder_workflow_name":null,"holder_application_name":null}`,
+		*stepAt(t, db, "dparent", 3).Output)
+	require.Nil(t, stepAt(t, db, "dparent", 4), "a bounce takes one step")
+	w = get(t, db, "dparent-2")
+	require.Equal(t, Ptr(now+90*60_000), w.DelayUntilEpochMS)
+	require.Equal(t, Ptr(`[2]`), w.Inputs)
+	res, err = debounce(caller("dparent", owner, 3), "k", now+2*hourMS, `[8]`)
+	require.NoError(t, err)
+	require.Equal(t, sysdb.DebounceResult{BouncedID: Ptr("dparent-2"), Replayed: true}, res)
+	w = get(t, db, "dparent-2")
+	require.Equal(t, Ptr(now+90*60_000), w.DelayUntilEpochMS, "a replay bounces nothing")
+	require.Equal(t, Ptr(`[2]`), w.Inputs)
+
+	// Another run's token: fenced, and neither the step nor the bounce lands.
+	_, err = debounce(caller("dparent", Token(), 4), "k", now+2*hourMS, `[7]`)
+	asError[*sysdb.FencedError](t, err)
+	require.Nil(t, stepAt(t, db, "dparent", 4))
+	require.Equal(t, Ptr(`[2]`), get(t, db, "dparent-2").Inputs)
+
+	// Another step recorded at the id: non-determinism.
+	require.NoError(t, db.StepRecord(ctx, sysdb.StepRecordParams{WorkflowID: "dparent", OwnerXID: owner, FunctionID: 4, Name: "fetch", Output: Ptr(`1`)}))
+	_, err = debounce(caller("dparent", owner, 4), "k", now+2*hourMS, `[7]`)
+	require.Equal(t, 4, asError[*sysdb.UnexpectedStepError](t, err).FunctionID)
+	require.Equal(t, Ptr(`[2]`), get(t, db, "dparent-2").Inputs)
+
+	// A plain workflow holding the key: the holder is recorded, and is the
+	// answer of a replay.
+	enqueue(t, db, "dplain", "q", func(p *sysdb.WorkflowInsertParams) { p.Name, p.DeduplicationID = "notify", Ptr("k2") })
+	for range 2 {
+		res, err = debounce(caller("dparent", owner, 5), "k2", now+hourMS, `[1]`)
+		require.NoError(t, err)
+		require.Equal(t, Ptr("dplain"), res.HolderID)
+		require.Equal(t, "notify", res.HolderName)
+		require.False(t, res.HolderIsDebounced)
+	}
+	require.JSONEq(t, `{"bounced_workflow_id":null,"holder_workflow_id":"dplain","holder_is_debounced":false,"holder_workflow_name":"notify","holder_application_name":null}`,
+		*stepAt(t, db, "dparent", 5).Output)
+
+	// A child that cannot be created rolls the caller's step back with it.
+	insert(t, db, sysdb.WorkflowInsertParams{ID: "dparent-7", Name: "other", Status: sysdb.StatusEnqueued, QueueName: Ptr("q")})
+	_, err = debounce(caller("dparent", owner, 6), "k3", now+hourMS, `[1]`)
+	asError[*sysdb.ConflictingWorkflowError](t, err)
+	require.Nil(t, stepAt(t, db, "dparent", 6))
+	require.Nil(t, stepAt(t, db, "dparent", 7))
+	held, found, err := db.WorkflowByDeduplicationID(ctx, "q", "k3")
+	require.NoError(t, err)
+	require.False(t, found, "no workflow holds the key (%s)", held)
+}
+
 func testWorkflowCancelTimedOut(t *testing.T, db sysdb.SystemDatabase) {
 	ctx := t.Context()
 	now := nowMS()

@@ -11,16 +11,23 @@ from typing import TYPE_CHECKING, Any, Callable, Dict, Generic, Optional, Tuple,
 
 from . import _protocol as proto
 from ._core import (
+    Call,
     Engine,
+    Op,
     WorkflowHandle,
     WorkflowHandleAsync,
+    _Ctx,
     _enqueue_options,
+    _replay,
+    check_recorded_name,
     current_ctx,
     current_timeout_ms,
+    drive,
+    drive_async,
     take_assigned_id,
 )
 from . import _auth as auth
-from ._error import DBOSException, DBOSNotSupportedError
+from ._error import DBOSException, DBOSNotSupportedError, DBOSQueueDeduplicatedError
 from ._serialization import WorkflowSerializationFormat, serialize_args, tag_for
 
 if TYPE_CHECKING:
@@ -28,6 +35,12 @@ if TYPE_CHECKING:
     from ._dbos import Queue
 
 R = TypeVar("R")
+
+# The step DBOS Python records for a debounce from workflow code: its
+# DebounceResult, written in the bounce's transaction.
+DEBOUNCE_STEP = "DBOS.debounce_delayed_workflow"
+# The queue a debounced workflow runs on when the debouncer names none.
+_INTERNAL_QUEUE = "_dbos_internal_queue"
 
 
 def _queue_name(queue: "Optional[Union[Queue, str]]") -> Optional[str]:
@@ -174,18 +187,17 @@ class Debouncer(Generic[R]):
             workflow, debounce_timeout_sec=debounce_timeout_sec, queue=queue, application_name=application_name
         )
 
-    def _body(self, key: str, period_sec: float, args: Tuple[Any, ...], kwargs: Dict[str, Any]) -> Tuple[Engine, Dict[str, Any]]:
+    def _body(
+        self, key: str, period_sec: float, args: Tuple[Any, ...], kwargs: Dict[str, Any]
+    ) -> Tuple[Engine, Optional[_Ctx], Dict[str, Any]]:
         from ._dbos import _dbos, _workflows
         from ._scheduling import get_queue, refuse_other_application
 
         dbos = _dbos()
-        if current_ctx() is not None:
-            raise DBOSNotSupportedError(
-                "Debouncer.debounce from inside a workflow or step", "the agent's debounce cannot record the caller's step"
-            )
+        ctx = current_ctx()
+        if ctx is not None and ctx.step_id is not None:
+            raise DBOSException("Debouncer.debounce from inside a step: debounce from the workflow itself")
         refuse_other_application("Debouncer", self.application_name, dbos._app_name)
-        if current_timeout_ms() is not None:
-            raise DBOSNotSupportedError("Debouncer.debounce inside SetWorkflowTimeout", "timeouts of debounced workflows")
         opts = _enqueue_options.get()
         pinned = take_assigned_id()
         if opts is not None:
@@ -211,21 +223,63 @@ class Debouncer(Generic[R]):
             args=args, kwargs=kwargs, workflow_id=pinned,
             app_version=opts.app_version if opts is not None else None,
         )
+        # The workflow's own timeout (its deadline is set when it is
+        # dequeued). Unlike a child, it never inherits its caller's deadline
+        # (DBOS's rule: it would be cancelled before its delay ends).
+        timeout_ms = current_timeout_ms()
+        if timeout_ms:
+            body["workflow_timeout_ms"] = timeout_ms
         # A first call records the caller's identity, as an enqueue does.
         body.update(auth.start_fields())
-        return dbos._engine, body
+        return dbos._engine, ctx, body
 
     def debounce(self, debounce_key: str, debounce_period_sec: float, *args: Any, **kwargs: Any) -> "WorkflowHandle[R]":
-        engine, body = self._body(debounce_key, debounce_period_sec, args, kwargs)
-        reply = engine.call(proto.OP_DEBOUNCE_WORKFLOW, body)
-        return WorkflowHandle(engine, reply["workflow_id"])
+        engine, ctx, body = self._body(debounce_key, debounce_period_sec, args, kwargs)
+        return WorkflowHandle(engine, drive(engine, _debounce_op(engine, ctx, body)))
 
     async def debounce_async(
         self, debounce_key: str, debounce_period_sec: float, *args: Any, **kwargs: Any
     ) -> "WorkflowHandleAsync[R]":
-        engine, body = self._body(debounce_key, debounce_period_sec, args, kwargs)
-        reply = await engine.call_async(proto.OP_DEBOUNCE_WORKFLOW, body)
-        return WorkflowHandleAsync(engine, reply["workflow_id"])
+        engine, ctx, body = self._body(debounce_key, debounce_period_sec, args, kwargs)
+        return WorkflowHandleAsync(engine, await drive_async(engine, _debounce_op(engine, ctx, body)))
+
+
+def _debounce_op(engine: Engine, ctx: Optional[_Ctx], body: Dict[str, Any]) -> "Op[str]":
+    """A debounce: the id of the workflow that will run. From workflow code
+    it is the step DBOS.debounce_delayed_workflow (DBOS's DebounceResult,
+    recorded by the agent with the bounce), and when it creates the
+    workflow, that child's start at the next function id, as DBOS Python
+    numbers them; a replay answers from the history and bounces nothing."""
+    if ctx is None:
+        reply = yield Call(proto.OP_DEBOUNCE_WORKFLOW, body)
+        return str(reply["workflow_id"])
+    run = ctx.run
+    fid = run.next_function_id()
+    rec = run.history.get(fid)
+    if rec is not None:
+        result = _replay(run, fid, rec, DEBOUNCE_STEP, engine.serializer)
+        if not isinstance(result, dict):
+            raise DBOSException(f"step {fid} of workflow {run.workflow_id} ({DEBOUNCE_STEP}) records no debounce result")
+        if result.get("bounced_workflow_id"):
+            return str(result["bounced_workflow_id"])
+        if result.get("holder_workflow_id"):
+            raise DBOSQueueDeduplicatedError(
+                str(result["holder_workflow_id"]),
+                body.get("queue_name") or _INTERNAL_QUEUE,
+                f"{body['name']}-{body['key']}",
+            )
+        child_fid = run.next_function_id()
+        child = run.history.get(child_fid)
+        if child is None or not child.get("child_workflow_id"):
+            raise DBOSException(f"step {child_fid} of workflow {run.workflow_id} records no debounced workflow")
+        check_recorded_name(run, child_fid, child, body["name"])
+        return str(child["child_workflow_id"])
+    run.check_live()
+    body["caller"] = {"workflow_id": run.workflow_id, "owner_xid": run.owner_xid, "function_id": fid}
+    reply = yield Call(proto.OP_DEBOUNCE_WORKFLOW, body, run, fid, DEBOUNCE_STEP)
+    if not reply.get("bounced"):
+        run.next_function_id()  # the workflow it created is the child at the next id
+    return str(reply["workflow_id"])
 
 
 class DebouncerClient(Generic[R]):
@@ -261,7 +315,7 @@ class DebouncerClient(Generic[R]):
         )
         app = self.application_name if self.application_name is not None else opts.get("application_name")
         refuse_other_application("DebouncerClient", app, self.client._app_name)
-        for key_name in ("workflow_timeout", "attributes", "shard_key"):
+        for key_name in ("attributes", "shard_key"):
             if opts.get(key_name) is not None:
                 raise DBOSNotSupportedError(f"DebouncerClient(workflow_options[{key_name!r}])")
         fmt: Optional[WorkflowSerializationFormat] = opts.get("serialization_type")
@@ -274,6 +328,9 @@ class DebouncerClient(Generic[R]):
         )
         body["authenticated_user"] = opts.get("authenticated_user")
         body["authenticated_roles"] = list(opts["authenticated_roles"]) if opts.get("authenticated_roles") else None
+        timeout = opts.get("workflow_timeout")
+        if timeout:
+            body["workflow_timeout_ms"] = int(timeout * 1000)  # its deadline is set when it is dequeued
         return body
 
     def debounce(self, debounce_key: str, debounce_period_sec: float, *args: Any, **kwargs: Any) -> "WorkflowHandle[R]":

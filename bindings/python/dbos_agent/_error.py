@@ -496,8 +496,9 @@ def map_agent_error(
     if code == 201:
         return DBOSConflictingWorkflowError(wid, msg)
     if code == 202:
+        # A debounce's answer names the key's holder, as DBOS raises it.
         return DBOSQueueDeduplicatedError(
-            wid, _str(data.get("queue_name")), _str(data.get("deduplication_id"))
+            _str(data.get("workflow_id")) or wid, _str(data.get("queue_name")), _str(data.get("deduplication_id"))
         )
     if code == 203:
         return DBOSWorkflowConflictIDError(wid)
