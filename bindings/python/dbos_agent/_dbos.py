@@ -268,6 +268,7 @@ def _step_workflow(step_name: str, step: Callable[..., Any]) -> Callable[..., An
             return step(*args, **kwargs)
 
         body = temp_sync
+    body.__dbos_origin__ = step  # type: ignore[attr-defined]  # for _check_redeclaration
     reg = WorkflowRegistration(body, "<temp>." + step_name, DEFAULT_MAX_RECOVERY_ATTEMPTS, None)
     _declare_workflow(reg)
     step.__dbos_workflow__ = reg  # type: ignore[attr-defined]
@@ -2080,15 +2081,45 @@ def _workflow_form(reg: WorkflowRegistration) -> Dict[str, Any]:
     return workflow_form(reg.name, reg.max_recovery_attempts, getattr(reg, "class_name", None))
 
 
+def _code_origin(reg: WorkflowRegistration) -> Tuple[Any, Optional[str], Optional[str]]:
+    """The user's function behind a registration (a step's, for its <temp>
+    workflow), its code object, module and real source path."""
+    fn = inspect.unwrap(getattr(reg.func, "__dbos_origin__", reg.func))
+    code = getattr(fn, "__code__", None)
+    filename = os.path.realpath(code.co_filename) if code is not None else None
+    return code, getattr(fn, "__module__", None), filename
+
+
+def _check_redeclaration(previous: WorkflowRegistration, reg: WorkflowRegistration) -> None:
+    """DBOS's rules for a name declared again: two workflows of one name from
+    different modules and files are an error; another function of the name
+    is warned about (DBOS's message, with the <temp>. of a step's workflow
+    left out); the same code declared again (a function that declares its
+    workflow at every call) is no news."""
+    old_code, old_module, old_file = _code_origin(previous)
+    new_code, new_module, new_file = _code_origin(reg)
+    if old_code is new_code:
+        return
+    if (not reg.name.startswith("<temp>.") and None not in (old_module, new_module, old_file, new_file)
+            and old_module != new_module and old_file != new_file):
+        raise DBOSException(
+            f"Operation (Name: {reg.name}) is registered by two different functions, "
+            f"{old_module} at {old_file} and {new_module} at {new_file}."
+        )
+    name = reg.name.replace("<temp>.", "")
+    logger.warning(
+        f"Duplicate registration of function '{name}'. A function named '{name}' has already been "
+        "registered with DBOS. All functions registered with DBOS must have unique names."
+    )
+
+
 def _declare_workflow(reg: WorkflowRegistration) -> None:
     """Record a declared workflow; once launched, register it with the agent
     before returning (_announce_workflow)."""
     with _instance_lock:
         previous = _workflows.get(reg.name)
-        # The same code declared again (a function that declares its
-        # workflow at every call) is no news.
-        if previous is not None and getattr(previous.func, "__code__", None) is not getattr(reg.func, "__code__", 0):
-            logger.warning("workflow %s is declared twice; the last declaration wins", reg.name)
+        if previous is not None:
+            _check_redeclaration(previous, reg)
         _workflows[reg.name] = reg
     try:
         _announce_workflow(reg)

@@ -258,3 +258,50 @@ def test_declaring_the_same_workflow_again_sends_nothing_new() -> None:
     assert handler(7, 5) == 21
     one_call = ids_used(lambda: declared_once(3))
     assert ids_used(lambda: handler(2, 6)) == one_call + 1, "a changed declaration is registered again"
+
+
+def test_a_name_declared_again_follows_dbos_rules(caplog: pytest.LogCaptureFixture) -> None:
+    """DBOS's rules and messages: another function of a declared name is
+    warned about (a step's too, named without its <temp>. prefix); the same
+    name from another module and file is refused; the same code declared
+    again is no news."""
+    name = new_id("dup_wf")
+
+    @DBOS.workflow(name=name)
+    def first() -> int:
+        return 1
+
+    with caplog.at_level("WARNING", logger="dbos_agent"):
+        @DBOS.workflow(name=name)
+        def second() -> int:
+            return 2
+
+        step_name = new_id("dup_step")
+
+        @DBOS.step(name=step_name)
+        def step_one() -> int:
+            return 1
+
+        @DBOS.step(name=step_name)
+        def step_two() -> int:
+            return 2
+
+    assert f"Duplicate registration of function '{name}'. A function named '{name}' has already been registered" in caplog.text
+    assert f"Duplicate registration of function '{step_name}'." in caplog.text
+    assert second() == 2  # the last declaration wins
+
+    caplog.clear()
+    with caplog.at_level("WARNING", logger="dbos_agent"):
+        for _ in range(3):
+            @DBOS.workflow(name=name)
+            def again() -> int:
+                return 3
+    # Only the first of the three is another function's declaration.
+    assert caplog.text.count("Duplicate registration") == 1
+
+    # A function of another module and file under the name.
+    elsewhere: Dict[str, Any] = {"__name__": "another_module", "DBOS": DBOS}
+    source = compile(f"@DBOS.workflow(name={name!r})\ndef third():\n    return 3\n", "/elsewhere/another_module.py", "exec")
+    with pytest.raises(DBOSException, match=rf"Operation \(Name: {name}\) is registered by two different functions"):
+        exec(source, elsewhere)
+    assert again() == 3  # the refused declaration changed nothing
