@@ -77,9 +77,11 @@ bench: postgres ## Run the benchmarks
 	$(GO) test -run '^$$' -bench . -benchmem -count=1 ./...
 
 .PHONY: lint
-lint: ## gofmt and go vet
+lint: ## gofmt and go vet; the Python binding's mypy --strict and ruff
 	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || (gofmt -l $$(git ls-files '*.go'); echo 'gofmt: files above need formatting'; exit 1)
 	$(GO) vet ./...
+	bash scripts/python-venv.sh test
+	cd bindings/python && ../../.venv/bin/mypy dbos_agent && ../../.venv/bin/ruff check dbos_agent
 
 .PHONY: clean
 clean: ## Remove build output

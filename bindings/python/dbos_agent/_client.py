@@ -34,7 +34,7 @@ from ._extras import ClientExtras
 from ._scheduling import ClientScheduleInput, VersionInfo, WorkflowSchedule
 from ._error import DBOSException, DBOSNonExistentWorkflowError, DBOSNotSupportedError
 from ._management import delete_queue_op, resume_workflows_op
-from ._serialization import DefaultSerializer, Serializer, WorkflowSerializationFormat, tag_for
+from ._serialization import DBOSDefaultSerializer, Serializer, WorkflowSerializationFormat, tag_for
 from ._transport import AgentLink, Connection, resolve_socket_path, resolve_trusted_uids
 
 if TYPE_CHECKING:
@@ -162,7 +162,7 @@ class DBOSClient(ClientExtras):
         application_name: Optional[str] = None,
         system_database_url: Optional[str] = None,
         dbos_system_schema: Optional[str] = None,
-        serializer: Serializer = DefaultSerializer(),
+        serializer: Serializer = DBOSDefaultSerializer,
         **ignored: Any,
     ) -> None:
         if system_database_url is not None or dbos_system_schema is not None or ignored:
@@ -220,13 +220,17 @@ class DBOSClient(ClientExtras):
         reply, _ = await self._engine.start_async(body)
         return WorkflowHandleAsync(self._engine, reply.get("workflow_id") or body["workflow_id"])
 
-    def retrieve_workflow(self, workflow_id: str, existing_workflow: bool = True, *, shard_key: Optional[str] = None) -> "WorkflowHandle[Any]":
+    def retrieve_workflow(
+        self, workflow_id: str, existing_workflow: bool = True, *, shard_key: Optional[str] = None,
+    ) -> "WorkflowHandle[Any]":
         sched.refuse_shard_key("DBOSClient.retrieve_workflow", shard_key)
         if existing_workflow and self._engine.get_status(workflow_id) is None:
             raise DBOSNonExistentWorkflowError("target", workflow_id)
         return WorkflowHandle(self._engine, workflow_id)
 
-    async def retrieve_workflow_async(self, workflow_id: str, existing_workflow: bool = True, *, shard_key: Optional[str] = None) -> "WorkflowHandleAsync[Any]":
+    async def retrieve_workflow_async(
+        self, workflow_id: str, existing_workflow: bool = True, *, shard_key: Optional[str] = None,
+    ) -> "WorkflowHandleAsync[Any]":
         sched.refuse_shard_key("DBOSClient.retrieve_workflow_async", shard_key)
         if existing_workflow and await self._engine.get_status_async(workflow_id) is None:
             raise DBOSNonExistentWorkflowError("target", workflow_id)
@@ -267,12 +271,16 @@ class DBOSClient(ClientExtras):
         sched.refuse_shard_key("DBOSClient.cancel_workflows_async", shard_key)
         await self._engine.cancel_async(workflow_ids, cancel_children)
 
-    def resume_workflow(self, workflow_id: str, *, queue_name: Optional[str] = None, shard_key: Optional[str] = None) -> "WorkflowHandle[Any]":
+    def resume_workflow(
+        self, workflow_id: str, *, queue_name: Optional[str] = None, shard_key: Optional[str] = None,
+    ) -> "WorkflowHandle[Any]":
         sched.refuse_shard_key("DBOSClient.resume_workflow", shard_key)
         self._engine.resume(workflow_id, queue_name)
         return WorkflowHandle(self._engine, workflow_id)
 
-    async def resume_workflow_async(self, workflow_id: str, *, queue_name: Optional[str] = None, shard_key: Optional[str] = None) -> "WorkflowHandleAsync[Any]":
+    async def resume_workflow_async(
+        self, workflow_id: str, *, queue_name: Optional[str] = None, shard_key: Optional[str] = None,
+    ) -> "WorkflowHandleAsync[Any]":
         sched.refuse_shard_key("DBOSClient.resume_workflow_async", shard_key)
         await self._engine.resume_async(workflow_id, queue_name)
         return WorkflowHandleAsync(self._engine, workflow_id)
@@ -307,12 +315,16 @@ class DBOSClient(ClientExtras):
         return await self._engine.list_workflows_async("DBOSClient.list_queued_workflows_async", filters)
 
     def list_workflow_steps(
-        self, workflow_id: str, *, load_output: bool = True, limit: Optional[int] = None, offset: Optional[int] = None, shard_key: Optional[str] = None) -> List[StepInfo]:
+        self, workflow_id: str, *, load_output: bool = True, limit: Optional[int] = None,
+        offset: Optional[int] = None, shard_key: Optional[str] = None,
+    ) -> List[StepInfo]:
         sched.refuse_shard_key("DBOSClient.list_workflow_steps", shard_key)
         return self._engine.list_steps(workflow_id, load_output, limit, offset)
 
     async def list_workflow_steps_async(
-        self, workflow_id: str, *, load_output: bool = True, limit: Optional[int] = None, offset: Optional[int] = None, shard_key: Optional[str] = None) -> List[StepInfo]:
+        self, workflow_id: str, *, load_output: bool = True, limit: Optional[int] = None,
+        offset: Optional[int] = None, shard_key: Optional[str] = None,
+    ) -> List[StepInfo]:
         sched.refuse_shard_key("DBOSClient.list_workflow_steps_async", shard_key)
         return await self._engine.list_steps_async(workflow_id, load_output, limit, offset)
 

@@ -1400,7 +1400,10 @@ def raw_record_body(
     }
 
 
-def _record_body(run: WorkflowRun, fid: int, name: str, started: int, output: Any, error: Optional[BaseException], serializer: Serializer, child_workflow_id: Optional[str] = None) -> Dict[str, Any]:
+def _record_body(
+    run: WorkflowRun, fid: int, name: str, started: int, output: Any, error: Optional[BaseException],
+    serializer: Serializer, child_workflow_id: Optional[str] = None,
+) -> Dict[str, Any]:
     # Step outcomes use the default format whatever the workflow's format,
     # as in DBOS Python.
     if error is None:
@@ -1586,7 +1589,10 @@ def _stop_waiter(run: WorkflowRun) -> "Tuple[asyncio.Future[None], Callable[[], 
         if not stopped.done():
             stopped.set_result(None)
 
-    forget = run.on_stop(lambda: loop.call_soon_threadsafe(wake))
+    def wake_soon() -> None:
+        loop.call_soon_threadsafe(wake)
+
+    forget = run.on_stop(wake_soon)
 
     def drop() -> None:
         forget()
@@ -1606,7 +1612,8 @@ async def _race_async(engine: Engine, race: FirstOf) -> Tuple[int, Dict[str, Any
         for c in race.calls:
             requests.append(await conn.request_async(c.op, c.body))  # one by one: a refused one leaves those sent to cancel
         futs = [asyncio.wrap_future(r) for r in requests]
-        await asyncio.wait([*futs, *([stopped] if stopped is not None else [])], return_when=asyncio.FIRST_COMPLETED)
+        waited: "List[asyncio.Future[Any]]" = [*futs, *([stopped] if stopped is not None else [])]
+        await asyncio.wait(waited, return_when=asyncio.FIRST_COMPLETED)
         return _first_answer(race, futs)
     finally:
         drop()
@@ -1651,7 +1658,7 @@ async def _perform_async(engine: Engine, item: Union[Call, FirstOf, Pause]) -> A
     return (await _race_async(engine, FirstOf([item])))[1]
 
 
-def _advance(gen: "Op[Any]", reply: Any, error: Optional[BaseException]) -> Union[Call, Pause, Emit]:
+def _advance(gen: "Op[Any]", reply: Any, error: Optional[BaseException]) -> Union[Call, FirstOf, Pause, Emit]:
     return gen.throw(error) if error is not None else gen.send(reply)
 
 
@@ -2047,7 +2054,7 @@ def _wait_first_op(engine: Engine, workflow_ids: List[str], run: Optional[Workfl
             # are made again on the next connection, as get_result's are.
             if run is not None or engine._link().closed:
                 raise
-    first = workflow_ids[index]
+    first: str = workflow_ids[index]
     if run is not None:
         yield record_call(run, _record_body(run, fid, WAIT_FIRST_STEP, started, first, None, engine.serializer))
     return first

@@ -477,7 +477,9 @@ def _read_checkpoint(ds: Datasource, workflow_id: str, step_id: int, run: Option
         return {"output": rows[0][0], "error": rows[0][1], "serialization": rows[0][2]}
 
 
-def _insert_checkpoint(ds: Datasource, workflow_id: str, step_id: int, output: Optional[str], error: Optional[str], tag: Optional[str]) -> Any:
+def _insert_checkpoint(
+    ds: Datasource, workflow_id: str, step_id: int, output: Optional[str], error: Optional[str], tag: Optional[str],
+) -> Any:
     t = ds._outputs_table
     return (
         ds._dialect.insert(t)
@@ -865,7 +867,8 @@ class AsyncSQLAlchemyDatasource(_Base):
         sessionmaker: "Optional[async_sessionmaker[Any]]" = None,
         run_migrations: bool = True,
     ) -> "AsyncSQLAlchemyDatasource":
-        ds = cast(AsyncSQLAlchemyDatasource, AsyncSQLAlchemyDatasource._made(database_url, engine_kwargs, engine, schema, serializer, sessionmaker))
+        made = AsyncSQLAlchemyDatasource._made(database_url, engine_kwargs, engine, schema, serializer, sessionmaker)
+        ds = cast(AsyncSQLAlchemyDatasource, made)
         if run_migrations:
             await ds.run_migrations()
         else:

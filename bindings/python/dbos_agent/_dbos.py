@@ -740,7 +740,9 @@ class DBOS(DBOSExtras):
                     pass  # this run stopped: the recorded outcome decides
         return _get_result_recorded(engine, wid, lambda: engine.await_result(wid))
 
-    def _run_child(self, parent: WorkflowRun, run: WorkflowRun, reg: WorkflowRegistration, args: Tuple[Any, ...], kwargs: Dict[str, Any]) -> Any:
+    def _run_child(
+        self, parent: WorkflowRun, run: WorkflowRun, reg: WorkflowRegistration, args: Tuple[Any, ...], kwargs: Dict[str, Any],
+    ) -> Any:
         """Run a child called directly from workflow code here, then record
         its outcome as the parent's next step (DBOS.getResult)."""
         engine = self._engine
@@ -792,7 +794,9 @@ class DBOS(DBOSExtras):
         await _record_async(engine, parent, child_outcome_body(engine, parent, fid, run.workflow_id, started, output, None))
         return output
 
-    def _start(self, reg: WorkflowRegistration, args: Tuple[Any, ...], kwargs: Dict[str, Any], queue_name: Optional[str], what: str) -> "WorkflowHandle[Any]":
+    def _start(
+        self, reg: WorkflowRegistration, args: Tuple[Any, ...], kwargs: Dict[str, Any], queue_name: Optional[str], what: str,
+    ) -> "WorkflowHandle[Any]":
         parent, body, wid = self._prepare_start(reg, args, kwargs, queue_name, what)
         if body is None:
             return WorkflowHandle(self._engine, wid)
@@ -805,7 +809,9 @@ class DBOS(DBOSExtras):
         # workflow that holds the deduplication id.
         return WorkflowHandle(self._engine, reply.get("workflow_id") or wid, fut)
 
-    async def _start_async(self, reg: WorkflowRegistration, args: Tuple[Any, ...], kwargs: Dict[str, Any], queue_name: Optional[str], what: str) -> "WorkflowHandleAsync[Any]":
+    async def _start_async(
+        self, reg: WorkflowRegistration, args: Tuple[Any, ...], kwargs: Dict[str, Any], queue_name: Optional[str], what: str,
+    ) -> "WorkflowHandleAsync[Any]":
         parent, body, wid = self._prepare_start(reg, args, kwargs, queue_name, what)
         if body is None:
             return WorkflowHandleAsync(self._engine, wid)
@@ -841,7 +847,9 @@ class DBOS(DBOSExtras):
     # Workflow management
 
     @classmethod
-    def retrieve_workflow(cls, workflow_id: str, existing_workflow: bool = True, *, shard_key: Optional[str] = None) -> "WorkflowHandle[Any]":
+    def retrieve_workflow(
+        cls, workflow_id: str, existing_workflow: bool = True, *, shard_key: Optional[str] = None,
+    ) -> "WorkflowHandle[Any]":
         """A handle to a workflow by id; raises DBOSNonExistentWorkflowError
         for an unknown id unless ``existing_workflow=False``."""
         sched.refuse_shard_key("DBOS.retrieve_workflow", shard_key)
@@ -853,7 +861,9 @@ class DBOS(DBOSExtras):
         return WorkflowHandle(engine, workflow_id)
 
     @classmethod
-    async def retrieve_workflow_async(cls, workflow_id: str, existing_workflow: bool = True, *, shard_key: Optional[str] = None) -> "WorkflowHandleAsync[Any]":
+    async def retrieve_workflow_async(
+        cls, workflow_id: str, existing_workflow: bool = True, *, shard_key: Optional[str] = None,
+    ) -> "WorkflowHandleAsync[Any]":
         sched.refuse_shard_key("DBOS.retrieve_workflow_async", shard_key)
         engine = _dbos()._engine
         if existing_workflow:
@@ -920,7 +930,9 @@ class DBOS(DBOSExtras):
         await call_as_step_async("DBOS.cancelWorkflow", lambda: engine.cancel_async(workflow_ids, cancel_children))
 
     @classmethod
-    def resume_workflow(cls, workflow_id: str, *, queue_name: Optional[str] = None, shard_key: Optional[str] = None) -> "WorkflowHandle[Any]":
+    def resume_workflow(
+        cls, workflow_id: str, *, queue_name: Optional[str] = None, shard_key: Optional[str] = None,
+    ) -> "WorkflowHandle[Any]":
         """Resume a cancelled (or dead-lettered) workflow from its last
         recorded step."""
         sched.refuse_shard_key("DBOS.resume_workflow", shard_key)
@@ -929,7 +941,9 @@ class DBOS(DBOSExtras):
         return WorkflowHandle(engine, workflow_id)
 
     @classmethod
-    async def resume_workflow_async(cls, workflow_id: str, *, queue_name: Optional[str] = None, shard_key: Optional[str] = None) -> "WorkflowHandleAsync[Any]":
+    async def resume_workflow_async(
+        cls, workflow_id: str, *, queue_name: Optional[str] = None, shard_key: Optional[str] = None,
+    ) -> "WorkflowHandleAsync[Any]":
         sched.refuse_shard_key("DBOS.resume_workflow_async", shard_key)
         engine = _dbos()._engine
         await call_as_step_async("DBOS.resumeWorkflow", lambda: engine.resume_async(workflow_id, queue_name))
@@ -1063,7 +1077,9 @@ class DBOS(DBOSExtras):
 
     @classmethod
     def list_workflow_steps(
-        cls, workflow_id: str, *, load_output: bool = True, limit: Optional[int] = None, offset: Optional[int] = None, shard_key: Optional[str] = None) -> List[StepInfo]:
+        cls, workflow_id: str, *, load_output: bool = True, limit: Optional[int] = None,
+        offset: Optional[int] = None, shard_key: Optional[str] = None,
+    ) -> List[StepInfo]:
         """The recorded steps of a workflow, in order."""
         sched.refuse_shard_key("DBOS.list_workflow_steps", shard_key)
         engine = _dbos()._engine
@@ -1073,7 +1089,9 @@ class DBOS(DBOSExtras):
 
     @classmethod
     async def list_workflow_steps_async(
-        cls, workflow_id: str, *, load_output: bool = True, limit: Optional[int] = None, offset: Optional[int] = None, shard_key: Optional[str] = None) -> List[StepInfo]:
+        cls, workflow_id: str, *, load_output: bool = True, limit: Optional[int] = None,
+        offset: Optional[int] = None, shard_key: Optional[str] = None,
+    ) -> List[StepInfo]:
         sched.refuse_shard_key("DBOS.list_workflow_steps_async", shard_key)
         engine = _dbos()._engine
         return await call_as_step_async(

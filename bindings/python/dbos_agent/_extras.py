@@ -6,12 +6,15 @@ raises when called, never when imported). ``DBOS`` inherits them."""
 from __future__ import annotations
 
 import uuid
-from typing import Any, Callable, Dict, List, Optional, Type, TypeVar
+from typing import TYPE_CHECKING, Any, Callable, Dict, List, Optional, Type, TypeVar
 
 from . import _auth as auth
 from . import _reservation as reservation
 from ._error import DBOSException, DBOSNotSupportedError
 from ._tracing import DBOSTracer, dbos_tracer
+
+if TYPE_CHECKING:
+    from ._core import Engine
 
 F = TypeVar("F", bound=Callable[..., Any])
 T = TypeVar("T")
@@ -240,7 +243,7 @@ class ClientExtras:
     """The rest of DBOS Python 3.4's ``DBOSClient``; ``DBOSClient`` inherits
     them."""
 
-    _engine: Any
+    _engine: "Engine"
 
     def check_connection(self) -> None:
         """Raise unless the agent answers and reaches the system database (a

@@ -60,7 +60,10 @@ async def asyncio_wait(
     futs: "List[asyncio.Future[Any]]" = [asyncio.ensure_future(f) for f in fs]
     ctx = current_ctx()
     if ctx is None or ctx.step_id is not None:
-        return await asyncio.wait(futs, timeout=timeout, return_when=return_when)
+        split: "Tuple[Set[asyncio.Future[Any]], Set[asyncio.Future[Any]]]" = await asyncio.wait(
+            futs, timeout=timeout, return_when=return_when
+        )
+        return split
     engine, run = ctx.engine, ctx.run
     # The function id is taken before the awaitables run (they start at the
     # first await), as in DBOS.

@@ -110,7 +110,7 @@ def encode_frame(
         env["op"] = op
     if body is not None:
         env["body"] = _compact(body) if omit_nil else body
-    payload = msgpack.packb(env, use_bin_type=True)
+    payload: bytes = msgpack.packb(env, use_bin_type=True)
     return HEADER.pack(len(payload)) + payload
 
 

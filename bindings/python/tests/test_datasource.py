@@ -363,7 +363,7 @@ def flaky(kind: str) -> str:
 
 
 @DBOS.workflow()
-def flaky_workflow(kind: str) -> Tuple[str, int]:
+def ds_flaky_workflow(kind: str) -> Tuple[str, int]:
     return SOURCES.ds[kind].run_tx_step(None, flaky, kind), peek(kind)
 
 
@@ -372,7 +372,7 @@ def test_serialization_failure_is_retried_not_recorded(sources: Sources) -> None
     db = sources.db[kind]
     wid = new_id("dsretry")
     with SetWorkflowID(wid):
-        assert flaky_workflow(kind) == ("committed", 1)
+        assert ds_flaky_workflow(kind) == ("committed", 1)
     assert len(flaky_attempts) == 3
     assert db.effects(wid) == [3]  # the failed attempts' inserts rolled back
     assert seen[wid] == [(1, "committed", None, "py_pickle")]
