@@ -40,6 +40,12 @@ ABSENT_MODULE = "dbos_suite_absent"
 
 _MISSING = object()
 
+# Private names that are process state rather than DBOS's machinery, mapped to
+# the binding's same state: which DBOS instance this process runs (a helper module
+# of the tests, client_collateral.py, registers its queues only once DBOS is
+# launched; read from the real dbos it would always say "not launched").
+PROCESS_STATE = {("dbos._dbos", "_dbos_global_instance"): "_dbos._dbos_global_instance"}
+
 
 class Rewriter:
     def __init__(self) -> None:
@@ -50,6 +56,8 @@ class Rewriter:
     def _public_source(self, module: str, name: str) -> Optional[str]:
         """The dbos_agent attribute path a ``from <module> import <name>`` maps to, or None
         when the import stays on dbos."""
+        if (module, name) in PROCESS_STATE:
+            return PROCESS_STATE[(module, name)]
         if name.startswith("_"):
             return None
         if module == "dbos":

@@ -225,6 +225,14 @@ def compute_app_version(app_name: str, workflows: List[Callable[..., Any]]) -> s
     return hasher.hexdigest()
 
 
+def __getattr__(name: str) -> Any:
+    # DBOS Python's name for the process's instance (module attribute), which
+    # code written for DBOS reads to learn whether DBOS is launched.
+    if name == "_dbos_global_instance":
+        return _instance
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
 def _dbos() -> "DBOS":
     inst = _instance
     if inst is None:

@@ -103,12 +103,21 @@ def test_executor_id_must_match_the_agents(agent_env: AgentEnv) -> None:
     assert DBOS.get_workflow_status(s.wfid).status == "SUCCESS"  # type: ignore[union-attr]
 
 
+def instance_as_dbos_names_it() -> Any:
+    from dbos_agent._dbos import _dbos_global_instance  # DBOS Python's module attribute
+
+    return _dbos_global_instance
+
+
 def test_relaunch_after_destroy_and_declarations_after_launch(agent_env: AgentEnv) -> None:
     for _ in range(2):
-        DBOS(config={"name": "pytest", "agent_socket": agent_env.socket})
+        inst = DBOS(config={"name": "pytest", "agent_socket": agent_env.socket})
+        assert instance_as_dbos_names_it() is inst and not inst._launched
         DBOS.launch()
+        assert instance_as_dbos_names_it()._launched
         assert echo_workflow({"n": 1}) == {"n": 1}
         DBOS.destroy()
+        assert instance_as_dbos_names_it() is None
     DBOS(config={"name": "pytest", "agent_socket": agent_env.socket})
     DBOS.launch()
 
