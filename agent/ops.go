@@ -102,6 +102,7 @@ func protocolError(s *Session, op string, err error) *protocol.Error {
 		stepClash  *sysdb.StepConflictError
 		closed     *sysdb.StreamClosedError
 		active     *sysdb.WorkflowActiveError
+		inUse      *sysdb.WorkflowIDInUseError
 	)
 	switch {
 	case errors.As(err, &notFound):
@@ -124,6 +125,10 @@ func protocolError(s *Session, op string, err error) *protocol.Error {
 		return protocol.Errorf(protocol.CodeStreamClosed, "%s", closed.Error())
 	case errors.As(err, &active):
 		return protocol.Errorf(protocol.CodeWorkflowActive, "%s", active.Error())
+	case errors.As(err, &inUse):
+		e := protocol.Errorf(protocol.CodeWorkflowIDInUse, "%s", inUse.Error())
+		e.Data = map[string]any{"workflow_id": inUse.WorkflowID, "status": inUse.Status, "name": inUse.Name}
+		return e
 	case errors.Is(err, context.DeadlineExceeded):
 		return protocol.Errorf(protocol.CodeTimeout, "%s timed out", op)
 	case errors.Is(err, context.Canceled):
@@ -166,6 +171,11 @@ func handleStartWorkflow(s *Session, env protocol.Envelope) (any, *protocol.Erro
 	case "", protocol.DedupReject, protocol.DedupReturnExisting:
 	default:
 		return nil, protocol.Errorf(protocol.CodeInvalidArgument, "%s: deduplication_policy must be %q or %q", env.Op, protocol.DedupReject, protocol.DedupReturnExisting)
+	}
+	switch m.WorkflowIDReusePolicy {
+	case "", protocol.ReuseReturnExisting, protocol.ReuseReject:
+	default:
+		return nil, protocol.Errorf(protocol.CodeInvalidArgument, "%s: workflow_id_reuse_policy must be %q or %q", env.Op, protocol.ReuseReturnExisting, protocol.ReuseReject)
 	}
 	if a.draining.Load() {
 		return nil, protocol.Errorf(protocol.CodeShuttingDown, "the agent is shutting down")
@@ -225,6 +235,7 @@ func handleStartWorkflow(s *Session, env protocol.Envelope) (any, *protocol.Erro
 		Serialization:      optional(m.Serialization),
 		Inputs:             m.Inputs,
 		Attributes:         m.Attributes,
+		RejectExisting:     m.WorkflowIDReusePolicy == protocol.ReuseReject,
 		ParentStep:         parent,
 	}
 	if parent != nil {
@@ -497,8 +508,19 @@ func handleListWorkflows(s *Session, env protocol.Envelope) (any, *protocol.Erro
 		ApplicationVersion: m.AppVersions,
 		ParentWorkflowIDs:  m.ParentIDs,
 		AuthenticatedUsers: m.Users,
+		ForkedFrom:         m.ForkedFrom,
+		ScheduleNames:      m.ScheduleNames,
+		ApplicationNames:   m.ApplicationNames,
+		Attributes:         m.Attributes,
+		WasForkedFrom:      m.WasForkedFrom,
+		IsFork:             m.IsFork,
+		HasParent:          m.HasParent,
 		CreatedAfter:       optionalInt(m.StartTimeMS),
 		CreatedBefore:      optionalInt(m.EndTimeMS),
+		CompletedAfter:     optionalInt(m.CompletedAfterMS),
+		CompletedBefore:    optionalInt(m.CompletedBeforeMS),
+		StartedAfter:       optionalInt(m.DequeuedAfterMS),
+		StartedBefore:      optionalInt(m.DequeuedBeforeMS),
 		Limit:              m.Limit,
 		Offset:             m.Offset,
 		SortDesc:           m.SortDesc,
@@ -508,6 +530,7 @@ func handleListWorkflows(s *Session, env protocol.Envelope) (any, *protocol.Erro
 	if m.IDPrefix != "" {
 		p.IDPrefixes = []string{m.IDPrefix}
 	}
+	p.IDPrefixes = append(p.IDPrefixes, m.IDPrefixes...)
 	wfs, err := s.agent.db.WorkflowList(s.ctx, p)
 	if err != nil {
 		return nil, protocolError(s, env.Op, err)

@@ -80,6 +80,18 @@ func handleRegisterQueues(s *Session, env protocol.Envelope) (any, *protocol.Err
 	if perr := decode(env, &m); perr != nil {
 		return nil, perr
 	}
+	if hello, group := s.handshaken(); hello.Role != protocol.RoleWorker {
+		// DBOS's DBOSClient.register_queue: a client writes the queue's
+		// row for its application and serves nothing; the workers that
+		// serve the queue poll it again at once, under its new limits.
+		if perr := s.agent.registerQueues(s.ctx, group.app, m.Queues); perr != nil {
+			return nil, perr
+		}
+		for _, q := range m.Queues {
+			s.agent.wakeQueue(q.Name)
+		}
+		return protocol.Empty{}, nil
+	}
 	return s.register(env.Op, nil, m.Queues)
 }
 
@@ -287,6 +299,9 @@ func handleDebounceWorkflow(s *Session, env protocol.Envelope) (any, *protocol.E
 	if m.DelayMS < 0 || m.TimeoutMS < 0 {
 		return nil, protocol.Errorf(protocol.CodeInvalidArgument, "%s: delay_ms and timeout_ms must not be negative", env.Op)
 	}
+	if perr := checkAttributes(env.Op, m.Attributes); perr != nil {
+		return nil, perr
+	}
 	if a.draining.Load() {
 		return nil, protocol.Errorf(protocol.CodeShuttingDown, "the agent is shutting down")
 	}
@@ -335,7 +350,7 @@ func handleDebounceWorkflow(s *Session, env protocol.Envelope) (any, *protocol.E
 			DelayUntilEpochMS: &delayUntil, IsDebounced: true,
 			Serialization: optional(m.Serialization), Inputs: m.Inputs,
 			AuthenticatedUser: optional(m.AuthenticatedUser), AssumedRole: optional(m.AssumedRole),
-			AuthenticatedRoles: rolesColumn(m.AuthenticatedRoles),
+			AuthenticatedRoles: rolesColumn(m.AuthenticatedRoles), Attributes: m.Attributes,
 		}
 		if m.TimeoutMS > 0 {
 			deadline := now + m.TimeoutMS

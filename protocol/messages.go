@@ -167,6 +167,11 @@ type StartWorkflow struct {
 	// "reject" (default: error deduplicated) or "return_existing" (the
 	// reply names the workflow holding the id, Created false).
 	DeduplicationPolicy string `msgpack:"deduplication_policy,omitempty"`
+	// WorkflowIDReusePolicy says what an id already taken by another
+	// request's workflow gets: "return-existing" (default: that workflow,
+	// Created false) or "reject" (error workflow_id_in_use), DBOS's
+	// workflow_id_reuse_policy.
+	WorkflowIDReusePolicy string `msgpack:"workflow_id_reuse_policy,omitempty"`
 	// Parent, for a workflow started from workflow code, makes it that
 	// workflow's child (see ParentStep).
 	Parent *ParentStep `msgpack:"parent,omitempty"`
@@ -178,6 +183,12 @@ type StartWorkflow struct {
 const (
 	DedupReject         = "reject"
 	DedupReturnExisting = "return_existing"
+)
+
+// Workflow id reuse policies, spelled as DBOS spells them.
+const (
+	ReuseReturnExisting = "return-existing"
+	ReuseReject         = "reject"
 )
 
 // StartWorkflowReply identifies the started (or existing) workflow.
@@ -346,11 +357,33 @@ type ListWorkflows struct {
 	Users       []string `msgpack:"user,omitempty"`
 	StartTimeMS int64    `msgpack:"start_time,omitempty"`
 	EndTimeMS   int64    `msgpack:"end_time,omitempty"`
-	Limit       int      `msgpack:"limit,omitempty"`
-	Offset      int      `msgpack:"offset,omitempty"`
-	SortDesc    bool     `msgpack:"sort_desc,omitempty"`
-	LoadInputs  bool     `msgpack:"load_input,omitempty"`
-	LoadOutputs bool     `msgpack:"load_output,omitempty"`
+	// IDPrefixes are more prefixes, any of which (or IDPrefix) matches
+	// (DBOS takes a list of them).
+	IDPrefixes    []string `msgpack:"workflow_id_prefixes,omitempty"`
+	ForkedFrom    []string `msgpack:"forked_from,omitempty"`
+	ScheduleNames []string `msgpack:"schedule_name,omitempty"`
+	// ApplicationNames matches the rows these applications own and the
+	// unclaimed ones (as DBOS's application_name filter).
+	ApplicationNames []string `msgpack:"application_name,omitempty"`
+	// Attributes is JSON object text: workflows whose attributes contain
+	// it (jsonb containment, as DBOS queries them).
+	Attributes *string `msgpack:"attributes,omitempty"`
+	// WasForkedFrom, IsFork and HasParent filter when set: workflows a
+	// fork was made from, forks themselves, children.
+	WasForkedFrom *bool `msgpack:"was_forked_from,omitempty"`
+	IsFork        *bool `msgpack:"is_fork,omitempty"`
+	HasParent     *bool `msgpack:"has_parent,omitempty"`
+	// CompletedAfterMS .. DequeuedBeforeMS bound completed_at and the
+	// dequeue (start) instant, inclusive, epoch ms.
+	CompletedAfterMS  int64 `msgpack:"completed_after,omitempty"`
+	CompletedBeforeMS int64 `msgpack:"completed_before,omitempty"`
+	DequeuedAfterMS   int64 `msgpack:"dequeued_after,omitempty"`
+	DequeuedBeforeMS  int64 `msgpack:"dequeued_before,omitempty"`
+	Limit             int   `msgpack:"limit,omitempty"`
+	Offset            int   `msgpack:"offset,omitempty"`
+	SortDesc          bool  `msgpack:"sort_desc,omitempty"`
+	LoadInputs        bool  `msgpack:"load_input,omitempty"`
+	LoadOutputs       bool  `msgpack:"load_output,omitempty"`
 }
 
 // ListWorkflowsReply lists workflows.
@@ -443,6 +476,10 @@ type DebounceWorkflow struct {
 	AuthenticatedUser  string   `msgpack:"authenticated_user,omitempty"`
 	AssumedRole        string   `msgpack:"assumed_role,omitempty"`
 	AuthenticatedRoles []string `msgpack:"authenticated_roles,omitempty"`
+	// Attributes (JSON object text) are recorded with the workflow a first
+	// call creates, as DBOS's enqueue records them; a bounce keeps the
+	// stored ones.
+	Attributes *string `msgpack:"attributes,omitempty"`
 }
 
 // DebounceWorkflowReply names the debounced workflow.
