@@ -34,8 +34,7 @@ def check_filter_names(call: str, filters: Dict[str, Any], allowed: FrozenSet[st
     DBOS's method with it would be."""
     for key in filters:
         if key not in allowed:
-            method = call.rsplit(".", 1)[-1]
-            raise TypeError(f"{method}() got an unexpected keyword argument '{key}'")
+            raise TypeError(f"{call}() got an unexpected keyword argument '{key}'")
 
 
 def queued_filters(call: str, filters: Dict[str, Any]) -> Dict[str, Any]:
