@@ -185,7 +185,14 @@ func handleStartWorkflow(s *Session, env protocol.Envelope) (any, *protocol.Erro
 		m.WorkflowID = newUUID()
 	}
 	version := m.AppVersion
-	if version == "" {
+	owner := group.app
+	forOther := m.ApplicationName != "" && m.ApplicationName != group.app
+	if forOther {
+		// For another application (DBOS's EnqueueOptions application_name):
+		// its row, with no version of the caller's (unset, the row goes to
+		// that application's latest version, as DBOS's client leaves it).
+		owner = m.ApplicationName
+	} else if version == "" {
 		version = group.version
 	}
 
@@ -193,7 +200,7 @@ func handleStartWorkflow(s *Session, env protocol.Envelope) (any, *protocol.Erro
 	// once. Any other direct start goes through the internal queue, where
 	// a worker of the application picks it up.
 	runHere := false
-	if m.QueueName == "" && m.RunHere && hello.Role == protocol.RoleWorker && version == group.version {
+	if !forOther && m.QueueName == "" && m.RunHere && hello.Role == protocol.RoleWorker && version == group.version {
 		a.mu.Lock()
 		if g := a.groups[group]; g != nil {
 			if w := g.workers[s]; w != nil {
@@ -231,7 +238,7 @@ func handleStartWorkflow(s *Session, env protocol.Envelope) (any, *protocol.Erro
 		AuthenticatedRoles: rolesColumn(m.AuthenticatedRoles),
 		ExecutorID:         a.cfg.ExecutorID,
 		ApplicationVersion: optional(version),
-		ApplicationName:    optional(group.app),
+		ApplicationName:    optional(owner),
 		Serialization:      optional(m.Serialization),
 		Inputs:             m.Inputs,
 		Attributes:         m.Attributes,
@@ -304,7 +311,9 @@ func handleStartWorkflow(s *Session, env protocol.Envelope) (any, *protocol.Erro
 		return reply, nil
 	}
 	if !runHere {
-		if version == group.version {
+		if forOther {
+			a.wakeQueue(queue)
+		} else if version == group.version {
 			a.wakePoller(group, queue)
 		} else {
 			a.wakePoller(groupKey{app: group.app, version: version}, queue)

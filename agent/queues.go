@@ -80,17 +80,26 @@ func handleRegisterQueues(s *Session, env protocol.Envelope) (any, *protocol.Err
 	if perr := decode(env, &m); perr != nil {
 		return nil, perr
 	}
-	if hello, group := s.handshaken(); hello.Role != protocol.RoleWorker {
+	hello, group := s.handshaken()
+	if hello.Role != protocol.RoleWorker {
 		// DBOS's DBOSClient.register_queue: a client writes the queue's
-		// row for its application and serves nothing; the workers that
-		// serve the queue poll it again at once, under its new limits.
-		if perr := s.agent.registerQueues(s.ctx, group.app, m.Queues); perr != nil {
+		// row for its application (or the one it names) and serves
+		// nothing; the workers that serve the queue poll it again at once,
+		// under its new limits.
+		app := group.app
+		if m.ApplicationName != "" {
+			app = m.ApplicationName
+		}
+		if perr := s.agent.registerQueues(s.ctx, app, m.Queues); perr != nil {
 			return nil, perr
 		}
 		for _, q := range m.Queues {
 			s.agent.wakeQueue(q.Name)
 		}
 		return protocol.Empty{}, nil
+	}
+	if m.ApplicationName != "" && m.ApplicationName != group.app {
+		return nil, protocol.Errorf(protocol.CodeInvalidArgument, "%s: a worker registers queues for its own application only", env.Op)
 	}
 	return s.register(env.Op, nil, m.Queues)
 }

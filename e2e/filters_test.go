@@ -175,3 +175,44 @@ func TestDebounceRecordsTheFirstCallsAttributes(t *testing.T) {
 	err := c.Call(ctx, protocol.OpDebounceWorkflow, &protocol.DebounceWorkflow{Key: "k2", Name: "deb", Attributes: str(`[1]`)}, nil)
 	requireErrCode(t, err, protocol.CodeInvalidArgument)
 }
+
+// TestStartAndRegisterQueuesForAnotherApplication: a start naming another
+// application (DBOS's EnqueueOptions application_name) writes that
+// application's row with no version of the caller's, and its worker runs it;
+// a client's register_queues may name the owner, a worker's may not.
+func TestStartAndRegisterQueuesForAnotherApplication(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	a := e.startAgent(agentOptions{})
+	c := dialClient(t, a.socket) // application "e2e"
+	ctx := context.Background()
+	require.NoError(t, c.Call(ctx, protocol.OpRegisterQueues, &protocol.RegisterQueues{
+		Queues: []protocol.QueueRegistration{{Name: "billing-q", Concurrency: intp(2), PollingIntervalSec: 1}}, ApplicationName: "billing",
+	}, nil))
+	var r protocol.StartWorkflowReply
+	require.NoError(t, c.Call(ctx, protocol.OpStartWorkflow, &protocol.StartWorkflow{
+		WorkflowID: "for-billing", Name: "wf", QueueName: "billing-q", Inputs: str(`[]`), Serialization: "portable_json",
+		ApplicationName: "billing",
+	}, &r))
+	info := getWorkflow(t, c, "for-billing")
+	require.Equal(t, "billing", info.AppName)
+	require.Empty(t, info.AppVersion)
+	ran := make(chan string, 1)
+	w := qWorker(t, a.socket, client.WorkerConfig{
+		AppName: "billing",
+		Workflows: map[string]client.WorkflowFunc{"wf": func(wf *client.Workflow, _ *string) (*string, error) {
+			ran <- wf.ID()
+			return str(`"billed"`), nil
+		}},
+		Queues: []protocol.QueueRegistration{{Name: "billing-q"}},
+	})
+	require.Equal(t, "for-billing", recv(t, ran, "billing's workflow"))
+	require.Equal(t, "SUCCESS", awaitResult(t, c, "for-billing").Status)
+	// The queue is billing's: another application's registration of it is refused.
+	requireErrCode(t, c.Call(ctx, protocol.OpRegisterQueues, &protocol.RegisterQueues{
+		Queues: []protocol.QueueRegistration{{Name: "billing-q", Concurrency: intp(9), PollingIntervalSec: 1}},
+	}, nil), protocol.CodeInvalidArgument)
+	requireErrCode(t, w.Client.Call(ctx, protocol.OpRegisterQueues, &protocol.RegisterQueues{
+		Queues: []protocol.QueueRegistration{{Name: "mine"}}, ApplicationName: "e2e",
+	}, nil), protocol.CodeInvalidArgument)
+}

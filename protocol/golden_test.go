@@ -392,6 +392,10 @@ func vectorDefs() []vectorDef {
 			}}}},
 		{name: "register_queues_reply", description: "Registered (the stored row updated) and served by this worker: an empty map.",
 			kind: KindResponse, id: 27, replyTo: OpRegisterQueues, message: "Empty", body: Empty{}},
+		{name: "register_queues_from_client", description: "A client (DBOSClient.register_queue) stores the configuration of application billing's queue invoices: written, served by no one here.",
+			kind: KindRequest, id: 75, op: OpRegisterQueues, message: "RegisterQueues", body: &RegisterQueues{
+				Queues: []QueueRegistration{{Name: "invoices", WorkerConcurrency: intp(2), PollingIntervalSec: 1}}, ApplicationName: "billing",
+			}},
 		{name: "register", description: "A worker declares a workflow function after its hello (a method of class Billing, dead-lettered after 5 recovery attempts) and the queue it is enqueued on, which this worker serves with a worker concurrency of 4.",
 			kind: KindRequest, id: 73, op: OpRegister, message: "Register", body: &Register{
 				Workflows: []WorkflowRegistration{{Name: "Billing.refund", ClassName: "Billing", MaxRecoveryAttempts: 5}},

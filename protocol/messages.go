@@ -177,6 +177,10 @@ type StartWorkflow struct {
 	Parent *ParentStep `msgpack:"parent,omitempty"`
 	// Attributes are the workflow's attributes, a JSON object as text.
 	Attributes *string `msgpack:"attributes,omitempty"`
+	// ApplicationName owns the workflow when it names another application
+	// than the caller's (DBOS's EnqueueOptions application_name); then
+	// AppVersion defaults to none and the workflow is not run here.
+	ApplicationName string `msgpack:"application_name,omitempty"`
 }
 
 // Deduplication policies.
@@ -440,6 +444,10 @@ type StatsReply struct {
 // the bindings that send it.
 type RegisterQueues struct {
 	Queues []QueueRegistration `msgpack:"queues"`
+	// ApplicationName, from a client only, owns the queues instead of the
+	// client's application (DBOS's DBOSClient.register_queue
+	// application_name).
+	ApplicationName string `msgpack:"application_name,omitempty"`
 }
 
 // Register adds workflow functions and queues to a worker after its hello

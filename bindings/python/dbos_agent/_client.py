@@ -71,8 +71,8 @@ class EnqueueOptions(_EnqueueOptionsRequired, total=False):
     instance_name: str
     attributes: Dict[str, Any]
     authenticated_roles: List[str]
-    # Accepted by DBOS Python; refused here until the agent serves them.
     application_name: Optional[str]
+    # Accepted by DBOS Python; refused here until the agent serves them.
     otel_context: Any
     shard_key: str
 
@@ -101,12 +101,6 @@ def enqueue_request(
         if opts.get(key) is not None:
             raise DBOSNotSupportedError(f"{call}(options[{key!r}])", what)
     validate_workflow_id_reuse_policy(opts.get("workflow_id_reuse_policy"))
-    app = opts.get("application_name")
-    if app is not None and app != own_app:
-        raise DBOSNotSupportedError(
-            f"{call}(options['application_name'])",
-            "the agent enqueues for the caller's own application (DBOSClient(application_name=...))",
-        )
     if "workflow_name" not in opts or "queue_name" not in opts:
         raise DBOSException(f"{call} needs options workflow_name and queue_name")
     validate_priority(opts.get("priority"))
@@ -140,6 +134,11 @@ def enqueue_request(
         body["authenticated_roles"] = list(opts["authenticated_roles"])
     if opts.get("workflow_id_reuse_policy") == "reject":
         body["workflow_id_reuse_policy"] = "reject"
+    # Another application's workflow (DBOS's application_name option): its
+    # row, run by that application's workers.
+    app = opts.get("application_name")
+    if app and app != own_app:
+        body["application_name"] = app
     return body
 
 
@@ -538,13 +537,12 @@ class DBOSClient(ClientExtras):
         application_name: Optional[str] = None,
         concurrency: Optional[int] = None,
     ) -> "Queue":
-        """Store a queue's configuration for this client's application, as
-        DBOS's client does; this client serves nothing (workers that declare
-        the queue do). ``on_conflict``: "always_update" (default) overwrites
+        """Store a queue's configuration for this client's application (or
+        ``application_name``'s), as DBOS's client does; this client serves
+        nothing (workers that declare the queue do). ``on_conflict``: "always_update" (default) overwrites
         a stored configuration, "never_update" keeps it."""
-        sched.refuse_other_application("DBOSClient.register_queue", application_name, self._app_name)
         return drive(self._engine, register_queue_op(
-            name, global_concurrency=global_concurrency, partition_concurrency=partition_concurrency,
+            name, application_name=application_name, global_concurrency=global_concurrency, partition_concurrency=partition_concurrency,
             partition_worker_concurrency=partition_worker_concurrency, partition_limiter=partition_limiter,
             limiter=limiter, worker_concurrency=worker_concurrency, polling_interval_sec=polling_interval_sec,
             on_conflict=on_conflict, concurrency=concurrency,
@@ -565,9 +563,8 @@ class DBOSClient(ClientExtras):
         application_name: Optional[str] = None,
         concurrency: Optional[int] = None,
     ) -> "Queue":
-        sched.refuse_other_application("DBOSClient.register_queue_async", application_name, self._app_name)
         return await drive_async(self._engine, register_queue_op(
-            name, global_concurrency=global_concurrency, partition_concurrency=partition_concurrency,
+            name, application_name=application_name, global_concurrency=global_concurrency, partition_concurrency=partition_concurrency,
             partition_worker_concurrency=partition_worker_concurrency, partition_limiter=partition_limiter,
             limiter=limiter, worker_concurrency=worker_concurrency, polling_interval_sec=polling_interval_sec,
             on_conflict=on_conflict, concurrency=concurrency,

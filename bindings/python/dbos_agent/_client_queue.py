@@ -32,6 +32,7 @@ def _registered(queues: Any, name: str) -> Optional[Dict[str, Any]]:
 def register_queue_op(
     name: str,
     *,
+    application_name: Optional[str],
     global_concurrency: Optional[int],
     partition_concurrency: Optional[int],
     partition_worker_concurrency: Optional[int],
@@ -67,7 +68,10 @@ def register_queue_op(
         stored = _registered((yield Call(proto.OP_LIST_QUEUES, {})), name)
         if stored is not None:
             registration = {"name": name}  # a bare name leaves the row as it is
-    yield Call(proto.OP_REGISTER_QUEUES, {"queues": [registration]})
+    body: Dict[str, Any] = {"queues": [registration]}
+    if application_name:
+        body["application_name"] = application_name  # the owner, else the client's application
+    yield Call(proto.OP_REGISTER_QUEUES, body)
     stored = _registered((yield Call(proto.OP_LIST_QUEUES, {})), name)
     if stored is None:  # deleted meanwhile by another caller
         raise DBOSException(f"Queue {name} missing from database after upsert")

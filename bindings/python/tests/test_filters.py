@@ -337,3 +337,23 @@ def test_client_registers_a_queue_without_serving_it(dbos: Any, client: DBOSClie
     assert handle.get_result() == 11
     # A bare declaration serves the stored limits and leaves them.
     assert client.retrieve_queue(name).global_concurrency == 9  # type: ignore[union-attr]
+
+
+def test_client_enqueues_and_registers_queues_for_another_application(dbos: Any, client: DBOSClient, agent_env: AgentEnv) -> None:
+    # DBOS's application_name: the row is the named application's (no
+    # version of the caller's), not this one's, so its workers run it.
+    handle = client.enqueue(
+        {"workflow_name": "noop", "queue_name": "pytest_filters", "application_name": "pytest-billing"}, 1
+    )
+    assert query(
+        f"SELECT application_name, application_version FROM {agent_env.schema}.workflow_status WHERE workflow_uuid = %s",
+        (handle.workflow_id,),
+    ) == [("pytest-billing", None)]
+    assert ids(DBOS.list_workflows(workflow_ids=[handle.workflow_id], application_name="pytest-billing")) == {handle.workflow_id}
+    assert DBOS.list_workflows(workflow_id_prefix=handle.workflow_id) == []
+    name = new_id("billing_q")
+    q = client.register_queue(name, worker_concurrency=3, application_name="pytest-billing")
+    assert q.worker_concurrency == 3
+    assert query(f"SELECT application_name FROM {agent_env.schema}.queues WHERE name = %s", (name,)) == [("pytest-billing",)]
+    with pytest.raises(DBOSException, match="application"):
+        client.register_queue(name, worker_concurrency=1, application_name="pytest-else")
