@@ -139,14 +139,7 @@ func TestClientRegistersQueuesWithoutServingThem(t *testing.T) {
 	require.NoError(t, c.Call(ctx, protocol.OpStartWorkflow, &protocol.StartWorkflow{
 		WorkflowID: "queued-1", Name: "wf", QueueName: "from-client", Inputs: str(`[]`), Serialization: "portable_json",
 	}, &r))
-	ran := make(chan string, 1)
-	qWorker(t, a.socket, client.WorkerConfig{
-		Workflows: map[string]client.WorkflowFunc{"wf": func(wf *client.Workflow, _ *string) (*string, error) {
-			ran <- wf.ID()
-			return str(`"ok"`), nil
-		}},
-		Queues: []protocol.QueueRegistration{{Name: "from-client"}},
-	})
+	_, ran := wfWorker(t, a.socket, "e2e", "from-client")
 	require.Equal(t, "queued-1", recv(t, ran, "the client's enqueued workflow"))
 	require.Equal(t, "SUCCESS", awaitResult(t, c, "queued-1").Status)
 	require.Equal(t, intp(5), getQueue("from-client").Concurrency)
@@ -197,15 +190,7 @@ func TestStartAndRegisterQueuesForAnotherApplication(t *testing.T) {
 	info := getWorkflow(t, c, "for-billing")
 	require.Equal(t, "billing", info.AppName)
 	require.Empty(t, info.AppVersion)
-	ran := make(chan string, 1)
-	w := qWorker(t, a.socket, client.WorkerConfig{
-		AppName: "billing",
-		Workflows: map[string]client.WorkflowFunc{"wf": func(wf *client.Workflow, _ *string) (*string, error) {
-			ran <- wf.ID()
-			return str(`"billed"`), nil
-		}},
-		Queues: []protocol.QueueRegistration{{Name: "billing-q"}},
-	})
+	w, ran := wfWorker(t, a.socket, "billing", "billing-q")
 	require.Equal(t, "for-billing", recv(t, ran, "billing's workflow"))
 	require.Equal(t, "SUCCESS", awaitResult(t, c, "for-billing").Status)
 	// The queue is billing's: another application's registration of it is refused.
@@ -215,4 +200,20 @@ func TestStartAndRegisterQueuesForAnotherApplication(t *testing.T) {
 	requireErrCode(t, w.Client.Call(ctx, protocol.OpRegisterQueues, &protocol.RegisterQueues{
 		Queues: []protocol.QueueRegistration{{Name: "mine"}}, ApplicationName: "e2e",
 	}, nil), protocol.CodeInvalidArgument)
+}
+
+// wfWorker is a worker of app serving queue with the workflow "wf", which
+// sends its id on the channel.
+func wfWorker(t *testing.T, socket, app, queue string) (*client.Worker, <-chan string) {
+	t.Helper()
+	ran := make(chan string, 1)
+	w := qWorker(t, socket, client.WorkerConfig{
+		AppName: app,
+		Workflows: map[string]client.WorkflowFunc{"wf": func(wf *client.Workflow, _ *string) (*string, error) {
+			ran <- wf.ID()
+			return str(`"ok"`), nil
+		}},
+		Queues: []protocol.QueueRegistration{{Name: queue}},
+	})
+	return w, ran
 }
