@@ -102,6 +102,7 @@ func protocolError(s *Session, op string, err error) *protocol.Error {
 		stepClash  *sysdb.StepConflictError
 		closed     *sysdb.StreamClosedError
 		active     *sysdb.WorkflowActiveError
+		inUse      *sysdb.WorkflowIDInUseError
 	)
 	switch {
 	case errors.As(err, &notFound):
@@ -124,6 +125,10 @@ func protocolError(s *Session, op string, err error) *protocol.Error {
 		return protocol.Errorf(protocol.CodeStreamClosed, "%s", closed.Error())
 	case errors.As(err, &active):
 		return protocol.Errorf(protocol.CodeWorkflowActive, "%s", active.Error())
+	case errors.As(err, &inUse):
+		e := protocol.Errorf(protocol.CodeWorkflowIDInUse, "%s", inUse.Error())
+		e.Data = map[string]any{"workflow_id": inUse.WorkflowID, "status": inUse.Status, "name": inUse.Name}
+		return e
 	case errors.Is(err, context.DeadlineExceeded):
 		return protocol.Errorf(protocol.CodeTimeout, "%s timed out", op)
 	case errors.Is(err, context.Canceled):
@@ -167,6 +172,11 @@ func handleStartWorkflow(s *Session, env protocol.Envelope) (any, *protocol.Erro
 	default:
 		return nil, protocol.Errorf(protocol.CodeInvalidArgument, "%s: deduplication_policy must be %q or %q", env.Op, protocol.DedupReject, protocol.DedupReturnExisting)
 	}
+	switch m.WorkflowIDReusePolicy {
+	case "", protocol.ReuseReturnExisting, protocol.ReuseReject:
+	default:
+		return nil, protocol.Errorf(protocol.CodeInvalidArgument, "%s: workflow_id_reuse_policy must be %q or %q", env.Op, protocol.ReuseReturnExisting, protocol.ReuseReject)
+	}
 	if a.draining.Load() {
 		return nil, protocol.Errorf(protocol.CodeShuttingDown, "the agent is shutting down")
 	}
@@ -175,7 +185,14 @@ func handleStartWorkflow(s *Session, env protocol.Envelope) (any, *protocol.Erro
 		m.WorkflowID = newUUID()
 	}
 	version := m.AppVersion
-	if version == "" {
+	owner := group.app
+	forOther := m.ApplicationName != "" && m.ApplicationName != group.app
+	if forOther {
+		// For another application (DBOS's EnqueueOptions application_name):
+		// its row, with no version of the caller's (unset, the row goes to
+		// that application's latest version, as DBOS's client leaves it).
+		owner = m.ApplicationName
+	} else if version == "" {
 		version = group.version
 	}
 
@@ -183,7 +200,7 @@ func handleStartWorkflow(s *Session, env protocol.Envelope) (any, *protocol.Erro
 	// once. Any other direct start goes through the internal queue, where
 	// a worker of the application picks it up.
 	runHere := false
-	if m.QueueName == "" && m.RunHere && hello.Role == protocol.RoleWorker && version == group.version {
+	if !forOther && m.QueueName == "" && m.RunHere && hello.Role == protocol.RoleWorker && version == group.version {
 		a.mu.Lock()
 		if g := a.groups[group]; g != nil {
 			if w := g.workers[s]; w != nil {
@@ -221,10 +238,11 @@ func handleStartWorkflow(s *Session, env protocol.Envelope) (any, *protocol.Erro
 		AuthenticatedRoles: rolesColumn(m.AuthenticatedRoles),
 		ExecutorID:         a.cfg.ExecutorID,
 		ApplicationVersion: optional(version),
-		ApplicationName:    optional(group.app),
+		ApplicationName:    optional(owner),
 		Serialization:      optional(m.Serialization),
 		Inputs:             m.Inputs,
 		Attributes:         m.Attributes,
+		RejectExisting:     m.WorkflowIDReusePolicy == protocol.ReuseReject,
 		ParentStep:         parent,
 	}
 	if parent != nil {
@@ -293,7 +311,9 @@ func handleStartWorkflow(s *Session, env protocol.Envelope) (any, *protocol.Erro
 		return reply, nil
 	}
 	if !runHere {
-		if version == group.version {
+		if forOther {
+			a.wakeQueue(queue)
+		} else if version == group.version {
 			a.wakePoller(group, queue)
 		} else {
 			a.wakePoller(groupKey{app: group.app, version: version}, queue)
@@ -497,8 +517,19 @@ func handleListWorkflows(s *Session, env protocol.Envelope) (any, *protocol.Erro
 		ApplicationVersion: m.AppVersions,
 		ParentWorkflowIDs:  m.ParentIDs,
 		AuthenticatedUsers: m.Users,
+		ForkedFrom:         m.ForkedFrom,
+		ScheduleNames:      m.ScheduleNames,
+		ApplicationNames:   m.ApplicationNames,
+		Attributes:         m.Attributes,
+		WasForkedFrom:      m.WasForkedFrom,
+		IsFork:             m.IsFork,
+		HasParent:          m.HasParent,
 		CreatedAfter:       optionalInt(m.StartTimeMS),
 		CreatedBefore:      optionalInt(m.EndTimeMS),
+		CompletedAfter:     optionalInt(m.CompletedAfterMS),
+		CompletedBefore:    optionalInt(m.CompletedBeforeMS),
+		StartedAfter:       optionalInt(m.DequeuedAfterMS),
+		StartedBefore:      optionalInt(m.DequeuedBeforeMS),
 		Limit:              m.Limit,
 		Offset:             m.Offset,
 		SortDesc:           m.SortDesc,
@@ -508,6 +539,7 @@ func handleListWorkflows(s *Session, env protocol.Envelope) (any, *protocol.Erro
 	if m.IDPrefix != "" {
 		p.IDPrefixes = []string{m.IDPrefix}
 	}
+	p.IDPrefixes = append(p.IDPrefixes, m.IDPrefixes...)
 	wfs, err := s.agent.db.WorkflowList(s.ctx, p)
 	if err != nil {
 		return nil, protocolError(s, env.Op, err)

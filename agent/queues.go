@@ -81,6 +81,27 @@ func handleRegisterQueues(s *Session, env protocol.Envelope) (any, *protocol.Err
 	if perr := decode(env, &m); perr != nil {
 		return nil, perr
 	}
+	hello, group := s.handshaken()
+	if hello.Role != protocol.RoleWorker {
+		// DBOS's DBOSClient.register_queue: a client writes the queue's
+		// row for its application (or the one it names) and serves
+		// nothing; the workers that serve the queue poll it again at once,
+		// under its new limits.
+		app := group.app
+		if m.ApplicationName != "" {
+			app = m.ApplicationName
+		}
+		if perr := s.agent.registerQueues(s.ctx, app, m.Queues); perr != nil {
+			return nil, perr
+		}
+		for _, q := range m.Queues {
+			s.agent.wakeQueue(q.Name)
+		}
+		return protocol.Empty{}, nil
+	}
+	if m.ApplicationName != "" && m.ApplicationName != group.app {
+		return nil, protocol.Errorf(protocol.CodeInvalidArgument, "%s: a worker registers queues for its own application only", env.Op)
+	}
 	return s.register(env.Op, nil, m.Queues)
 }
 
@@ -299,6 +320,9 @@ func handleDebounceWorkflow(s *Session, env protocol.Envelope) (any, *protocol.E
 		}
 		caller = &c
 	}
+	if perr := checkAttributes(env.Op, m.Attributes); perr != nil {
+		return nil, perr
+	}
 	if a.draining.Load() {
 		return nil, protocol.Errorf(protocol.CodeShuttingDown, "the agent is shutting down")
 	}
@@ -335,7 +359,7 @@ func handleDebounceWorkflow(s *Session, env protocol.Envelope) (any, *protocol.E
 			DelayUntilEpochMS: &delayUntil, IsDebounced: true,
 			Serialization: optional(m.Serialization), Inputs: m.Inputs,
 			AuthenticatedUser: optional(m.AuthenticatedUser), AssumedRole: optional(m.AssumedRole),
-			AuthenticatedRoles: rolesColumn(m.AuthenticatedRoles),
+			AuthenticatedRoles: rolesColumn(m.AuthenticatedRoles), Attributes: m.Attributes,
 		}
 		if m.TimeoutMS > 0 {
 			deadline := now + m.TimeoutMS

@@ -37,6 +37,7 @@ const (
 	CodeMaxRecoveryAttempt Code = 208 // the workflow passed its maximum recovery attempts
 	CodeStreamClosed       Code = 209 // the stream was closed; nothing more can be written to it
 	CodeWorkflowActive     Code = 210 // the operation needs a workflow that has ended (cancel it first)
+	CodeWorkflowIDInUse    Code = 211 // workflow_id_reuse_policy "reject": the id names an existing workflow
 )
 
 // CodeInfo describes one code for the catalog.
@@ -80,6 +81,7 @@ var Catalog = []CodeInfo{
 	{CodeMaxRecoveryAttempt, "max_recovery_attempts_exceeded", "MaxRecoveryAttemptsExceededError", false, false, "the workflow passed its maximum recovery attempts"},
 	{CodeStreamClosed, "stream_closed", "DBOSException", false, false, "the stream was closed; nothing more can be written to it"},
 	{CodeWorkflowActive, "workflow_active", "DBOSException", false, false, "the operation needs a workflow that has ended"},
+	{CodeWorkflowIDInUse, "workflow_id_in_use", "DBOSWorkflowIDInUseError", false, false, "the id names an existing workflow (workflow_id_reuse_policy reject)"},
 }
 
 var catalogByCode = func() map[Code]CodeInfo {

@@ -275,10 +275,10 @@ func vectorDefs() []vectorDef {
 			kind: KindRequest, id: 11, op: OpGetWorkflow, message: "GetWorkflow", body: &GetWorkflow{WorkflowID: "order-1001", LoadPayloads: true}},
 		{name: "get_workflow_reply", description: "A finished workflow's status, payloads included.",
 			kind: KindResponse, id: 11, replyTo: OpGetWorkflow, message: "WorkflowInfo", body: &info},
-		{name: "list_workflows", description: "The 50 newest pending or enqueued \"checkout\" workflows that alice started.",
+		{name: "list_workflows", description: "The 50 newest pending or enqueued top-level \"checkout\" workflows that alice started, whose attributes contain {\"region\": \"eu\"}.",
 			kind: KindRequest, id: 12, op: OpListWorkflows, message: "ListWorkflows", body: &ListWorkflows{
 				Statuses: []string{"PENDING", "ENQUEUED"}, Names: []string{"checkout"}, Limit: 50, SortDesc: true,
-				Users: []string{"alice"},
+				Users: []string{"alice"}, Attributes: strp(`{"region":"eu"}`), HasParent: new(bool),
 			}},
 		{name: "list_workflows_reply", description: "Two workflows, without payloads.",
 			kind: KindResponse, id: 12, replyTo: OpListWorkflows, message: "ListWorkflowsReply", body: &ListWorkflowsReply{Workflows: []WorkflowInfo{
@@ -351,6 +351,10 @@ func vectorDefs() []vectorDef {
 			kind: KindResponse, id: 22, replyTo: OpStartWorkflow, err: &Error{Code: CodeDeduplicated,
 				Message: "workflow order-1005: queue orders already has an active workflow with deduplication id cart-77",
 				Data:    map[string]any{"queue_name": "orders", "deduplication_id": "cart-77"}}},
+		{name: "error_workflow_id_in_use", description: "A start with workflow_id_reuse_policy \"reject\" whose id names an existing workflow; data names it.",
+			kind: KindResponse, id: 22, replyTo: OpStartWorkflow, err: &Error{Code: CodeWorkflowIDInUse,
+				Message: "workflow id order-1001 is already in use by workflow checkout with status SUCCESS",
+				Data:    map[string]any{"workflow_id": "order-1001", "status": "SUCCESS", "name": "checkout"}}},
 		{name: "error_unexpected_step", description: "record_step at a function id that holds a step of another name: the workflow is not deterministic.",
 			kind: KindResponse, id: 23, replyTo: OpRecordStep, err: &Error{Code: CodeUnexpectedStep,
 				Message: `workflow order-1002 step 2: recorded step is "charge_card" but this run attempted "send_email" (non-deterministic workflow)`,
@@ -388,6 +392,10 @@ func vectorDefs() []vectorDef {
 			}}}},
 		{name: "register_queues_reply", description: "Registered (the stored row updated) and served by this worker: an empty map.",
 			kind: KindResponse, id: 27, replyTo: OpRegisterQueues, message: "Empty", body: Empty{}},
+		{name: "register_queues_from_client", description: "A client (DBOSClient.register_queue) stores the configuration of application billing's queue invoices: written, served by no one here.",
+			kind: KindRequest, id: 75, op: OpRegisterQueues, message: "RegisterQueues", body: &RegisterQueues{
+				Queues: []QueueRegistration{{Name: "invoices", WorkerConcurrency: intp(2), PollingIntervalSec: 1}}, ApplicationName: "billing",
+			}},
 		{name: "register", description: "A worker declares a workflow function after its hello (a method of class Billing, dead-lettered after 5 recovery attempts) and the queue it is enqueued on, which this worker serves with a worker concurrency of 4.",
 			kind: KindRequest, id: 73, op: OpRegister, message: "Register", body: &Register{
 				Workflows: []WorkflowRegistration{{Name: "Billing.refund", ClassName: "Billing", MaxRecoveryAttempts: 5}},
@@ -409,11 +417,11 @@ func vectorDefs() []vectorDef {
 			kind: KindResponse, id: 29, replyTo: OpStartWorkflow, message: "StartWorkflowReply", body: &StartWorkflowReply{
 				WorkflowID: "email-50", Status: "ENQUEUED", Created: false,
 			}},
-		{name: "debounce_workflow", description: "Start \"reindex\" once key \"doc-7\" has been quiet for 5 s, but no later than 60 s after the first call; each call replaces the inputs.",
+		{name: "debounce_workflow", description: "Start \"reindex\" once key \"doc-7\" has been quiet for 5 s, but no later than 60 s after the first call; each call replaces the inputs (the attributes are the first call's).",
 			kind: KindRequest, id: 30, op: OpDebounceWorkflow, message: "DebounceWorkflow", body: &DebounceWorkflow{
 				Key: "doc-7", Name: "reindex", QueueName: "indexing", DelayMS: 5000, TimeoutMS: 60000,
 				Inputs: strp(`{"positionalArgs":["doc-7",3],"namedArgs":{}}`), Serialization: "portable_json", WorkflowID: "reindex-doc-7-a",
-				AuthenticatedUser: "alice", AuthenticatedRoles: []string{"editor"},
+				AuthenticatedUser: "alice", AuthenticatedRoles: []string{"editor"}, Attributes: strp(`{"source":"editor"}`),
 			}},
 		{name: "debounce_workflow_reply", description: "An earlier call's workflow was pushed back (bounced); its id is the one to await.",
 			kind: KindResponse, id: 30, replyTo: OpDebounceWorkflow, message: "DebounceWorkflowReply", body: &DebounceWorkflowReply{

@@ -167,17 +167,32 @@ type StartWorkflow struct {
 	// "reject" (default: error deduplicated) or "return_existing" (the
 	// reply names the workflow holding the id, Created false).
 	DeduplicationPolicy string `msgpack:"deduplication_policy,omitempty"`
+	// WorkflowIDReusePolicy says what an id already taken by another
+	// request's workflow gets: "return-existing" (default: that workflow,
+	// Created false) or "reject" (error workflow_id_in_use), DBOS's
+	// workflow_id_reuse_policy.
+	WorkflowIDReusePolicy string `msgpack:"workflow_id_reuse_policy,omitempty"`
 	// Parent, for a workflow started from workflow code, makes it that
 	// workflow's child (see ParentStep).
 	Parent *ParentStep `msgpack:"parent,omitempty"`
 	// Attributes are the workflow's attributes, a JSON object as text.
 	Attributes *string `msgpack:"attributes,omitempty"`
+	// ApplicationName owns the workflow when it names another application
+	// than the caller's (DBOS's EnqueueOptions application_name); then
+	// AppVersion defaults to none and the workflow is not run here.
+	ApplicationName string `msgpack:"application_name,omitempty"`
 }
 
 // Deduplication policies.
 const (
 	DedupReject         = "reject"
 	DedupReturnExisting = "return_existing"
+)
+
+// Workflow id reuse policies, spelled as DBOS spells them.
+const (
+	ReuseReturnExisting = "return-existing"
+	ReuseReject         = "reject"
 )
 
 // StartWorkflowReply identifies the started (or existing) workflow.
@@ -346,11 +361,33 @@ type ListWorkflows struct {
 	Users       []string `msgpack:"user,omitempty"`
 	StartTimeMS int64    `msgpack:"start_time,omitempty"`
 	EndTimeMS   int64    `msgpack:"end_time,omitempty"`
-	Limit       int      `msgpack:"limit,omitempty"`
-	Offset      int      `msgpack:"offset,omitempty"`
-	SortDesc    bool     `msgpack:"sort_desc,omitempty"`
-	LoadInputs  bool     `msgpack:"load_input,omitempty"`
-	LoadOutputs bool     `msgpack:"load_output,omitempty"`
+	// IDPrefixes are more prefixes, any of which (or IDPrefix) matches
+	// (DBOS takes a list of them).
+	IDPrefixes    []string `msgpack:"workflow_id_prefixes,omitempty"`
+	ForkedFrom    []string `msgpack:"forked_from,omitempty"`
+	ScheduleNames []string `msgpack:"schedule_name,omitempty"`
+	// ApplicationNames matches the rows these applications own and the
+	// unclaimed ones (as DBOS's application_name filter).
+	ApplicationNames []string `msgpack:"application_name,omitempty"`
+	// Attributes is JSON object text: workflows whose attributes contain
+	// it (jsonb containment, as DBOS queries them).
+	Attributes *string `msgpack:"attributes,omitempty"`
+	// WasForkedFrom, IsFork and HasParent filter when set: workflows a
+	// fork was made from, forks themselves, children.
+	WasForkedFrom *bool `msgpack:"was_forked_from,omitempty"`
+	IsFork        *bool `msgpack:"is_fork,omitempty"`
+	HasParent     *bool `msgpack:"has_parent,omitempty"`
+	// CompletedAfterMS .. DequeuedBeforeMS bound completed_at and the
+	// dequeue (start) instant, inclusive, epoch ms.
+	CompletedAfterMS  int64 `msgpack:"completed_after,omitempty"`
+	CompletedBeforeMS int64 `msgpack:"completed_before,omitempty"`
+	DequeuedAfterMS   int64 `msgpack:"dequeued_after,omitempty"`
+	DequeuedBeforeMS  int64 `msgpack:"dequeued_before,omitempty"`
+	Limit             int   `msgpack:"limit,omitempty"`
+	Offset            int   `msgpack:"offset,omitempty"`
+	SortDesc          bool  `msgpack:"sort_desc,omitempty"`
+	LoadInputs        bool  `msgpack:"load_input,omitempty"`
+	LoadOutputs       bool  `msgpack:"load_output,omitempty"`
 }
 
 // ListWorkflowsReply lists workflows.
@@ -407,6 +444,10 @@ type StatsReply struct {
 // the bindings that send it.
 type RegisterQueues struct {
 	Queues []QueueRegistration `msgpack:"queues"`
+	// ApplicationName, from a client only, owns the queues instead of the
+	// client's application (DBOS's DBOSClient.register_queue
+	// application_name).
+	ApplicationName string `msgpack:"application_name,omitempty"`
 }
 
 // Register adds workflow functions and queues to a worker after its hello
@@ -451,6 +492,10 @@ type DebounceWorkflow struct {
 	// Caller, from workflow code, makes the debounce the caller's step
 	// (and a created workflow its child, at the next step).
 	Caller *Caller `msgpack:"caller,omitempty"`
+	// Attributes (JSON object text) are recorded with the workflow a first
+	// call creates, as DBOS's enqueue records them; a bounce keeps the
+	// stored ones.
+	Attributes *string `msgpack:"attributes,omitempty"`
 }
 
 // DebounceWorkflowReply names the debounced workflow.

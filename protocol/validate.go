@@ -334,6 +334,12 @@ func (u *UpdateAttributes) Validate(op string) error {
 	return CheckAttributes(op+".attributes", u.Attributes)
 }
 
+// Validate checks a listing's attributes filter (the JSON text of an
+// object, as a workflow's attributes are).
+func (l *ListWorkflows) Validate(op string) error {
+	return CheckAttributes(op+".attributes", l.Attributes)
+}
+
 // CheckAttributes accepts nil or the JSON text of an object that the
 // database's jsonb column can hold (no NUL character, escaped or not).
 func CheckAttributes(path string, attributes *string) error {

@@ -29,6 +29,19 @@ func (e *ConflictingWorkflowError) Error() string {
 	return fmt.Sprintf("workflow %s already exists with different attributes: %s", e.WorkflowID, e.Reason)
 }
 
+// WorkflowIDInUseError says an insert with RejectExisting found its id
+// taken by a row another request made (DBOS's workflow_id_reuse_policy
+// "reject"); Status and Name are the stored row's.
+type WorkflowIDInUseError struct {
+	WorkflowID string
+	Status     string
+	Name       string
+}
+
+func (e *WorkflowIDInUseError) Error() string {
+	return fmt.Sprintf("workflow id %s is already in use by workflow %s with status %s", e.WorkflowID, e.Name, e.Status)
+}
+
 // DeduplicatedError says an active workflow of the queue already holds the
 // deduplication id.
 type DeduplicatedError struct {

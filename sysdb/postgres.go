@@ -3,6 +3,7 @@ package sysdb
 import (
 	"context"
 	_ "embed"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"sort"
@@ -340,6 +341,11 @@ func (p *Postgres) readInsertBatch(br pgx.BatchResults, in WorkflowInsertParams,
 		return err
 	}
 	res.Created = creator != nil && *creator == in.CreatorXID
+	if !res.Created && in.RejectExisting {
+		// Before the parent's step is read: the error rolls the batch's
+		// transaction back, so no step points at the workflow in use.
+		return &WorkflowIDInUseError{WorkflowID: in.ID, Status: res.Status, Name: res.Name}
+	}
 	if !res.Created {
 		if reason := insertConflict(in, *res, className, configName); reason != "" {
 			return &ConflictingWorkflowError{WorkflowID: in.ID, Reason: reason}
@@ -522,6 +528,17 @@ func (p *Postgres) WorkflowList(ctx context.Context, in WorkflowListParams) ([]W
 	}
 	isNull("w.parent_workflow_id", in.HasParent)
 	isNull("w.forked_from", in.IsFork)
+	if in.WasForkedFrom != nil {
+		where = append(where, "w.was_forked_from = "+arg(*in.WasForkedFrom))
+	}
+	if in.Attributes != nil {
+		if !isJSONObject(*in.Attributes) {
+			return nil, fmt.Errorf("list workflows: attributes filter is not a JSON object: %s", strconv.Quote(*in.Attributes))
+		}
+		// Served by the partial GIN index on attributes (a bitmap index scan:
+		// @> is strict, so the planner proves the index's IS NOT NULL).
+		where = append(where, "w.attributes @> "+arg(*in.Attributes)+"::jsonb")
+	}
 
 	query := p.selectWorkflows(in.LoadInputs, in.LoadOutputs)
 	if len(where) > 0 {
@@ -550,6 +567,13 @@ func (p *Postgres) WorkflowList(ctx context.Context, in WorkflowListParams) ([]W
 		return err
 	})
 	return out, err
+}
+
+// isJSONObject reports whether s is the text of a JSON object (attributes
+// are one, as DBOS stores them).
+func isJSONObject(s string) bool {
+	var object map[string]json.RawMessage
+	return json.Unmarshal([]byte(s), &object) == nil && object != nil
 }
 
 func escapeLike(s string) string {

@@ -587,8 +587,7 @@ func (p *Postgres) WorkflowRewind(ctx context.Context, in WorkflowRewindParams) 
 // WorkflowSetAttributes implements Communication.
 func (p *Postgres) WorkflowSetAttributes(ctx context.Context, workflowID string, attributes *string, merge bool) error {
 	if attributes != nil {
-		var object map[string]json.RawMessage
-		if err := json.Unmarshal([]byte(*attributes), &object); err != nil || object == nil {
+		if !isJSONObject(*attributes) {
 			return fmt.Errorf("set attributes of %s: not a JSON object: %s", workflowID, strconv.Quote(*attributes))
 		}
 	} else if merge {

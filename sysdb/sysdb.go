@@ -251,6 +251,11 @@ type WorkflowInsertParams struct {
 	IsDebounced        bool
 	Serialization      *string
 	Inputs             *string
+	// RejectExisting makes an id already taken by another request's row a
+	// WorkflowIDInUseError (DBOS's workflow_id_reuse_policy "reject"), found
+	// before any other conflict and changing nothing; a retry of the
+	// request that made the row (same CreatorXID) still recognises it.
+	RejectExisting bool
 	// ParentStep, for a child started from workflow code, records the
 	// parent's step ParentStep.FunctionID (named Name, pointing at this
 	// child) in the insert's transaction, while ParentStep.OwnerXID owns the
@@ -296,9 +301,16 @@ type WorkflowListParams struct {
 	StartedBefore      *int64
 	HasParent          *bool
 	IsFork             *bool
-	Limit              int // 0 = no limit
-	Offset             int
-	SortDesc           bool
+	// WasForkedFrom matches the workflows a fork was made from (true) or
+	// not (false), DBOS's was_forked_from column.
+	WasForkedFrom *bool
+	// Attributes (JSON object text) matches the workflows whose attributes
+	// contain it, as DBOS queries them: jsonb containment (@>), which the
+	// partial GIN index on attributes serves. Not an object is an error.
+	Attributes *string
+	Limit      int // 0 = no limit
+	Offset     int
+	SortDesc   bool
 	// LoadInputs and LoadOutputs read the payload tables too.
 	LoadInputs  bool
 	LoadOutputs bool

@@ -36,10 +36,12 @@ func Run(t *testing.T, open func(t *testing.T) sysdb.SystemDatabase) {
 		{"WorkflowInsertEnqueuedAndDelayed", testWorkflowInsertEnqueuedAndDelayed},
 		{"WorkflowInsertIdempotent", testWorkflowInsertIdempotent},
 		{"WorkflowInsertConflicts", testWorkflowInsertConflicts},
+		{"WorkflowInsertRejectExisting", testWorkflowInsertRejectExisting},
 		{"WorkflowInsertDeduplication", testWorkflowInsertDeduplication},
 		{"WorkflowInsertValidation", testWorkflowInsertValidation},
 		{"WorkflowGetNotFound", testWorkflowGetNotFound},
 		{"WorkflowListFilters", testWorkflowListFilters},
+		{"WorkflowListAttributesAndForks", testWorkflowListAttributesAndForks},
 		{"WorkflowListPaging", testWorkflowListPaging},
 		{"WorkflowListPayloads", testWorkflowListPayloads},
 		{"WorkflowFinish", testWorkflowFinish},
@@ -483,6 +485,51 @@ func testWorkflowInsertConflicts(t *testing.T, db sysdb.SystemDatabase) {
 	require.Equal(t, Ptr("orders"), w.QueueName)
 }
 
+// testWorkflowInsertRejectExisting: DBOS's workflow_id_reuse_policy
+// "reject". A taken id is a WorkflowIDInUseError naming the stored row,
+// before a name conflict or the deduplication id, and changes nothing (a
+// child's parent gets no step); the request that made the row retries
+// without error.
+func testWorkflowInsertRejectExisting(t *testing.T, db sysdb.SystemDatabase) {
+	ctx := t.Context()
+	owner := start(t, db, "taken", func(p *sysdb.WorkflowInsertParams) { p.Name = "checkout"; p.Inputs = Ptr(`"first"`) })
+	before := get(t, db, "taken")
+	for name, p := range map[string]sysdb.WorkflowInsertParams{
+		"same name":  {ID: "taken", Name: "checkout", Inputs: Ptr(`"second"`)},
+		"other name": {ID: "taken", Name: "refund"},
+		"dedup id":   {ID: "taken", Name: "checkout", Status: sysdb.StatusEnqueued, QueueName: Ptr("q"), DeduplicationID: Ptr("d")},
+	} {
+		p.RejectExisting, p.CreatorXID, p.ExecutorID = true, Token(), "local"
+		if p.Status == "" {
+			p.Status = sysdb.StatusPending
+		}
+		_, err := db.WorkflowInsert(ctx, p)
+		inUse := asError[*sysdb.WorkflowIDInUseError](t, err)
+		require.Equal(t, sysdb.WorkflowIDInUseError{WorkflowID: "taken", Status: sysdb.StatusPending, Name: "checkout"}, *inUse, name)
+	}
+	after := get(t, db, "taken")
+	require.Equal(t, before, after, "a rejected insert changes nothing")
+
+	// The request that made the row is not rejected by its own retry.
+	fresh := sysdb.WorkflowInsertParams{ID: "fresh", Name: "wf", Status: sysdb.StatusPending, CreatorXID: Token(), ExecutorID: "local", RejectExisting: true}
+	for range 2 {
+		res, err := db.WorkflowInsert(ctx, fresh)
+		require.NoError(t, err)
+		require.True(t, res.Created)
+	}
+
+	// A child: the parent's step is not recorded.
+	parent := sysdb.StepCaller{WorkflowID: "taken", OwnerXID: owner, FunctionID: 1}
+	_, err := db.WorkflowInsert(ctx, sysdb.WorkflowInsertParams{
+		ID: "fresh", Name: "wf", Status: sysdb.StatusEnqueued, QueueName: Ptr("q"), CreatorXID: Token(), ExecutorID: "local",
+		RejectExisting: true, ParentWorkflowID: Ptr("taken"), ParentStep: &parent,
+	})
+	asError[*sysdb.WorkflowIDInUseError](t, err)
+	steps, err := db.StepList(ctx, "taken")
+	require.NoError(t, err)
+	require.Empty(t, steps)
+}
+
 func testWorkflowInsertDeduplication(t *testing.T, db sysdb.SystemDatabase) {
 	ctx := t.Context()
 	withDedup := func(id string) func(*sysdb.WorkflowInsertParams) {
@@ -654,6 +701,53 @@ func testWorkflowListFilters(t *testing.T, db sysdb.SystemDatabase) {
 		{"nothing matches", sysdb.WorkflowListParams{Names: []string{"alpha"}, Statuses: []string{sysdb.StatusEnqueued}}, []string{}},
 	} {
 		require.Equal(t, c.want, list(t, db, c.p), c.name)
+	}
+}
+
+// testWorkflowListAttributesAndForks covers the filters DBOS's
+// test_attributes and fork tests rely on: attributes by jsonb containment
+// (nested values, arrays, every given key must match, a row without
+// attributes never matches) and the fork columns.
+func testWorkflowListAttributesAndForks(t *testing.T, db sysdb.SystemDatabase) {
+	ctx := t.Context()
+	with := func(attrs string) func(*sysdb.WorkflowInsertParams) {
+		return func(p *sysdb.WorkflowInsertParams) { p.Attributes = Ptr(attrs) }
+	}
+	start(t, db, "a-1", with(`{"team":"core","tier":1,"tags":["x","y"],"meta":{"region":"eu","zone":2}}`))
+	tick()
+	start(t, db, "a-2", with(`{"team":"core","tier":2}`))
+	tick()
+	start(t, db, "a-3", with(`{"team":"edge","flag":true,"none":null}`))
+	tick()
+	start(t, db, "a-4")
+	require.NoError(t, db.WorkflowFork(ctx, sysdb.WorkflowForkParams{OriginalID: "a-2", NewID: "a-2-fork"}))
+	yes, no := true, false
+	for _, c := range []struct {
+		name string
+		p    sysdb.WorkflowListParams
+		want []string
+	}{
+		// A fork carries its original's attributes, as DBOS copies them.
+		{"one key", sysdb.WorkflowListParams{Attributes: Ptr(`{"team":"core"}`)}, []string{"a-1", "a-2", "a-2-fork"}},
+		{"every key must match", sysdb.WorkflowListParams{Attributes: Ptr(`{"team":"core","tier":2}`), IsFork: &no}, []string{"a-2"}},
+		{"number is not string", sysdb.WorkflowListParams{Attributes: Ptr(`{"tier":"1"}`)}, []string{}},
+		{"bool", sysdb.WorkflowListParams{Attributes: Ptr(`{"flag":true}`)}, []string{"a-3"}},
+		{"null value", sysdb.WorkflowListParams{Attributes: Ptr(`{"none":null}`)}, []string{"a-3"}},
+		{"array element", sysdb.WorkflowListParams{Attributes: Ptr(`{"tags":["y"]}`)}, []string{"a-1"}},
+		{"nested subset", sysdb.WorkflowListParams{Attributes: Ptr(`{"meta":{"region":"eu"}}`)}, []string{"a-1"}},
+		{"nested mismatch", sysdb.WorkflowListParams{Attributes: Ptr(`{"meta":{"region":"us"}}`)}, []string{}},
+		{"missing key", sysdb.WorkflowListParams{Attributes: Ptr(`{"nope":1}`)}, []string{}},
+		{"with other filters", sysdb.WorkflowListParams{Attributes: Ptr(`{"team":"core"}`), IDPrefixes: []string{"a-2"}}, []string{"a-2", "a-2-fork"}},
+		{"forked from", sysdb.WorkflowListParams{ForkedFrom: []string{"a-2"}}, []string{"a-2-fork"}},
+		{"is fork", sysdb.WorkflowListParams{IsFork: &yes}, []string{"a-2-fork"}},
+		{"was forked from", sysdb.WorkflowListParams{WasForkedFrom: &yes}, []string{"a-2"}},
+		{"was not forked from", sysdb.WorkflowListParams{WasForkedFrom: &no}, []string{"a-1", "a-3", "a-4", "a-2-fork"}},
+	} {
+		require.Equal(t, c.want, list(t, db, c.p), c.name)
+	}
+	for _, bad := range []string{`[1]`, `"x"`, `null`, `{`} {
+		_, err := db.WorkflowList(ctx, sysdb.WorkflowListParams{Attributes: Ptr(bad)})
+		require.ErrorContains(t, err, "not a JSON object", bad)
 	}
 }
 

@@ -26,6 +26,7 @@ from ._core import (
     drive_values_async,
     validate_duplication_policy,
     validate_priority,
+    validate_workflow_id_reuse_policy,
     wait_first,
     wait_first_async,
 )
@@ -33,12 +34,14 @@ from . import _scheduling as sched
 from ._extras import ClientExtras
 from ._scheduling import ClientScheduleInput, VersionInfo, WorkflowSchedule
 from ._error import DBOSException, DBOSNonExistentWorkflowError, DBOSNotSupportedError
+from ._client_queue import register_queue_op
+from ._list_filters import LIST_FILTERS, check_filter_names, queued_filters
 from ._management import delete_queue_op, resume_workflows_op
 from ._serialization import DBOSDefaultSerializer, Serializer, WorkflowSerializationFormat, tag_for
 from ._transport import AgentLink, Connection, resolve_socket_path, resolve_trusted_uids
 
 if TYPE_CHECKING:
-    from ._dbos import Queue
+    from ._dbos import Queue, QueueRateLimit
 
 R = TypeVar("R")
 logger = logging.getLogger("dbos_agent")
@@ -68,8 +71,8 @@ class EnqueueOptions(_EnqueueOptionsRequired, total=False):
     instance_name: str
     attributes: Dict[str, Any]
     authenticated_roles: List[str]
-    # Accepted by DBOS Python; refused here until the agent serves them.
     application_name: Optional[str]
+    # Accepted by DBOS Python; refused here until the agent serves them.
     otel_context: Any
     shard_key: str
 
@@ -97,18 +100,7 @@ def enqueue_request(
     for key, what in _UNSUPPORTED_OPTIONS.items():
         if opts.get(key) is not None:
             raise DBOSNotSupportedError(f"{call}(options[{key!r}])", what)
-    if opts.get("workflow_id_reuse_policy") not in (None, "return-existing"):
-        if opts["workflow_id_reuse_policy"] == "reject":
-            raise DBOSNotSupportedError(f"{call}(options['workflow_id_reuse_policy'])", "only 'return-existing'")
-        raise DBOSException(
-            f"Invalid workflow_id_reuse_policy {opts['workflow_id_reuse_policy']}. Must be either 'return-existing' or 'reject'."
-        )
-    app = opts.get("application_name")
-    if app is not None and app != own_app:
-        raise DBOSNotSupportedError(
-            f"{call}(options['application_name'])",
-            "the agent enqueues for the caller's own application (DBOSClient(application_name=...))",
-        )
+    validate_workflow_id_reuse_policy(opts.get("workflow_id_reuse_policy"))
     if "workflow_name" not in opts or "queue_name" not in opts:
         raise DBOSException(f"{call} needs options workflow_name and queue_name")
     validate_priority(opts.get("priority"))
@@ -140,6 +132,13 @@ def enqueue_request(
     # worker checks the workflow's required roles against them).
     if opts.get("authenticated_roles"):
         body["authenticated_roles"] = list(opts["authenticated_roles"])
+    if opts.get("workflow_id_reuse_policy") == "reject":
+        body["workflow_id_reuse_policy"] = "reject"
+    # Another application's workflow (DBOS's application_name option): its
+    # row, run by that application's workers.
+    app = opts.get("application_name")
+    if app and app != own_app:
+        body["application_name"] = app
     return body
 
 
@@ -300,19 +299,22 @@ class DBOSClient(ClientExtras):
         await drive_async(self._engine, resume_workflows_op(workflow_ids, queue_name))
         return [WorkflowHandleAsync(self._engine, wid) for wid in workflow_ids]
 
+    # DBOS's keyword arguments (see _list_filters.LIST_FILTERS).
     def list_workflows(self, **filters: Any) -> List[WorkflowStatus]:
-        return self._engine.list_workflows("DBOSClient.list_workflows", filters)
+        check_filter_names("DBOSClient.list_workflows", filters, LIST_FILTERS)
+        return self._engine.list_workflows("DBOSClient.list_workflows", filters, self._app_name)
 
     async def list_workflows_async(self, **filters: Any) -> List[WorkflowStatus]:
-        return await self._engine.list_workflows_async("DBOSClient.list_workflows_async", filters)
+        check_filter_names("DBOSClient.list_workflows_async", filters, LIST_FILTERS)
+        return await self._engine.list_workflows_async("DBOSClient.list_workflows_async", filters, self._app_name)
 
     def list_queued_workflows(self, **filters: Any) -> List[WorkflowStatus]:
-        filters["queues_only"] = True
-        return self._engine.list_workflows("DBOSClient.list_queued_workflows", filters)
+        filters = queued_filters("DBOSClient.list_queued_workflows", filters)
+        return self._engine.list_workflows("DBOSClient.list_queued_workflows", filters, self._app_name)
 
     async def list_queued_workflows_async(self, **filters: Any) -> List[WorkflowStatus]:
-        filters["queues_only"] = True
-        return await self._engine.list_workflows_async("DBOSClient.list_queued_workflows_async", filters)
+        filters = queued_filters("DBOSClient.list_queued_workflows_async", filters)
+        return await self._engine.list_workflows_async("DBOSClient.list_queued_workflows_async", filters, self._app_name)
 
     def list_workflow_steps(
         self, workflow_id: str, *, load_output: bool = True, limit: Optional[int] = None,
@@ -532,13 +534,53 @@ class DBOSClient(ClientExtras):
             lambda: self.set_latest_application_version(version_name, application_name=application_name)
         )
 
-    def register_queue(self, name: str, **options: Any) -> "Queue":
-        """Not served: a queue's configuration is registered by a worker
-        (``DBOS.register_queue`` or ``Queue``), which the agent requires."""
-        raise DBOSNotSupportedError("DBOSClient.register_queue", "declare the queue in a worker process (DBOS.register_queue)")
+    def register_queue(
+        self,
+        name: str,
+        *,
+        global_concurrency: Optional[int] = None,
+        partition_concurrency: Optional[int] = None,
+        partition_worker_concurrency: Optional[int] = None,
+        partition_limiter: "Optional[QueueRateLimit]" = None,
+        limiter: "Optional[QueueRateLimit]" = None,
+        worker_concurrency: Optional[int] = None,
+        polling_interval_sec: float = 1.0,
+        on_conflict: str = "always_update",
+        application_name: Optional[str] = None,
+        concurrency: Optional[int] = None,
+    ) -> "Queue":
+        """Store a queue's configuration for this client's application (or
+        ``application_name``'s), as DBOS's client does; this client serves
+        nothing (workers that declare the queue do). ``on_conflict``: "always_update" (default) overwrites
+        a stored configuration, "never_update" keeps it."""
+        return drive(self._engine, register_queue_op(
+            name, application_name=application_name, global_concurrency=global_concurrency, partition_concurrency=partition_concurrency,
+            partition_worker_concurrency=partition_worker_concurrency, partition_limiter=partition_limiter,
+            limiter=limiter, worker_concurrency=worker_concurrency, polling_interval_sec=polling_interval_sec,
+            on_conflict=on_conflict, concurrency=concurrency,
+        ))
 
-    async def register_queue_async(self, name: str, **options: Any) -> "Queue":
-        return self.register_queue(name, **options)
+    async def register_queue_async(
+        self,
+        name: str,
+        *,
+        global_concurrency: Optional[int] = None,
+        partition_concurrency: Optional[int] = None,
+        partition_worker_concurrency: Optional[int] = None,
+        partition_limiter: "Optional[QueueRateLimit]" = None,
+        limiter: "Optional[QueueRateLimit]" = None,
+        worker_concurrency: Optional[int] = None,
+        polling_interval_sec: float = 1.0,
+        on_conflict: str = "always_update",
+        application_name: Optional[str] = None,
+        concurrency: Optional[int] = None,
+    ) -> "Queue":
+        return await drive_async(self._engine, register_queue_op(
+            name, application_name=application_name, global_concurrency=global_concurrency, partition_concurrency=partition_concurrency,
+            partition_worker_concurrency=partition_worker_concurrency, partition_limiter=partition_limiter,
+            limiter=limiter, worker_concurrency=worker_concurrency, polling_interval_sec=polling_interval_sec,
+            on_conflict=on_conflict, concurrency=concurrency,
+        ))
 
     def delete_queue(self, name: str) -> None:
         """Delete a queue's registration (see ``DBOS.delete_queue``)."""

@@ -508,7 +508,9 @@ def delete_op(workflow_ids: List[str], delete_children: bool) -> "Op[None]":
 
 
 def update_attributes_op(workflow_id: str, attributes: Optional[Dict[str, Any]], merge: bool) -> "Op[None]":
-    if merge and not isinstance(attributes, dict):
-        raise DBOSException("update_workflow_attributes(merge=True) requires a dict of attributes")
-    body = {"workflow_id": workflow_id, "attributes": validate_workflow_attributes(attributes), "merge": merge or None}
+    # DBOS's checks, in its order: the attributes first, then a merge of None.
+    text = validate_workflow_attributes(attributes)
+    if merge and text is None:
+        raise DBOSException("Cannot merge None into workflow attributes")
+    body = {"workflow_id": workflow_id, "attributes": text, "merge": merge or None}
     yield Call(proto.OP_UPDATE_ATTRIBUTES, body, target=workflow_id)

@@ -58,9 +58,11 @@ from ._error import (
     DBOSUnexpectedStepError,
     DBOSWorkflowCancelledError,
     DBOSWorkflowConflictIDError,
+    DBOSWorkflowIDInUseError,
     map_agent_error,
 )
 from ._executor import RunExecutor, Slot
+from ._list_filters import list_workflows_request
 from ._step_options import check_async_only_options, preempted_error, supervise_attempt
 from ._serialization import (
     PORTABLE_JSON,
@@ -321,10 +323,11 @@ def current_ctx() -> Optional[_Ctx]:
 
 
 class _AssignedID:
-    __slots__ = ("workflow_id", "used")
+    __slots__ = ("workflow_id", "reuse_policy", "used")
 
-    def __init__(self, workflow_id: str):
+    def __init__(self, workflow_id: str, reuse_policy: Optional[str] = None):
         self.workflow_id = workflow_id
+        self.reuse_policy = reuse_policy
         self.used = False
 
 
@@ -344,13 +347,13 @@ class SetWorkflowID:
     def __init__(self, wfid: str, *, workflow_id_reuse_policy: Optional[str] = None) -> None:
         if not isinstance(wfid, str) or wfid == "":
             raise DBOSException("a workflow id must be a non-empty string")
-        if workflow_id_reuse_policy not in (None, "return-existing"):
-            raise DBOSNotSupportedError("SetWorkflowID(workflow_id_reuse_policy=...)", "only the default, return-existing")
+        validate_workflow_id_reuse_policy(workflow_id_reuse_policy)
         self.wfid = wfid
+        self.workflow_id_reuse_policy = workflow_id_reuse_policy
         self._token: Optional[contextvars.Token[Optional[_AssignedID]]] = None
 
     def __enter__(self) -> "SetWorkflowID":
-        self._token = _assigned_id.set(_AssignedID(self.wfid))
+        self._token = _assigned_id.set(_AssignedID(self.wfid, self.workflow_id_reuse_policy))
         return self
 
     def __exit__(self, *exc: Any) -> None:
@@ -448,11 +451,24 @@ def current_timeout_ms() -> Optional[int]:
 
 
 def take_assigned_id() -> Optional[str]:
+    a = take_assigned()
+    return a.workflow_id if a is not None else None
+
+
+def take_assigned() -> Optional[_AssignedID]:
+    """The SetWorkflowID id (with its reuse policy) for the workflow being
+    started, once: only the first start in the block takes it."""
     a = _assigned_id.get()
     if a is None or a.used:
         return None
     a.used = True
-    return a.workflow_id
+    return a
+
+
+def validate_workflow_id_reuse_policy(policy: Optional[str]) -> None:
+    """DBOS's check of a workflow_id_reuse_policy."""
+    if policy is not None and policy not in ("return-existing", "reject"):
+        raise DBOSException(f"Invalid workflow_id_reuse_policy {policy}. Must be either 'return-existing' or 'reject'.")
 
 
 # DBOS Python's duplication and id reuse policies.
@@ -715,78 +731,6 @@ def step_info(step: Dict[str, Any], serializer: Serializer, load_output: bool) -
     }
 
 
-_LIST_FILTERS_SUPPORTED = {
-    "workflow_ids",
-    "status",
-    "start_time",
-    "end_time",
-    "name",
-    "app_version",
-    "parent_workflow_id",
-    "user",
-    "queue_name",
-    "limit",
-    "offset",
-    "sort_desc",
-    "workflow_id_prefix",
-    "load_input",
-    "load_output",
-    "executor_id",
-    "queues_only",
-}
-
-
-def _as_list(v: Union[None, str, List[str]]) -> Optional[List[str]]:
-    if v is None:
-        return None
-    return [v] if isinstance(v, str) else list(v)
-
-
-def _iso_to_ms(v: Optional[str], field: str) -> Optional[int]:
-    if v is None:
-        return None
-    from datetime import datetime, timezone
-
-    try:
-        dt = datetime.fromisoformat(v.replace("Z", "+00:00"))
-    except ValueError:
-        raise DBOSException(f"list_workflows: {field} must be an ISO 8601 timestamp, got {v!r}") from None
-    if dt.tzinfo is None:
-        dt = dt.replace(tzinfo=timezone.utc)
-    return int(dt.timestamp() * 1000)
-
-
-def list_workflows_request(call: str, filters: Dict[str, Any]) -> Dict[str, Any]:
-    """The list_workflows request for DBOS Python's filter arguments; a filter
-    the agent cannot apply raises rather than being dropped."""
-    given = {k for k, v in filters.items() if v is not None and v is not False}
-    unsupported = sorted(given - _LIST_FILTERS_SUPPORTED)
-    if unsupported:
-        raise DBOSNotSupportedError(f"{call}({', '.join(unsupported)}=...)")
-    prefixes = _as_list(filters.get("workflow_id_prefix"))
-    if prefixes is not None and len(prefixes) > 1:
-        raise DBOSNotSupportedError(f"{call}(workflow_id_prefix=<more than one prefix>)")
-    return {
-        "workflow_ids": filters.get("workflow_ids"),
-        "workflow_id_prefix": prefixes[0] if prefixes else None,
-        "status": _as_list(filters.get("status")),
-        "name": _as_list(filters.get("name")),
-        "queue_name": _as_list(filters.get("queue_name")),
-        "queues_only": bool(filters.get("queues_only")),
-        "executor_id": _as_list(filters.get("executor_id")),
-        "app_version": _as_list(filters.get("app_version")),
-        "parent_workflow_id": _as_list(filters.get("parent_workflow_id")),
-        "user": _as_list(filters.get("user")),
-        "start_time": _iso_to_ms(filters.get("start_time"), "start_time"),
-        "end_time": _iso_to_ms(filters.get("end_time"), "end_time"),
-        "limit": filters.get("limit"),
-        "offset": filters.get("offset"),
-        "sort_desc": bool(filters.get("sort_desc")),
-        "load_input": filters.get("load_input", True) is not False,
-        "load_output": filters.get("load_output", True) is not False,
-    }
-
-
 # ---------------------------------------------------------------------------
 # Schedule ticks
 
@@ -870,17 +814,28 @@ class Engine:
         started on its parent run's connection, and the parent's fencing or
         cancellation stops the parent."""
         conn = run_connection(self, parent.run) if parent is not None else self._link().connection()
+        started = _now_ms()
         try:
             return conn.request(proto.OP_START_WORKFLOW, body).result(), conn.generation
         except BaseException as e:
-            raise self._start_failed(body, parent, e) from None
+            err = self._start_failed(body, parent, e)
+        # A child's start rejected by its id's reuse policy is recorded as
+        # the parent's step, as DBOS records it: a replay raises it again.
+        if parent is not None and isinstance(err, DBOSWorkflowIDInUseError):
+            _record(self, parent.run, _record_body(parent.run, parent.function_id, body["name"], started, None, err, self.serializer))
+        raise err
 
     async def start_async(self, body: Dict[str, Any], parent: Optional["ParentStep"] = None) -> Tuple[Dict[str, Any], int]:
         conn = run_connection(self, parent.run) if parent is not None else await self._link().connection_async()
+        started = _now_ms()
         try:
             return await asyncio.wrap_future(await conn.request_async(proto.OP_START_WORKFLOW, body)), conn.generation
         except BaseException as e:
-            raise self._start_failed(body, parent, e) from None
+            err = self._start_failed(body, parent, e)
+        if parent is not None and isinstance(err, DBOSWorkflowIDInUseError):
+            body_ = _record_body(parent.run, parent.function_id, body["name"], started, None, err, self.serializer)
+            await _record_async(self, parent.run, body_)
+        raise err
 
     @staticmethod
     def _start_failed(body: Dict[str, Any], parent: Optional["ParentStep"], e: BaseException) -> BaseException:
@@ -981,12 +936,12 @@ class Engine:
             return None
         return status_from_info(info, self.serializer)
 
-    def list_workflows(self, call: str, filters: Dict[str, Any]) -> List[WorkflowStatus]:
-        reply = self.call(proto.OP_LIST_WORKFLOWS, list_workflows_request(call, filters))
+    def list_workflows(self, call: str, filters: Dict[str, Any], own_app: str = "") -> List[WorkflowStatus]:
+        reply = self.call(proto.OP_LIST_WORKFLOWS, list_workflows_request(call, filters, own_app))
         return [status_from_info(i, self.serializer) for i in reply.get("workflows") or []]
 
-    async def list_workflows_async(self, call: str, filters: Dict[str, Any]) -> List[WorkflowStatus]:
-        reply = await self.call_async(proto.OP_LIST_WORKFLOWS, list_workflows_request(call, filters))
+    async def list_workflows_async(self, call: str, filters: Dict[str, Any], own_app: str = "") -> List[WorkflowStatus]:
+        reply = await self.call_async(proto.OP_LIST_WORKFLOWS, list_workflows_request(call, filters, own_app))
         return [status_from_info(i, self.serializer) for i in reply.get("workflows") or []]
 
     @staticmethod

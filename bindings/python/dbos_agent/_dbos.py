@@ -78,10 +78,11 @@ from ._core import (
     run_step_config,
     run_step_sync,
     start_position,
-    take_assigned_id,
+    take_assigned,
     wait_first,
     wait_first_async,
 )
+from ._list_filters import queued_filters
 from ._error import (
     DBOSException,
     DBOSInitializationError,
@@ -692,7 +693,8 @@ class DBOS(DBOSExtras):
         class_name, config_name = _classes.target_names(reg.method, reg.func, args)
         assumed = auth.check_roles(reg.func, reg.name) if direct_call else None
         parent, recorded = start_position(what, reg.name, self._serializer)
-        assigned = take_assigned_id()
+        pinned = take_assigned()
+        assigned = pinned.workflow_id if pinned is not None else None
         if recorded is not None:
             return parent, None, recorded
         body = self._engine.start_request(
@@ -708,6 +710,8 @@ class DBOS(DBOSExtras):
             parent=parent,
         )
         body.update(auth.start_fields(assumed))
+        if pinned is not None and pinned.reuse_policy == "reject":
+            body["workflow_id_reuse_policy"] = "reject"
         ambient.apply_start(body)
         return parent, body, body["workflow_id"]
 
@@ -1017,9 +1021,15 @@ class DBOS(DBOSExtras):
         status: Optional[Union[str, List[str]]] = None,
         start_time: Optional[str] = None,
         end_time: Optional[str] = None,
+        completed_after: Optional[str] = None,
+        completed_before: Optional[str] = None,
+        dequeued_after: Optional[str] = None,
+        dequeued_before: Optional[str] = None,
         name: Optional[Union[str, List[str]]] = None,
         app_version: Optional[Union[str, List[str]]] = None,
+        forked_from: Optional[Union[str, List[str]]] = None,
         parent_workflow_id: Optional[Union[str, List[str]]] = None,
+        user: Optional[Union[str, List[str]]] = None,
         queue_name: Optional[Union[str, List[str]]] = None,
         limit: Optional[int] = None,
         offset: Optional[int] = None,
@@ -1029,14 +1039,22 @@ class DBOS(DBOSExtras):
         load_output: bool = True,
         executor_id: Optional[Union[str, List[str]]] = None,
         queues_only: bool = False,
-        **unsupported: Any,
+        was_forked_from: Optional[bool] = None,
+        is_fork: Optional[bool] = None,
+        has_parent: Optional[bool] = None,
+        attributes: Optional[Dict[str, Any]] = None,
+        schedule_name: Optional[Union[str, List[str]]] = None,
+        application_name: Optional[Union[str, List[str]]] = None,
+        shard_key: Optional[Union[str, List[str]]] = None,
+        parent_shard_key: Optional[Union[str, List[str]]] = None,
     ) -> List[WorkflowStatus]:
         """List workflows, filtered as in DBOS Python (times are ISO 8601)."""
         filters = dict(locals())
         filters.pop("cls")
-        filters.update(filters.pop("unsupported"))
-        engine = _dbos()._engine
-        return call_as_step("DBOS.listWorkflows", lambda: engine.list_workflows("DBOS.list_workflows", filters))
+        inst = _dbos()
+        return call_as_step(
+            "DBOS.listWorkflows", lambda: inst._engine.list_workflows("DBOS.list_workflows", filters, inst._app_name)
+        )
 
     @classmethod
     async def list_workflows_async(
@@ -1046,9 +1064,15 @@ class DBOS(DBOSExtras):
         status: Optional[Union[str, List[str]]] = None,
         start_time: Optional[str] = None,
         end_time: Optional[str] = None,
+        completed_after: Optional[str] = None,
+        completed_before: Optional[str] = None,
+        dequeued_after: Optional[str] = None,
+        dequeued_before: Optional[str] = None,
         name: Optional[Union[str, List[str]]] = None,
         app_version: Optional[Union[str, List[str]]] = None,
+        forked_from: Optional[Union[str, List[str]]] = None,
         parent_workflow_id: Optional[Union[str, List[str]]] = None,
+        user: Optional[Union[str, List[str]]] = None,
         queue_name: Optional[Union[str, List[str]]] = None,
         limit: Optional[int] = None,
         offset: Optional[int] = None,
@@ -1058,29 +1082,40 @@ class DBOS(DBOSExtras):
         load_output: bool = True,
         executor_id: Optional[Union[str, List[str]]] = None,
         queues_only: bool = False,
-        **unsupported: Any,
+        was_forked_from: Optional[bool] = None,
+        is_fork: Optional[bool] = None,
+        has_parent: Optional[bool] = None,
+        attributes: Optional[Dict[str, Any]] = None,
+        schedule_name: Optional[Union[str, List[str]]] = None,
+        application_name: Optional[Union[str, List[str]]] = None,
+        shard_key: Optional[Union[str, List[str]]] = None,
+        parent_shard_key: Optional[Union[str, List[str]]] = None,
     ) -> List[WorkflowStatus]:
         filters = dict(locals())
         filters.pop("cls")
-        filters.update(filters.pop("unsupported"))
-        engine = _dbos()._engine
+        inst = _dbos()
         return await call_as_step_async(
-            "DBOS.listWorkflows", lambda: engine.list_workflows_async("DBOS.list_workflows_async", filters)
+            "DBOS.listWorkflows",
+            lambda: inst._engine.list_workflows_async("DBOS.list_workflows_async", filters, inst._app_name),
         )
 
     @classmethod
     def list_queued_workflows(cls, **filters: Any) -> List[WorkflowStatus]:
         """The workflows waiting in or running from a queue."""
-        engine = _dbos()._engine
-        filters = _queued_filters(filters)
-        return call_as_step("DBOS.listQueuedWorkflows", lambda: engine.list_workflows("DBOS.list_queued_workflows", filters))
+        inst = _dbos()
+        filters = queued_filters("DBOS.list_queued_workflows", filters)
+        return call_as_step(
+            "DBOS.listQueuedWorkflows",
+            lambda: inst._engine.list_workflows("DBOS.list_queued_workflows", filters, inst._app_name),
+        )
 
     @classmethod
     async def list_queued_workflows_async(cls, **filters: Any) -> List[WorkflowStatus]:
-        engine = _dbos()._engine
-        filters = _queued_filters(filters)
+        inst = _dbos()
+        filters = queued_filters("DBOS.list_queued_workflows_async", filters)
         return await call_as_step_async(
-            "DBOS.listQueuedWorkflows", lambda: engine.list_workflows_async("DBOS.list_queued_workflows_async", filters)
+            "DBOS.listQueuedWorkflows",
+            lambda: inst._engine.list_workflows_async("DBOS.list_queued_workflows_async", filters, inst._app_name),
         )
 
     @classmethod
@@ -1244,6 +1279,13 @@ class DBOS(DBOSExtras):
         parent, recorded = start_position(call, str(options.get("workflow_name", "")), self._serializer)
         if recorded is not None:
             return parent, None, recorded
+        # As DBOS: options the call leaves unset fall back to SetWorkflowID,
+        # whose reuse policy goes with its id only.
+        pinned = take_assigned()
+        if pinned is not None and options.get("workflow_id") is None:
+            options = cast("EnqueueOptions", dict(options, workflow_id=pinned.workflow_id))
+            if options.get("workflow_id_reuse_policy") is None and pinned.reuse_policy is not None:
+                options["workflow_id_reuse_policy"] = pinned.reuse_policy
         body = enqueue_request(self._engine, self._serializer, options, args, kwargs, call, self._app_name, parent)
         return parent, body, body["workflow_id"]
 
@@ -2058,14 +2100,6 @@ def _legacy_priority_enabled(call: str, legacy: Dict[str, Any]) -> bool:
     if legacy:
         raise TypeError(f"{call}() got an unexpected keyword argument '{next(iter(legacy))}'")
     return bool(enabled)
-
-
-def _queued_filters(filters: Dict[str, Any]) -> Dict[str, Any]:
-    """list_queued_workflows' filters: list_workflows' on queued ones only."""
-    out = dict(filters, queues_only=True)
-    if "queue_name" in out and out["queue_name"] is None:
-        out.pop("queue_name")
-    return out
 
 
 def _forget_queue(name: str) -> None:

@@ -20,11 +20,13 @@ from ._core import (
     _enqueue_options,
     _replay,
     check_recorded_name,
+    current_attributes,
     current_ctx,
     current_timeout_ms,
     drive,
     drive_async,
-    take_assigned_id,
+    take_assigned,
+    validate_workflow_attributes,
 )
 from . import _auth as auth
 from ._error import DBOSException, DBOSNotSupportedError, DBOSQueueDeduplicatedError
@@ -106,6 +108,7 @@ def _debounce_body(
     kwargs: Dict[str, Any],
     workflow_id: Optional[str],
     app_version: Optional[str],
+    attributes: Optional[Dict[str, Any]],
 ) -> Dict[str, Any]:
     if period_sec < 0:
         raise DBOSException("debounce_period_sec must not be negative")
@@ -129,6 +132,9 @@ def _debounce_body(
         "serialization": serialization,
         "workflow_id": workflow_id,
         "app_version": app_version,
+        # The first call's, as DBOS's enqueue of the debounced workflow
+        # records them; a bounce keeps the stored ones.
+        "attributes": validate_workflow_attributes(attributes),
     }
 
 
@@ -199,15 +205,16 @@ class Debouncer(Generic[R]):
             raise DBOSException("Debouncer.debounce from inside a step: debounce from the workflow itself")
         refuse_other_application("Debouncer", self.application_name, dbos._app_name)
         opts = _enqueue_options.get()
-        pinned = take_assigned_id()
-        if opts is not None:
-            _reject_conflicting_options(
-                has_deduplication_id=opts.deduplication_id is not None,
-                has_delay=opts.delay_until_epoch_ms is not None,
-                has_priority=opts.priority is not None,
-                has_partition_key=opts.queue_partition_key is not None,
-                has_return_existing=opts.duplication_policy == "return-existing",
-            )
+        assigned = take_assigned()
+        pinned = assigned.workflow_id if assigned is not None else None
+        _reject_conflicting_options(
+            has_deduplication_id=opts is not None and opts.deduplication_id is not None,
+            has_delay=opts is not None and opts.delay_until_epoch_ms is not None,
+            has_priority=opts is not None and opts.priority is not None,
+            has_partition_key=opts is not None and opts.queue_partition_key is not None,
+            has_return_existing=opts is not None and opts.duplication_policy == "return-existing",
+            has_reject_reuse_policy=assigned is not None and assigned.reuse_policy == "reject",
+        )
         reg = _workflows.get(self.func_name)
         if reg is None:
             raise Exception(f"Invalid workflow name provided to debouncer: {self.func_name}")
@@ -222,6 +229,7 @@ class Debouncer(Generic[R]):
             tag=tag_for(reg.serialization_type, dbos._serializer), engine=dbos._engine,
             args=args, kwargs=kwargs, workflow_id=pinned,
             app_version=opts.app_version if opts is not None else None,
+            attributes=current_attributes(),
         )
         # The workflow's own timeout (its deadline is set when it is
         # dequeued). Unlike a child, it never inherits its caller's deadline
@@ -315,7 +323,7 @@ class DebouncerClient(Generic[R]):
         )
         app = self.application_name if self.application_name is not None else opts.get("application_name")
         refuse_other_application("DebouncerClient", app, self.client._app_name)
-        for key_name in ("attributes", "shard_key"):
+        for key_name in ("shard_key",):
             if opts.get(key_name) is not None:
                 raise DBOSNotSupportedError(f"DebouncerClient(workflow_options[{key_name!r}])")
         fmt: Optional[WorkflowSerializationFormat] = opts.get("serialization_type")
@@ -325,6 +333,7 @@ class DebouncerClient(Generic[R]):
             queue_name=self.queue_name or opts.get("queue_name"),
             tag=tag_for(fmt, self.client._serializer), engine=self.client._engine,
             args=args, kwargs=kwargs, workflow_id=opts.get("workflow_id"), app_version=opts.get("app_version"),
+            attributes=opts.get("attributes"),
         )
         body["authenticated_user"] = opts.get("authenticated_user")
         body["authenticated_roles"] = list(opts["authenticated_roles"]) if opts.get("authenticated_roles") else None

@@ -455,6 +455,7 @@ ERROR_CATALOG: Dict[int, "tuple[str, str, bool]"] = {
     208: ("max_recovery_attempts_exceeded", "MaxRecoveryAttemptsExceededError", False),
     209: ("stream_closed", "DBOSException", False),
     210: ("workflow_active", "DBOSException", False),
+    211: ("workflow_id_in_use", "DBOSWorkflowIDInUseError", False),
 }
 
 #: The codes after which the agent closes the connection (the catalog's
@@ -512,6 +513,10 @@ def map_agent_error(
         return DBOSStepNondeterminismError(wid, step_id if step_id is not None else 0)
     if code == 208:
         return MaxRecoveryAttemptsExceededError(wid)
+    if code == 211:
+        return DBOSWorkflowIDInUseError(
+            _str(data.get("workflow_id")) or wid, _str(data.get("status")), _str(data.get("name"))
+        )
     if code in (100, 104, 108, 209, 210):
         return DBOSException(f"{err.name}: {msg}")
     return DBOSAgentError(msg, code, err.name, data or None)
@@ -519,9 +524,9 @@ def map_agent_error(
 
 # DBOS Python 3.4's remaining public exceptions. The binding raises none of
 # them itself yet (the agent has no statement timeout on its queries, stream
-# reads of one workflow are serialized by the agent, and
-# workflow_id_reuse_policy="reject" is refused); they are here so that code
-# catching them, and their pickled forms, resolve.
+# reads of one workflow are serialized by the agent); they are here so that
+# code catching them, and their pickled forms, resolve.
+# DBOSWorkflowIDInUseError, among them, is raised (map_agent_error, 211).
 
 
 class DBOSQueryTimeoutError(DBOSException):

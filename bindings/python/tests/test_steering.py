@@ -165,7 +165,7 @@ def test_attributes_set_at_start_and_updated(dbos: Any, agent_env: AgentEnv) -> 
         queued.get_result()
     with pytest.raises(DBOSException, match="must be a dict"):
         SetWorkflowAttributes(["not", "a", "dict"])  # type: ignore[arg-type]
-    with pytest.raises(DBOSException, match="requires a dict"):
+    with pytest.raises(DBOSException, match="Cannot merge None"):
         DBOS.update_workflow_attributes(wid, None, merge=True)
 
 

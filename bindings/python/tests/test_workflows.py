@@ -474,8 +474,7 @@ def test_list_workflows_filters(dbos: Any) -> None:
     assert bare[0].input is None and bare[0].output is None and bare[0].status == "SUCCESS"
     full = DBOS.list_workflows(workflow_ids=ids[:1])
     assert full[0].input == {"args": (0,), "kwargs": {}} and full[0].output["order"] == 0
-    with pytest.raises(DBOSNotSupportedError, match="forked_from"):
-        DBOS.list_workflows(forked_from="some-workflow")
+    assert DBOS.list_workflows(workflow_id_prefix=prefix, forked_from="some-workflow") == []
 
 
 def test_unsupported_calls_raise_naming_the_call(dbos: Any) -> None:
