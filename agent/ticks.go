@@ -37,7 +37,7 @@ func ParseCron(spec, timezone string) (cron.Schedule, *time.Location, error) {
 	}
 	sched, err := cronParser.Parse(spec)
 	if err != nil {
-		return nil, nil, fmt.Errorf("invalid cron schedule %q: %v", spec, err)
+		return nil, nil, fmt.Errorf("Invalid cron schedule: '%s' (%v)", spec, err) // DBOS's wording, which callers match
 	}
 	return sched, loc, nil
 }

@@ -206,7 +206,7 @@ func TestCLIQueuesSchedulesAndVersions(t *testing.T) {
 	require.True(t, theirs.AutomaticBackfill)
 	cliqFails(t, "schedule cli-every already exists",
 		with("schedule", "create", "cli-every", "--workflow", "other", "--cron", "* * * * *")...)
-	cliqFails(t, `invalid cron schedule "61 * * * *"`, with("schedule", "create", "bad", "--workflow", "w", "--cron", "61 * * * *")...)
+	cliqFails(t, `Invalid cron schedule: '61 * * * *'`, with("schedule", "create", "bad", "--workflow", "w", "--cron", "61 * * * *")...)
 	cliqFails(t, `unknown timezone "Mars/Olympus"`,
 		with("schedule", "create", "bad", "--workflow", "w", "--cron", "* * * * *", "--timezone", "Mars/Olympus")...)
 	cliqFails(t, "--context must be JSON", with("schedule", "create", "bad", "--workflow", "w", "--cron", "* * * * *", "--context", "{nope")...)

@@ -172,8 +172,11 @@ def test_a_workflow_without_type_hints_gets_a_datetime_too(dbos: Any) -> None:
 
 def test_schedule_api_checks_and_apply(dbos: Any) -> None:
     name = unique("checks-")
-    with pytest.raises(DBOSException, match="cron"):
+    # DBOS's wording, which callers match.
+    with pytest.raises(DBOSException, match="Invalid cron schedule: 'every so often'"):
         DBOS.create_schedule(schedule_name=name, workflow_fn=sc_tick, schedule="every so often")
+    with pytest.raises(DBOSException, match="Invalid cron schedule"):
+        DBOS.apply_schedules([{"schedule_name": name, "workflow_fn": sc_tick, "schedule": "61 * * * *"}])
     with pytest.raises(DBOSException, match="not declared"):
         DBOS.create_schedule(schedule_name=name, workflow_fn=sc_tick, schedule="* * * * *", queue_name="sc_nope")
     with pytest.raises(DBOSException, match="JSON"):
