@@ -170,9 +170,13 @@ def test_recovered_parents_in_every_slot_run_their_recovered_children_inline(age
         # free), claims it and runs it in its own thread, as the first time.
         second = bounded(agent_env, CAP)
         workers.append(second)
-        for p in parents:
-            out = client.retrieve_workflow(p.workflow_id).get_result()
-            assert out["child"].startswith(out["parent"] + ":"), out
+        outs = [client.retrieve_workflow(p.workflow_id).get_result() for p in parents]
+        # The first CAP parents hold every slot, so their children can only
+        # run inline (else all would wait for ever). A later parent may find
+        # its child already taken by the queue's poller for a slot a finished
+        # parent freed (it waits for it then): that is not a deadlock either.
+        inline = [o for o in outs if o["child"].startswith(o["parent"] + ":")]
+        assert len(inline) >= CAP, outs
         children = client.list_workflows(name="child", status="SUCCESS")
         assert len(children) >= 2 * CAP
         assert report(second)[2] <= CAP
