@@ -1185,6 +1185,7 @@ class DBOS(DBOSExtras):
             partition_concurrency=partition_concurrency, partition_worker_concurrency=partition_worker_concurrency,
             partition_limiter=partition_limiter, polling_interval_sec=polling_interval_sec,
         )
+        q.database_backed_queue = True
         _declare_queue(q, on_conflict)
         return q
 
@@ -2323,6 +2324,9 @@ class Queue(QueueConfig):
             polling_interval_sec=polling_interval_sec,
         )
         self.name = name
+        # DBOS 3.4's flag: the queue's configuration lives in the queues
+        # table (register_queue, or read from it), not only in this code.
+        self.database_backed_queue = False
         self._concurrency = concurrency if global_concurrency is None else global_concurrency
         self._worker_concurrency = worker_concurrency
         self._limiter = limiter
@@ -2363,6 +2367,7 @@ class Queue(QueueConfig):
         q._partition_limiter = _limiter_of(info.get("partition_rate_limit_max"), info.get("partition_rate_limit_period_sec"))
         q._partition_queue = bool(info.get("partition_queue"))
         q._polling_interval_sec = 1.0
+        q.database_backed_queue = bool(info.get("registered", True))
         q._explicit = False
         q._on_conflict = "never_update"
         q._registered = None

@@ -467,6 +467,12 @@ def test_queues_declared_after_launch_register_without_reconnecting(
     assert stored is not None
     assert (stored.global_concurrency, stored.worker_concurrency, stored.limiter) == (3, 1, {"limit": 10, "period": 2.5})
     assert "qt_late" in [q.name for q in DBOS.list_queues()]
+    # DBOS 3.4's flag: a registered queue and one read from the table are
+    # database-backed; a queue only declared in code is not.
+    assert late.database_backed_queue and stored.database_backed_queue
+    assert all(q.database_backed_queue for q in DBOS.list_queues())
+    assert client.register_queue("qt_client_registered").database_backed_queue
+    assert not Queue("qt_in_code_only").database_backed_queue
 
     # on_conflict: never_update keeps the stored limits, always_update writes them.
     DBOS.register_queue("qt_late", global_concurrency=7, on_conflict="never_update")
