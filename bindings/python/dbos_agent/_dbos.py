@@ -2142,13 +2142,16 @@ def _workflow_form(reg: WorkflowRegistration) -> Dict[str, Any]:
     return workflow_form(reg.name, reg.max_recovery_attempts, getattr(reg, "class_name", None))
 
 
-def _code_origin(reg: WorkflowRegistration) -> Tuple[Any, Optional[str], Optional[str]]:
+def _user_function(reg: WorkflowRegistration) -> Any:
     """The user's function behind a registration (a step's, for its <temp>
-    workflow), its code object, module and real source path."""
-    fn = inspect.unwrap(getattr(reg.func, "__dbos_origin__", reg.func))
+    workflow)."""
+    return inspect.unwrap(getattr(reg.func, "__dbos_origin__", reg.func))
+
+
+def _code_origin(fn: Any) -> Tuple[Optional[str], Optional[str]]:
+    """A function's module and real source path."""
     code = getattr(fn, "__code__", None)
-    filename = os.path.realpath(code.co_filename) if code is not None else None
-    return code, getattr(fn, "__module__", None), filename
+    return getattr(fn, "__module__", None), os.path.realpath(code.co_filename) if code is not None else None
 
 
 def _check_redeclaration(previous: WorkflowRegistration, reg: WorkflowRegistration) -> None:
@@ -2157,10 +2160,10 @@ def _check_redeclaration(previous: WorkflowRegistration, reg: WorkflowRegistrati
     is warned about (DBOS's message, with the <temp>. of a step's workflow
     left out); the same code declared again (a function that declares its
     workflow at every call) is no news."""
-    old_code, old_module, old_file = _code_origin(previous)
-    new_code, new_module, new_file = _code_origin(reg)
-    if old_code is new_code:
-        return
+    old_fn, new_fn = _user_function(previous), _user_function(reg)
+    if getattr(old_fn, "__code__", None) is getattr(new_fn, "__code__", 0):
+        return  # the common case, checked before any path is resolved
+    (old_module, old_file), (new_module, new_file) = _code_origin(old_fn), _code_origin(new_fn)
     if (not reg.name.startswith("<temp>.") and None not in (old_module, new_module, old_file, new_file)
             and old_module != new_module and old_file != new_file):
         raise DBOSException(
