@@ -25,7 +25,9 @@ from ._core import (
     WorkflowStatus,
 )
 from ._datasource import AsyncSQLAlchemyDatasource, SQLAlchemyDatasource
-from ._dbos import DBOS, Queue, QueueRateLimit, __version__
+from ._dbos import DBOS
+from ._queue import Queue, QueueRateLimit
+from ._version import __version__
 from ._debouncer import Debouncer, DebouncerClient
 from ._scheduling import ClientScheduleInput, ScheduleInput, VersionInfo, WorkflowSchedule
 from ._error import (

@@ -17,7 +17,7 @@ from ._core import Call, Op
 from ._error import DBOSException
 
 if TYPE_CHECKING:
-    from ._dbos import Queue, QueueRateLimit
+    from ._queue import Queue, QueueRateLimit
 
 _ON_CONFLICT = ("always_update", "never_update")
 
@@ -46,7 +46,7 @@ def register_queue_op(
     """Validate as DBOS's Queue does, write the row by ``on_conflict``
     ("always_update" overwrites a stored configuration, "never_update"
     keeps it), and return the queue as stored."""
-    from ._dbos import Queue
+    from ._queue import Queue
 
     q = Queue.__new__(Queue)
     q._configure(  # DBOS's checks (ValueError), as Queue(...) runs them

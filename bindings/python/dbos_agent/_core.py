@@ -894,99 +894,11 @@ class Engine:
             raise DBOSAwaitedWorkflowMaxRecoveryAttemptsExceeded(wid)
         raise DBOSException(f"workflow {wid} has no outcome yet (status {status})")
 
-    def await_result(self, workflow_id: str) -> Any:
-        """Wait for a workflow's outcome: its output, or its error raised. The
-        wait survives a reconnection to the agent."""
-        while True:
-            try:
-                res = self.call(proto.OP_GET_RESULT, {"workflow_id": workflow_id}, workflow_id=workflow_id)
-                break
-            except DBOSAgentUnavailableError:
-                if self._link().closed:
-                    raise
-                self._link().connection()  # wait for the agent to come back
-        res.setdefault("workflow_id", workflow_id)
-        return self._result_value(res)
-
-    async def await_result_async(self, workflow_id: str) -> Any:
-        while True:
-            try:
-                res = await self.call_async(proto.OP_GET_RESULT, {"workflow_id": workflow_id}, workflow_id=workflow_id)
-                break
-            except DBOSAgentUnavailableError:
-                if self._link().closed:
-                    raise
-                await self._link().connection_async()
-        res.setdefault("workflow_id", workflow_id)
-        return self._result_value(res)
-
     def get_status(self, workflow_id: str) -> Optional[WorkflowStatus]:
-        try:
-            info = self.call(proto.OP_GET_WORKFLOW, {"workflow_id": workflow_id, "load_payloads": True}, workflow_id=workflow_id)
-        except DBOSNonExistentWorkflowError:
-            return None
-        return status_from_info(info, self.serializer)
+        return drive(self, workflow_status_op(self.serializer, workflow_id))
 
     async def get_status_async(self, workflow_id: str) -> Optional[WorkflowStatus]:
-        try:
-            info = await self.call_async(
-                proto.OP_GET_WORKFLOW, {"workflow_id": workflow_id, "load_payloads": True}, workflow_id=workflow_id
-            )
-        except DBOSNonExistentWorkflowError:
-            return None
-        return status_from_info(info, self.serializer)
-
-    def list_workflows(self, call: str, filters: Dict[str, Any], own_app: str = "") -> List[WorkflowStatus]:
-        reply = self.call(proto.OP_LIST_WORKFLOWS, list_workflows_request(call, filters, own_app))
-        return [status_from_info(i, self.serializer) for i in reply.get("workflows") or []]
-
-    async def list_workflows_async(self, call: str, filters: Dict[str, Any], own_app: str = "") -> List[WorkflowStatus]:
-        reply = await self.call_async(proto.OP_LIST_WORKFLOWS, list_workflows_request(call, filters, own_app))
-        return [status_from_info(i, self.serializer) for i in reply.get("workflows") or []]
-
-    @staticmethod
-    def _page(steps: List[Any], limit: Optional[int], offset: Optional[int]) -> List[Any]:
-        start = offset or 0
-        return steps[start : start + limit] if limit is not None else steps[start:]
-
-    def list_steps(self, workflow_id: str, load_output: bool, limit: Optional[int], offset: Optional[int]) -> List[StepInfo]:
-        reply = self.call(proto.OP_LIST_STEPS, {"workflow_id": workflow_id}, workflow_id=workflow_id)
-        steps = self._page(reply.get("steps") or [], limit, offset)
-        return [step_info(s, self.serializer, load_output) for s in steps]
-
-    async def list_steps_async(
-        self, workflow_id: str, load_output: bool, limit: Optional[int], offset: Optional[int]
-    ) -> List[StepInfo]:
-        reply = await self.call_async(proto.OP_LIST_STEPS, {"workflow_id": workflow_id}, workflow_id=workflow_id)
-        steps = self._page(reply.get("steps") or [], limit, offset)
-        return [step_info(s, self.serializer, load_output) for s in steps]
-
-    def cancel(self, workflow_ids: List[str], cancel_children: bool = False) -> None:
-        """Cancel workflows (with ``cancel_children``, every workflow they
-        started, recursively)."""
-        for wid in workflow_ids:
-            try:
-                self.call(proto.OP_CANCEL, self._cancel_body(wid, cancel_children), workflow_id=wid)
-            except DBOSNonExistentWorkflowError:
-                # DBOS Python's cancel of an unknown id does nothing.
-                pass
-
-    async def cancel_async(self, workflow_ids: List[str], cancel_children: bool = False) -> None:
-        for wid in workflow_ids:
-            try:
-                await self.call_async(proto.OP_CANCEL, self._cancel_body(wid, cancel_children), workflow_id=wid)
-            except DBOSNonExistentWorkflowError:
-                pass
-
-    @staticmethod
-    def _cancel_body(workflow_id: str, cancel_children: bool) -> Dict[str, Any]:
-        return {"workflow_id": workflow_id, "cancel_children": cancel_children or None}
-
-    def resume(self, workflow_id: str, queue_name: Optional[str]) -> None:
-        self.call(proto.OP_RESUME, {"workflow_id": workflow_id, "queue_name": queue_name}, workflow_id=workflow_id)
-
-    async def resume_async(self, workflow_id: str, queue_name: Optional[str]) -> None:
-        await self.call_async(proto.OP_RESUME, {"workflow_id": workflow_id, "queue_name": queue_name}, workflow_id=workflow_id)
+        return await drive_async(self, workflow_status_op(self.serializer, workflow_id))
 
     # -- starting workflows
 
@@ -1063,6 +975,9 @@ class Engine:
         """A request whose error reply is raised as AgentErrorReply, for calls
         that turn some errors into results (a missing schedule is None)."""
         return self._link().call(op, body)
+
+    async def call_raw_async(self, op: str, body: Dict[str, Any]) -> Dict[str, Any]:
+        return await self._link().call_async(op, body)
 
     # -- executing runs
 
@@ -1427,9 +1342,12 @@ async def _record_async(engine: Engine, run: WorkflowRun, body: Dict[str, Any]) 
 class Call:
     """A request to the agent. With ``run`` it is made on behalf of that run:
     on its connection, a wait the run's stopping interrupts, and errors that
-    fence or cancel the run stop it; other errors name ``target``."""
+    fence or cancel the run stop it; other errors name ``target``. A
+    ``raw`` call (made for no run) gets its error reply as AgentErrorReply,
+    for an operation that turns some errors into results (a missing
+    schedule is None)."""
 
-    __slots__ = ("op", "body", "run", "fid", "name", "target")
+    __slots__ = ("op", "body", "run", "fid", "name", "target", "raw")
 
     def __init__(
         self,
@@ -1439,6 +1357,7 @@ class Call:
         fid: int = 0,
         name: str = "",
         target: Optional[str] = None,
+        raw: bool = False,
     ):
         self.op = op
         self.body = body
@@ -1446,6 +1365,7 @@ class Call:
         self.fid = fid
         self.name = name
         self.target = target
+        self.raw = raw
 
 
 class Pause:
@@ -1457,6 +1377,13 @@ class Pause:
     def __init__(self, seconds: float, run: WorkflowRun):
         self.seconds = seconds
         self.run = run
+
+
+class AgentBack:
+    """Wait until the agent is reachable again (a wait for a workflow's
+    outcome outlives a reconnection); raises when the link is closed."""
+
+    __slots__ = ()
 
 
 class Emit:
@@ -1482,7 +1409,7 @@ class FirstOf:
         self.run = calls[0].run
 
 
-Op = Generator[Union[Call, FirstOf, Pause, Emit], Any, T]
+Op = Generator[Union[Call, FirstOf, Pause, AgentBack, Emit], Any, T]
 
 
 def record_call(run: WorkflowRun, body: Dict[str, Any]) -> Call:
@@ -1585,7 +1512,9 @@ async def _race_async(engine: Engine, race: FirstOf) -> Tuple[int, Dict[str, Any
             r.cancel()
 
 
-def _perform(engine: Engine, item: Union[Call, FirstOf, Pause]) -> Any:
+def _perform(engine: Engine, item: Union[Call, FirstOf, Pause, AgentBack]) -> Any:
+    if isinstance(item, AgentBack):
+        return engine._link().connection()
     if isinstance(item, Pause):
         if item.run.stop_event.wait(item.seconds):
             item.run.raise_if_stopped()
@@ -1593,11 +1522,15 @@ def _perform(engine: Engine, item: Union[Call, FirstOf, Pause]) -> Any:
     if isinstance(item, FirstOf):
         return _race(engine, item)
     if item.run is None:
+        if item.raw:
+            return engine.call_raw(item.op, item.body)
         return engine.call(item.op, item.body, workflow_id=item.target)
     return _race(engine, FirstOf([item]))[1]
 
 
-async def _perform_async(engine: Engine, item: Union[Call, FirstOf, Pause]) -> Any:
+async def _perform_async(engine: Engine, item: Union[Call, FirstOf, Pause, AgentBack]) -> Any:
+    if isinstance(item, AgentBack):
+        return await engine._link().connection_async()
     if isinstance(item, Pause):
         stopped, drop = _stop_waiter(item.run)
         try:
@@ -1609,11 +1542,13 @@ async def _perform_async(engine: Engine, item: Union[Call, FirstOf, Pause]) -> A
     if isinstance(item, FirstOf):
         return await _race_async(engine, item)
     if item.run is None:
+        if item.raw:
+            return await engine.call_raw_async(item.op, item.body)
         return await engine.call_async(item.op, item.body, workflow_id=item.target)
     return (await _race_async(engine, FirstOf([item])))[1]
 
 
-def _advance(gen: "Op[Any]", reply: Any, error: Optional[BaseException]) -> Union[Call, FirstOf, Pause, Emit]:
+def _advance(gen: "Op[Any]", reply: Any, error: Optional[BaseException]) -> Union[Call, FirstOf, Pause, AgentBack, Emit]:
     return gen.throw(error) if error is not None else gen.send(reply)
 
 
@@ -1853,43 +1788,101 @@ def run_step_config(call: str, options: Optional[StepOptions], func: Callable[..
     return config
 
 
-def call_as_step(name: str, fn: Callable[[], T]) -> T:
-    """Run a DBOS operation (listing, status, cancel...) the way DBOS Python
-    does inside a workflow: as a step named ``DBOS.<op>`` whose result is
-    recorded, so replay returns what the first execution saw."""
-    ctx = _current.get()
+def as_step(ctx: Optional[_Ctx], name: str, op: "Op[T]") -> "Op[T]":
+    """``op`` the way DBOS Python runs a call (listing, status, cancel...)
+    from workflow code: as the step ``name`` (``DBOS.listWorkflows``...)
+    whose outcome is recorded, so a replay returns what the first execution
+    saw without asking again. From a step or outside a workflow it is
+    ``op``."""
     if ctx is None or ctx.step_id is not None:
-        return fn()
-    engine, run = ctx.engine, ctx.run
-    fid, replayed = begin_step(run, name, engine.serializer)
+        return (yield from op)
+    run, serializer = ctx.run, ctx.engine.serializer
+    fid, replayed = begin_step(run, name, serializer)
     if replayed is not NEW_STEP:
+        op.close()
         return cast(T, replayed)
     started = _now_ms()
     try:
-        out = fn()
+        out = yield from op
     except Exception as e:
-        _record(engine, run, _record_body(run, fid, name, started, None, e, engine.serializer))
+        yield record_call(run, _record_body(run, fid, name, started, None, e, serializer))
         raise
-    _record(engine, run, _record_body(run, fid, name, started, out, None, engine.serializer))
+    yield record_call(run, _record_body(run, fid, name, started, out, None, serializer))
     return out
 
 
-async def call_as_step_async(name: str, fn: Callable[[], Awaitable[T]]) -> T:
-    ctx = _current.get()
-    if ctx is None or ctx.step_id is not None:
-        return await fn()
-    engine, run = ctx.engine, ctx.run
-    fid, replayed = begin_step(run, name, engine.serializer)
-    if replayed is not NEW_STEP:
-        return cast(T, replayed)
-    started = _now_ms()
+# ---------------------------------------------------------------------------
+# Requests every caller makes (DBOS, DBOSClient, handles)
+
+
+def workflow_status_op(serializer: Serializer, workflow_id: str) -> "Op[Optional[WorkflowStatus]]":
+    """A workflow's status, or None for an unknown id."""
     try:
-        out = await fn()
-    except Exception as e:
-        await _record_async(engine, run, _record_body(run, fid, name, started, None, e, engine.serializer))
-        raise
-    await _record_async(engine, run, _record_body(run, fid, name, started, out, None, engine.serializer))
-    return out
+        info = yield Call(proto.OP_GET_WORKFLOW, {"workflow_id": workflow_id, "load_payloads": True}, target=workflow_id)
+    except DBOSNonExistentWorkflowError:
+        return None
+    return status_from_info(info, serializer)
+
+
+def outcome_op(engine: Engine, workflow_id: str) -> "Op[Any]":
+    """Wait for a workflow's outcome: its output, or its error raised. The
+    wait survives a reconnection to the agent."""
+    while True:
+        try:
+            res = yield Call(proto.OP_GET_RESULT, {"workflow_id": workflow_id}, target=workflow_id)
+            break
+        except DBOSAgentUnavailableError:
+            if engine._link().closed:
+                raise
+            yield AgentBack()
+    res.setdefault("workflow_id", workflow_id)
+    return engine._result_value(res)
+
+
+def handle_status_op(serializer: Serializer, workflow_id: str) -> "Op[WorkflowStatus]":
+    """A handle's ``get_status``: from workflow code the step
+    DBOS.getStatus; an unknown workflow is DBOSNonExistentWorkflowError."""
+    stat = yield from as_step(current_ctx(), "DBOS.getStatus", workflow_status_op(serializer, workflow_id))
+    if stat is None:
+        raise DBOSNonExistentWorkflowError("target", workflow_id)
+    return stat
+
+
+def get_result_op(engine: Engine, ctx: Optional[_Ctx], workflow_id: str) -> "Op[Any]":
+    """``get_result``: from workflow code the step DBOS.getResult, else a
+    plain wait."""
+    if ctx is None or ctx.step_id is not None:
+        return (yield from outcome_op(engine, workflow_id))
+    return (yield from await_result_op(engine, workflow_id, ctx.run, ctx.run.next_function_id()))
+
+
+def list_workflows_op(serializer: Serializer, call: str, filters: Dict[str, Any], own_app: str) -> "Op[List[WorkflowStatus]]":
+    reply = yield Call(proto.OP_LIST_WORKFLOWS, list_workflows_request(call, filters, own_app))
+    return [status_from_info(i, serializer) for i in reply.get("workflows") or []]
+
+
+def list_steps_op(
+    serializer: Serializer, workflow_id: str, load_output: bool, limit: Optional[int], offset: Optional[int]
+) -> "Op[List[StepInfo]]":
+    reply = yield Call(proto.OP_LIST_STEPS, {"workflow_id": workflow_id}, target=workflow_id)
+    start = offset or 0
+    steps = reply.get("steps") or []
+    steps = steps[start : start + limit] if limit is not None else steps[start:]
+    return [step_info(s, serializer, load_output) for s in steps]
+
+
+def cancel_op(workflow_ids: List[str], cancel_children: bool) -> "Op[None]":
+    """Cancel workflows (with ``cancel_children``, every workflow they
+    started, recursively). As in DBOS Python, an unknown id is no error."""
+    for wid in workflow_ids:
+        try:
+            yield Call(proto.OP_CANCEL, {"workflow_id": wid, "cancel_children": cancel_children or None}, target=wid)
+        except DBOSNonExistentWorkflowError:
+            pass
+
+
+def resume_op(workflow_id: str, queue_name: Optional[str]) -> "Op[None]":
+    yield Call(proto.OP_RESUME, {"workflow_id": workflow_id, "queue_name": queue_name}, target=workflow_id)
 
 
 class ParentStep:
@@ -1963,23 +1956,6 @@ def await_result_op(engine: Engine, workflow_id: str, run: WorkflowRun, fid: int
             body = _record_body(run, fid, GET_RESULT_STEP, started, None, e, engine.serializer, workflow_id)
     yield record_call(run, body)
     return engine._result_value(reply)
-
-
-def _get_result_recorded(engine: Engine, workflow_id: str, wait: Callable[[], T]) -> T:
-    """``get_result``: inside a workflow the step DBOS.getResult, else a
-    plain wait."""
-    ctx = _current.get()
-    if ctx is None or ctx.step_id is not None:
-        return wait()
-    return cast(T, drive(engine, await_result_op(engine, workflow_id, ctx.run, ctx.run.next_function_id())))
-
-
-async def _get_result_recorded_async(engine: Engine, workflow_id: str, wait: Callable[[], Awaitable[T]]) -> T:
-    ctx = _current.get()
-    if ctx is None or ctx.step_id is not None:
-        return await wait()
-    op = await_result_op(engine, workflow_id, ctx.run, ctx.run.next_function_id())
-    return cast(T, await drive_async(engine, op))
 
 
 WAIT_FIRST_STEP = "DBOS.waitFirst"
@@ -2080,19 +2056,19 @@ class WorkflowHandle(Generic[R]):
                 return self._future.result()
             except _STOPS:
                 pass  # the run stopped here: the recorded outcome decides
-        return cast(R, self._engine.await_result(self.workflow_id))
+        return cast(R, drive(self._engine, outcome_op(self._engine, self.workflow_id)))
 
     def get_result(self, *, polling_interval_sec: float = DEFAULT_POLLING_INTERVAL) -> R:
         """Wait for the workflow and return its output, or raise its error.
         (The agent wakes the wait when the outcome is written, so
         ``polling_interval_sec`` is accepted for compatibility only.)"""
-        return _get_result_recorded(self._engine, self.workflow_id, self._wait)
+        ctx = current_ctx()
+        if ctx is None or ctx.step_id is not None:
+            return self._wait()
+        return cast(R, drive(self._engine, get_result_op(self._engine, ctx, self.workflow_id)))
 
     def get_status(self) -> WorkflowStatus:
-        stat = call_as_step("DBOS.getStatus", lambda: self._engine.get_status(self.workflow_id))
-        if stat is None:
-            raise DBOSNonExistentWorkflowError("target", self.workflow_id)
-        return stat
+        return drive(self._engine, handle_status_op(self._engine.serializer, self.workflow_id))
 
 
 class WorkflowHandleAsync(Generic[R]):
@@ -2113,13 +2089,13 @@ class WorkflowHandleAsync(Generic[R]):
                 return await asyncio.shield(self._task)
             except _STOPS:
                 pass
-        return cast(R, await self._engine.await_result_async(self.workflow_id))
+        return cast(R, await drive_async(self._engine, outcome_op(self._engine, self.workflow_id)))
 
     async def get_result(self, *, polling_interval_sec: float = DEFAULT_POLLING_INTERVAL) -> R:
-        return await _get_result_recorded_async(self._engine, self.workflow_id, self._wait)
+        ctx = current_ctx()
+        if ctx is None or ctx.step_id is not None:
+            return await self._wait()
+        return cast(R, await drive_async(self._engine, get_result_op(self._engine, ctx, self.workflow_id)))
 
     async def get_status(self) -> WorkflowStatus:
-        stat = await call_as_step_async("DBOS.getStatus", lambda: self._engine.get_status_async(self.workflow_id))
-        if stat is None:
-            raise DBOSNonExistentWorkflowError("target", self.workflow_id)
-        return stat
+        return await drive_async(self._engine, handle_status_op(self._engine.serializer, self.workflow_id))

@@ -677,9 +677,9 @@ class _Base:
                     "transaction must use the datasource's engine so it commits atomically with the "
                     "step checkpoint"
                 )
-        from . import _dbos
+        from . import _registry
 
-        inst = _dbos._instance
+        inst = _registry._instance
         if inst is not None and inst._launched:
             raise DBOSException("Datasources must be created before DBOS.launch()")
         if engine is not None:

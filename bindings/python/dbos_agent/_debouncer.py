@@ -34,7 +34,7 @@ from ._serialization import WorkflowSerializationFormat, serialize_args, tag_for
 
 if TYPE_CHECKING:
     from ._client import DBOSClient, EnqueueOptions
-    from ._dbos import Queue
+    from ._queue import Queue
 
 R = TypeVar("R")
 
@@ -170,7 +170,7 @@ class Debouncer(Generic[R]):
         queue: "Optional[Union[Queue, str]]" = None,
         application_name: Optional[str] = None,
     ) -> "Debouncer[R]":
-        from ._dbos import _registration_of
+        from ._registry import _registration_of
 
         if isinstance(workflow, types.MethodType):
             raise TypeError("Only workflow functions may be debounced, not methods")
@@ -196,7 +196,7 @@ class Debouncer(Generic[R]):
     def _body(
         self, key: str, period_sec: float, args: Tuple[Any, ...], kwargs: Dict[str, Any]
     ) -> Tuple[Engine, Optional[_Ctx], Dict[str, Any]]:
-        from ._dbos import _dbos, _workflows
+        from ._registry import _dbos, _workflows
         from ._scheduling import get_queue, refuse_other_application
 
         dbos = _dbos()
@@ -219,9 +219,9 @@ class Debouncer(Generic[R]):
         if reg is None:
             raise Exception(f"Invalid workflow name provided to debouncer: {self.func_name}")
         if self.queue_name is not None:
-            from ._dbos import _queues
+            from ._registry import _queues
 
-            if self.queue_name not in _queues and get_queue(dbos._engine, self.queue_name) is None:
+            if self.queue_name not in _queues and drive(dbos._engine, get_queue(self.queue_name)) is None:
                 raise Exception(f"Invalid queue name provided to debouncer: {self.queue_name}")
         body = _debounce_body(
             key=key, period_sec=period_sec, timeout_sec=self.debounce_timeout_sec,

@@ -107,9 +107,9 @@ class DBOSExtras:
         """Register the handler of Conductor alerts, with DBOS's rules (one
         handler, declared before launch). The agent does not connect to
         DBOS Conductor, so no alert reaches it."""
-        from . import _dbos
+        from . import _registry
 
-        inst = _dbos._instance
+        inst = _registry._instance
         if inst is None:
             raise DBOSException("DBOS is not configured: create DBOS(config=...) before declaring an alert_handler")
         if inst._launched:

@@ -1,7 +1,4 @@
-"""DBOS Python 3.4's ``resume_workflows``, ``delete_queue``, ``asyncio_wait``
-and ``step_status``: each operation written once (an op generator that
-``drive`` runs for sync callers and ``drive_async`` for async ones), the
-``DBOS`` and ``DBOSClient`` methods thin over them."""
+"""DBOS Python 3.4's ``asyncio_wait`` and ``step_status``."""
 
 from __future__ import annotations
 
@@ -9,8 +6,7 @@ import asyncio
 from dataclasses import dataclass
 from typing import Any, Awaitable, List, Optional, Set, Tuple
 
-from . import _protocol as proto
-from ._core import NEW_STEP, Call, Op, _now_ms, _record_async, _record_body, begin_step, current_ctx
+from ._core import NEW_STEP, _now_ms, _record_async, _record_body, begin_step, current_ctx
 
 
 @dataclass
@@ -29,22 +25,6 @@ def step_status() -> Optional[StepStatus]:
     if ctx is None or ctx.step_id is None:
         return None
     return StepStatus(ctx.step_id, ctx.attempt, ctx.max_attempts)
-
-
-def resume_workflows_op(workflow_ids: List[str], queue_name: Optional[str]) -> "Op[None]":
-    """Resume every workflow of ``workflow_ids`` or none: a missing id is
-    DBOSNonExistentWorkflowError naming the missing ones, as in DBOS."""
-    if not workflow_ids:
-        return
-    # The agent names the missing ids in its error (data.workflow_id).
-    yield Call(proto.OP_RESUME, {"workflow_ids": list(workflow_ids), "queue_name": queue_name})
-
-
-def delete_queue_op(name: str) -> "Op[None]":
-    """Remove a queue's registration; its workflows stay (DBOS's
-    delete_queue: what waits on it is not run until it is registered
-    again). Deleting a queue that has no row is harmless."""
-    yield Call(proto.OP_DELETE_QUEUE, {"name": name})
 
 
 _ASYNCIO_WAIT_STEP = "DBOS.asyncio_wait"

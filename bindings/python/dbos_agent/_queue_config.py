@@ -11,12 +11,12 @@ the queue, so only a queue this process declared can be configured."""
 from __future__ import annotations
 
 import asyncio
-from typing import TYPE_CHECKING, Any, Callable, Dict, Optional
+from typing import TYPE_CHECKING, Any, Callable, Dict, Optional, cast
 
 from ._error import DBOSNotSupportedError
 
 if TYPE_CHECKING:
-    from ._dbos import QueueRateLimit
+    from ._queue import QueueRateLimit
 
 
 class QueueConfig:
@@ -36,15 +36,16 @@ class QueueConfig:
     # -- reading the stored configuration
 
     def _refresh(self) -> None:
-        from . import _dbos as d
+        from . import _registry as d
         from . import _scheduling as sched
+        from ._core import drive
 
-        info = sched.get_queue(d._dbos()._engine, self.name)
+        info = drive(d._dbos()._engine, sched.get_queue(self.name))
         if info is None or not info.get("registered"):
             from ._error import DBOSException
 
             raise DBOSException(f"Queue {self.name} not found in the database")
-        latest = d.Queue._from_info(info)
+        latest = cast(Any, type(self))._from_info(info)  # self is a Queue
         self._concurrency = latest._concurrency
         self._worker_concurrency = latest._worker_concurrency
         self._limiter = latest._limiter
@@ -86,7 +87,7 @@ class QueueConfig:
     # -- changing one limit
 
     def _set(self, call: str, field: str, value: Any) -> None:
-        from . import _dbos as d
+        from . import _registry as d
 
         d._dbos()
         with d._instance_lock:
@@ -108,7 +109,7 @@ class QueueConfig:
             "polling_interval_sec": self._polling_interval_sec,
         }
         fields[field] = value
-        d._validate_queue(name=self.name, global_concurrency=None, **fields)
+        _validate_queue(name=self.name, global_concurrency=None, **fields)
         setattr(self, "_" + field, value if field != "polling_interval_sec" else float(value))
         self._partition_queue = self._partition_queue or any(
             v is not None
@@ -150,3 +151,56 @@ class QueueConfig:
     set_partition_limiter_async = _async_setter("set_partition_limiter")
     set_polling_interval_sec_async = _async_setter("set_polling_interval_sec")
     del _setter, _async_setter
+
+
+def _validate_queue(
+    *,
+    name: str,
+    concurrency: Optional[int],
+    global_concurrency: Optional[int],
+    worker_concurrency: Optional[int],
+    limiter: "Optional[QueueRateLimit]",
+    partition_concurrency: Optional[int],
+    partition_worker_concurrency: Optional[int],
+    partition_limiter: "Optional[QueueRateLimit]",
+    polling_interval_sec: Optional[float],
+) -> None:
+    """DBOS Python's checks of a queue's configuration (ValueError)."""
+    if name.startswith("_dbos"):
+        raise ValueError(
+            f"Queue name {name} is reserved: names starting with '_dbos_' belong to DBOS's internal queues."
+        )
+    if concurrency is not None and global_concurrency is not None:
+        raise ValueError("concurrency is deprecated in favor of global_concurrency; set only one of them")
+    if partition_concurrency is not None and partition_concurrency < 1:
+        raise ValueError("partition_concurrency must be at least 1")
+    if partition_worker_concurrency is not None and partition_worker_concurrency < 1:
+        raise ValueError("partition_worker_concurrency must be at least 1")
+    for which, lim in (("limiter", limiter), ("partition_limiter", partition_limiter)):
+        if lim is not None and (lim.get("limit") is None or lim.get("period") is None):
+            raise ValueError(f"{which} must specify both 'limit' and 'period'")
+    if (
+        partition_worker_concurrency is not None
+        and partition_concurrency is not None
+        and partition_worker_concurrency > partition_concurrency
+    ):
+        raise ValueError("partition_concurrency must be greater than or equal to partition_worker_concurrency")
+    if (
+        partition_worker_concurrency is not None
+        and worker_concurrency is not None
+        and partition_worker_concurrency > worker_concurrency
+    ):
+        raise ValueError("worker_concurrency must be greater than or equal to partition_worker_concurrency")
+    queue_concurrency = concurrency if global_concurrency is None else global_concurrency
+    if worker_concurrency is not None and queue_concurrency is not None and worker_concurrency > queue_concurrency:
+        raise ValueError("concurrency must be greater than or equal to worker_concurrency")
+    if partition_concurrency is not None and queue_concurrency is not None and partition_concurrency > queue_concurrency:
+        raise ValueError("global_concurrency must be greater than or equal to partition_concurrency")
+    if (
+        partition_worker_concurrency is not None
+        and queue_concurrency is not None
+        and partition_worker_concurrency > queue_concurrency
+    ):
+        raise ValueError("concurrency must be greater than or equal to partition_worker_concurrency")
+    if polling_interval_sec is not None and polling_interval_sec <= 0.0:
+        raise ValueError("polling_interval_sec must be positive")

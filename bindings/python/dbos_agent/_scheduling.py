@@ -12,11 +12,13 @@ from __future__ import annotations
 
 import json
 import logging
+import time
 from datetime import datetime, timezone
 from typing import Any, Callable, Coroutine, Dict, List, Optional, TypedDict, Union
 
 from . import _protocol as proto
-from ._core import Engine, decode_schedule_context
+from ._core import Call, Op, decode_schedule_context
+from ._serialization import Serializer
 from ._error import AgentErrorReply, DBOSException, DBOSNotSupportedError, map_agent_error
 
 logger = logging.getLogger("dbos_agent")
@@ -95,20 +97,20 @@ def encode_context(context: Any) -> str:
         raise DBOSException(f"A schedule's context must be JSON-serializable through dbos-agent: {e}") from None
 
 
-def _decode_stored_context(text: Optional[str], engine: Engine, name: str) -> Any:
+def _decode_stored_context(text: Optional[str], serializer: Serializer, name: str) -> Any:
     if text is None or text == "":
         return None
     try:
         return json.loads(text)
     except ValueError:
         pass
-    value = decode_schedule_context(text, engine.serializer)
+    value = decode_schedule_context(text, serializer)
     if value is text:
         logger.warning("context of schedule %s could not be deserialized; returning it as a string", name)
     return value
 
 
-def schedule_from_message(m: Dict[str, Any], engine: Engine) -> WorkflowSchedule:
+def schedule_from_message(m: Dict[str, Any], serializer: Serializer) -> WorkflowSchedule:
     name = m.get("schedule_name", "")
     return {
         "schedule_id": None,
@@ -117,7 +119,7 @@ def schedule_from_message(m: Dict[str, Any], engine: Engine) -> WorkflowSchedule
         "workflow_class_name": m.get("workflow_class_name") or None,
         "schedule": m.get("schedule", ""),
         "status": m.get("status") or "ACTIVE",
-        "context": _decode_stored_context(m.get("context"), engine, name),
+        "context": _decode_stored_context(m.get("context"), serializer, name),
         "last_fired_at": m.get("last_fired_at") or None,
         "automatic_backfill": bool(m.get("automatic_backfill")),
         "cron_timezone": m.get("cron_timezone") or None,
@@ -168,37 +170,37 @@ def refuse_other_application(call: str, requested: Optional[Union[str, List[str]
         )
 
 
-def check_queue_declared(engine: Engine, queue_name: Optional[str]) -> None:
-    if queue_name is not None and get_queue(engine, queue_name) is None:
+def check_queue_declared(queue_name: Optional[str]) -> "Op[None]":
+    if queue_name is not None and (yield from get_queue(queue_name)) is None:
         raise DBOSException(
             f"Queue '{queue_name}' is not declared. Please create the queue before using it in a schedule."
         )
 
 
-# -- schedules
+# -- schedules (each an operation: see _core.drive)
 
 
-def create_schedule(engine: Engine, message: Dict[str, Any]) -> None:
-    engine.call(proto.OP_CREATE_SCHEDULE, message)
+def create_schedule(message: Dict[str, Any]) -> "Op[None]":
+    yield Call(proto.OP_CREATE_SCHEDULE, message)
 
 
-def get_schedule(engine: Engine, name: str) -> Optional[WorkflowSchedule]:
+def get_schedule(serializer: Serializer, name: str) -> "Op[Optional[WorkflowSchedule]]":
     try:
-        reply = engine.call_raw(proto.OP_GET_SCHEDULE, {"schedule_name": name})
+        reply = yield Call(proto.OP_GET_SCHEDULE, {"schedule_name": name}, raw=True)
     except AgentErrorReply as e:
         if _is_missing(e):
             return None
         raise _mapped(e) from None
-    return schedule_from_message(reply, engine)
+    return schedule_from_message(reply, serializer)
 
 
 def list_schedules(
-    engine: Engine,
+    serializer: Serializer,
     call: str,
     status: Optional[Union[str, List[str]]],
     workflow_name: Optional[Union[str, List[str]]],
     schedule_name_prefix: Optional[Union[str, List[str]]],
-) -> List[WorkflowSchedule]:
+) -> "Op[List[WorkflowSchedule]]":
     prefixes = [schedule_name_prefix] if isinstance(schedule_name_prefix, str) else schedule_name_prefix
     if prefixes is not None and len(prefixes) > 1:
         raise DBOSNotSupportedError(f"{call}(schedule_name_prefix=<more than one prefix>)")
@@ -207,45 +209,33 @@ def list_schedules(
         "workflow_name": [workflow_name] if isinstance(workflow_name, str) else workflow_name,
         "schedule_name_prefix": prefixes[0] if prefixes else None,
     }
-    reply = engine.call(proto.OP_LIST_SCHEDULES, body)
-    return [schedule_from_message(m, engine) for m in reply.get("schedules") or []]
+    reply = yield Call(proto.OP_LIST_SCHEDULES, body)
+    return [schedule_from_message(m, serializer) for m in reply.get("schedules") or []]
 
 
-def _by_name(engine: Engine, op: str, name: str) -> None:
-    """Delete, pause or resume: as in DBOS Python, a missing schedule is no
-    error."""
+def by_name(op: str, name: str) -> "Op[None]":
+    """Delete, pause or resume (``op``): as in DBOS Python, a missing
+    schedule is no error."""
     try:
-        engine.call_raw(op, {"schedule_name": name})
+        yield Call(op, {"schedule_name": name}, raw=True)
     except AgentErrorReply as e:
         if not _is_missing(e):
             raise _mapped(e) from None
 
 
-def delete_schedule(engine: Engine, name: str) -> None:
-    _by_name(engine, proto.OP_DELETE_SCHEDULE, name)
-
-
-def pause_schedule(engine: Engine, name: str) -> None:
-    _by_name(engine, proto.OP_PAUSE_SCHEDULE, name)
-
-
-def resume_schedule(engine: Engine, name: str) -> None:
-    _by_name(engine, proto.OP_RESUME_SCHEDULE, name)
-
-
-def _same_definition(existing: WorkflowSchedule, message: Dict[str, Any], engine: Engine) -> bool:
+def _same_definition(existing: WorkflowSchedule, message: Dict[str, Any], serializer: Serializer) -> bool:
     return (
         existing["workflow_name"] == message["workflow_name"]
         and existing["workflow_class_name"] == (message.get("workflow_class_name") or None)
         and existing["schedule"] == message["schedule"]
-        and existing["context"] == _decode_stored_context(message.get("context"), engine, "")
+        and existing["context"] == _decode_stored_context(message.get("context"), serializer, "")
         and existing["automatic_backfill"] == bool(message.get("automatic_backfill"))
         and existing["cron_timezone"] == (message.get("cron_timezone") or None)
         and existing["queue_name"] == (message.get("queue_name") or None)
     )
 
 
-def upsert_schedule(engine: Engine, message: Dict[str, Any], *, keep_status: bool) -> None:
+def upsert_schedule(serializer: Serializer, message: Dict[str, Any], *, keep_status: bool) -> "Op[None]":
     """Create a schedule or replace its definition. The agent has no upsert,
     so a changed schedule is deleted and created again (not atomically: a
     tick falling in between is not fired). An unchanged one is left as it is
@@ -255,20 +245,21 @@ def upsert_schedule(engine: Engine, message: Dict[str, Any], *, keep_status: boo
         # The listing holds this application's (and unclaimed) schedules
         # only: a schedule of that name not in it is another application's,
         # which is not replaced.
-        own = [s for s in list_schedules(engine, "upsert", None, None, name) if s["schedule_name"] == name]
+        listed = yield from list_schedules(serializer, "upsert", None, None, name)
+        own = [s for s in listed if s["schedule_name"] == name]
         existing = own[0] if own else None
-        if existing is None and get_schedule(engine, name) is not None:
+        if existing is None and (yield from get_schedule(serializer, name)) is not None:
             raise DBOSException(f"Schedule {name} belongs to another application")
         if existing is not None:
-            if _same_definition(existing, message, engine):
+            if _same_definition(existing, message, serializer):
                 if not keep_status and existing["status"] != "ACTIVE":
-                    resume_schedule(engine, name)
+                    yield from by_name(proto.OP_RESUME_SCHEDULE, name)
                 return
-            delete_schedule(engine, name)
+            yield from by_name(proto.OP_DELETE_SCHEDULE, name)
             if keep_status and existing["status"] == "PAUSED":
                 message = dict(message, status="PAUSED")
         try:
-            engine.call_raw(proto.OP_CREATE_SCHEDULE, message)
+            yield Call(proto.OP_CREATE_SCHEDULE, message, raw=True)
             return
         except AgentErrorReply as e:
             if e.name == "invalid_argument" and "already exists" in e.message:
@@ -283,17 +274,16 @@ def _epoch_ms(dt: datetime) -> int:
     return int(dt.timestamp() * 1000)
 
 
-def backfill_schedule(engine: Engine, name: str, start: datetime, end: datetime) -> List[str]:
+def backfill_schedule(name: str, start: datetime, end: datetime) -> "Op[List[str]]":
     """The ticks strictly after ``start`` and before ``end`` (naive datetimes
     are UTC), as DBOS Python counts them; the agent's range includes its
     start, so it starts a millisecond later (ticks fall on whole seconds)."""
     start_ms, end_ms = _epoch_ms(start) + 1, _epoch_ms(end)
     if end_ms <= start_ms:
         return []
+    body = {"schedule_name": name, "start_epoch_ms": start_ms, "end_epoch_ms": end_ms}
     try:
-        reply = engine.call_raw(
-            proto.OP_BACKFILL_SCHEDULE, {"schedule_name": name, "start_epoch_ms": start_ms, "end_epoch_ms": end_ms}
-        )
+        reply = yield Call(proto.OP_BACKFILL_SCHEDULE, body, raw=True)
     except AgentErrorReply as e:
         if _is_missing(e):
             raise DBOSException(f"Schedule '{name}' does not exist") from None
@@ -301,9 +291,9 @@ def backfill_schedule(engine: Engine, name: str, start: datetime, end: datetime)
     return list(reply.get("workflow_ids") or [])
 
 
-def trigger_schedule(engine: Engine, name: str) -> str:
+def trigger_schedule(name: str) -> "Op[str]":
     try:
-        reply = engine.call_raw(proto.OP_TRIGGER_SCHEDULE, {"schedule_name": name})
+        reply = yield Call(proto.OP_TRIGGER_SCHEDULE, {"schedule_name": name}, raw=True)
     except AgentErrorReply as e:
         if _is_missing(e):
             raise DBOSException(f"Schedule '{name}' does not exist") from None
@@ -314,8 +304,8 @@ def trigger_schedule(engine: Engine, name: str) -> str:
 # -- application versions
 
 
-def list_versions(engine: Engine) -> List[VersionInfo]:
-    reply = engine.call(proto.OP_LIST_VERSIONS, {})
+def list_versions() -> "Op[List[VersionInfo]]":
+    reply = yield Call(proto.OP_LIST_VERSIONS, {})
     return [
         {
             "version_id": v.get("version_id", ""),
@@ -328,42 +318,42 @@ def list_versions(engine: Engine) -> List[VersionInfo]:
     ]
 
 
-def latest_version(engine: Engine) -> VersionInfo:
-    versions = list_versions(engine)
+def latest_version() -> "Op[VersionInfo]":
+    versions = yield from list_versions()
     if not versions:
         raise DBOSException("No application versions found")
     return versions[0]
 
 
-def promote_version(engine: Engine, version_name: str) -> None:
-    engine.call(proto.OP_PROMOTE_VERSION, {"version_name": version_name})
+def promote_version(version_name: str) -> "Op[None]":
+    yield Call(proto.OP_PROMOTE_VERSION, {"version_name": version_name})
 
 
 # -- queues
 
 
-def get_queue(engine: Engine, name: str) -> Optional[Dict[str, Any]]:
+def get_queue(name: str) -> "Op[Optional[Dict[str, Any]]]":
     """The agent's view of a queue (registration and load), or None for a
     queue neither registered nor holding active workflows."""
     try:
-        return engine.call_raw(proto.OP_GET_QUEUE, {"name": name})
+        info: Dict[str, Any] = yield Call(proto.OP_GET_QUEUE, {"name": name}, raw=True)
+        return info
     except AgentErrorReply as e:
         if e.name == "invalid_argument" and "not registered" in e.message:
             return None
         raise _mapped(e) from None
 
 
-def list_queues(engine: Engine) -> List[Dict[str, Any]]:
-    return list(engine.call(proto.OP_LIST_QUEUES, {}).get("queues") or [])
+def list_queues() -> "Op[List[Dict[str, Any]]]":
+    reply = yield Call(proto.OP_LIST_QUEUES, {})
+    return list(reply.get("queues") or [])
 
 
 def set_workflow_delay(
-    engine: Engine, workflow_id: str, delay_seconds: Optional[float], delay_until_epoch_ms: Optional[int]
-) -> None:
+    workflow_id: str, delay_seconds: Optional[float], delay_until_epoch_ms: Optional[int]
+) -> "Op[None]":
     """As DBOS Python: exactly one of the two; only a DELAYED workflow
     changes (for any other it does nothing)."""
-    import time
-
     if delay_until_epoch_ms is not None and delay_seconds is not None:
         raise DBOSException("Specify either delay_seconds or delay_until_epoch_ms, not both")
     if delay_until_epoch_ms is not None:
@@ -377,7 +367,7 @@ def set_workflow_delay(
     else:
         raise DBOSException("Must specify either delay_seconds or delay_until_epoch_ms")
     try:
-        engine.call_raw(proto.OP_SET_WORKFLOW_DELAY, {"workflow_id": workflow_id, "delay_until_epoch_ms": until})
+        yield Call(proto.OP_SET_WORKFLOW_DELAY, {"workflow_id": workflow_id, "delay_until_epoch_ms": until}, raw=True)
     except AgentErrorReply as e:
         if e.name == "invalid_argument" and "not DELAYED" in e.message:
             return

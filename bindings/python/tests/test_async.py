@@ -20,7 +20,7 @@ from dbos_agent import (
     Queue,
     SetWorkflowID,
 )
-from dbos_agent import _dbos as dbos_module
+from dbos_agent import _registry as dbos_module
 
 from conftest import AgentEnv
 

@@ -61,7 +61,7 @@ def release(*handles: Any) -> None:
 
 
 def dbos_connection() -> Connection:
-    from dbos_agent import _dbos
+    from dbos_agent import _registry as _dbos
 
     inst = _dbos._instance
     assert inst is not None and inst._engine.link is not None

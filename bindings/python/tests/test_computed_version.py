@@ -18,9 +18,10 @@ from typing import Any, Callable, Dict, Iterator, List
 
 import pytest
 
-import dbos_agent._dbos as dbos_module
+import dbos_agent._registry as dbos_module
+import dbos_agent._version as version_module
 from dbos_agent import DBOS, DBOSClient
-from dbos_agent._dbos import compute_app_version
+from dbos_agent._version import compute_app_version
 
 from conftest import TESTS, AgentEnv, Worker, sqlalchemy_url
 from holds import queue_env, ready_version
@@ -68,7 +69,7 @@ def test_the_computed_version_depends_on_the_source_only(tmp_path: Path, monkeyp
     changed = load_functions(tmp_path / "changed.py", SOURCE.replace("x * 2", "x * 3"))
     assert compute_app_version("app", changed) != version
     assert compute_app_version("other-app", first) != version
-    monkeypatch.setattr(dbos_module, "__version__", "99.0.0")
+    monkeypatch.setattr(version_module, "__version__", "99.0.0")
     assert compute_app_version("app", first) != version
 
 

@@ -13,7 +13,7 @@ from typing import Any, Dict, Iterator, List
 
 import pytest
 
-import dbos_agent._dbos as dbos_module
+import dbos_agent._registry as dbos_module
 from dbos_agent import DBOS, DBOSException, Queue, SetWorkflowID
 
 from conftest import AgentEnv, gate, new_id, query, wait_until

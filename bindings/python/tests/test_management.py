@@ -198,8 +198,9 @@ def test_resume_workflows_all_or_none(dbos: Any) -> None:
     handles = DBOS.resume_workflows(ids)
     assert [h.get_result() for h in handles] == ids
 
+    again = cancelled_pair()
+
     async def main() -> None:
-        again = cancelled_pair()
         handles = await DBOS.resume_workflows_async(again, queue_name=None)
         assert [await h.get_result() for h in handles] == again
         with pytest.raises(DBOSNonExistentWorkflowError, match="a-missing, b-missing"):
@@ -222,8 +223,9 @@ def test_the_clients_resume_workflows_and_list_queued_workflows_async(dbos: Any,
         key = new_id("client-queued")
         handle = client.enqueue({"workflow_name": "mg_held", "queue_name": name}, key)
 
+        again = cancelled_pair()
+
         async def main() -> None:
-            again = cancelled_pair()
             handles = await client.resume_workflows_async(again)
             assert [await h.get_result() for h in handles] == again
             assert [w.workflow_id for w in await client.list_queued_workflows_async(queue_name=name)] == [handle.workflow_id]

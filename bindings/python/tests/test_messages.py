@@ -22,7 +22,7 @@ from dbos_agent import (
     SetWorkflowID,
     WorkflowSerializationFormat,
 )
-from dbos_agent import _dbos as dbos_module
+from dbos_agent import _registry as dbos_module
 
 from conftest import AgentEnv, new_id, query, step_names, wait_until
 

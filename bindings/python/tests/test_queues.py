@@ -455,7 +455,7 @@ def test_an_enqueued_workflows_timeout_counts_from_its_dequeue(dbos: Any, client
 def test_queues_declared_after_launch_register_without_reconnecting(
     dbos: Any, client: DBOSClient, agent_env: AgentEnv, workers: List[Worker]
 ) -> None:
-    inst = dbos_agent._dbos._instance
+    inst = dbos_agent._registry._instance
     assert inst is not None and inst._engine.link is not None
     link = inst._engine.link
     generation = link.current().generation  # type: ignore[union-attr]
@@ -499,7 +499,7 @@ def test_queues_declared_after_launch_register_without_reconnecting(
     with pytest.raises(DBOSException, match="belongs to application other-app"):
         Queue("qt_owned")
     assert DBOS.retrieve_queue("qt_owned") is not None  # stored, but not served here
-    assert "qt_owned" not in dbos_agent._dbos._queues
+    assert "qt_owned" not in dbos_agent._registry._queues
     assert plain_queue.enqueue(qt_record, "still-fine").get_result() == "still-fine"
 
 

@@ -166,6 +166,11 @@ def finish(handle: Any, how: str = "go") -> None:
     DBOS.send(handle.workflow_id, how, "go")
 
 
+async def finish_async(handle: Any, how: str = "go") -> None:
+    # From a coroutine: DBOS refuses a blocking call on a running loop.
+    await DBOS.send_async(handle.workflow_id, how, "go")
+
+
 def step_records(workflow_id: str) -> List[Tuple[int, str, Any]]:
     return [(s["function_id"], s["function_name"], s["output"]) for s in DBOS.list_workflow_steps(workflow_id)]
 
@@ -321,7 +326,7 @@ def test_wait_first_async_in_and_out_of_a_workflow(dbos: Any) -> None:
         handles = [await DBOS.retrieve_workflow_async(h.workflow_id) for h in (a, b)]
         with SetWorkflowID(wid):
             chooser = await DBOS.start_workflow_async(choose_first_async, [a.workflow_id, b.workflow_id], tag)
-        finish(b)
+        await finish_async(b)
         first = await DBOS.wait_first_async(handles)
         return first is handles[1], await chooser.get_result()
 
@@ -366,7 +371,7 @@ def test_client_wait_first_and_its_async_twin(dbos: Any, agent_env: AgentEnv) ->
 
         async def main() -> Optional[bool]:
             handles = [await client.retrieve_workflow_async(h.workflow_id) for h in (a, c)]
-            finish(c)
+            await finish_async(c)
             return await client.wait_first_async(handles) is handles[1]
 
         assert asyncio.run(main())

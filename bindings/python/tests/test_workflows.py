@@ -26,7 +26,7 @@ from dbos_agent import (
     SetWorkflowID,
     WorkflowSerializationFormat,
 )
-from dbos_agent import _dbos as dbos_module
+from dbos_agent import _registry as dbos_module
 
 from conftest import AgentEnv, pg_connect
 
