@@ -28,7 +28,7 @@ from ._core import (
 )
 from ._error import DBOSException, DBOSNotSupportedError
 from ._extras import ClientExtras
-from ._facade import Scope, handle_twins, handles_twins, stream_twins, twins
+from ._facade import Scope, handle_twins, twins
 from ._scheduling import ClientScheduleInput
 from ._serialization import DBOSDefaultSerializer, Serializer, WorkflowSerializationFormat, tag_for
 from ._transport import AgentLink, Connection, resolve_socket_path, resolve_trusted_uids
@@ -247,7 +247,7 @@ def _apply_schedules(scope: Scope, /, schedules: List[ClientScheduleInput]) -> "
     return ops.apply_schedule_messages(scope, messages)
 
 
-class DBOSClient(ClientExtras):
+class DBOSClient(ops.SharedOperations, ClientExtras):
     """A connection to the agent for enqueueing and managing workflows.
 
     ``agent_socket`` names the agent (else env ``DBOS_AGENT_SOCKET``, else its
@@ -307,58 +307,18 @@ class DBOSClient(ClientExtras):
         self.destroy()
 
     # ------------------------------------------------------------------
-    # The operations DBOSClient shares with DBOS (see _ops), each bound as a
-    # sync method and its async twin. A client is no workflow: nothing it
-    # does is recorded as a step.
+    # The client's own operations (those it shares with DBOS are bound in
+    # SharedOperations), each a sync method and its async twin. A client is
+    # no workflow: nothing it does is recorded as a step.
 
     def _op_scope(self) -> Scope:
         return Scope(self._engine, None, self._app_name, "DBOSClient")
 
-    enqueue, enqueue_async = handle_twins(_enqueue, check_loop=False)
-    retrieve_workflow, retrieve_workflow_async = handle_twins(ops.retrieve_workflow, check_loop=False)
-    cancel_workflow, cancel_workflow_async = twins(ops.cancel_workflow, check_loop=False)
-    cancel_workflows, cancel_workflows_async = twins(ops.cancel_workflows, check_loop=False)
-    resume_workflow, resume_workflow_async = handle_twins(ops.resume_workflow, check_loop=False)
-    resume_workflows, resume_workflows_async = handles_twins(ops.resume_workflows, check_loop=False)
-    list_workflows, list_workflows_async = twins(ops.list_workflows, check_loop=False)
-    list_queued_workflows, list_queued_workflows_async = twins(ops.list_queued_workflows, check_loop=False)
-    list_workflow_steps, list_workflow_steps_async = twins(ops.list_workflow_steps, check_loop=False)
-    set_workflow_delay, set_workflow_delay_async = twins(ops.set_workflow_delay, check_loop=False)
-    fork_workflow, fork_workflow_async = handle_twins(ops.fork_workflow, check_loop=False)
-    rewind_workflow, rewind_workflow_async = handle_twins(ops.rewind_workflow, check_loop=False)
-    delete_workflow, delete_workflow_async = twins(ops.delete_workflow, check_loop=False)
-    delete_workflows, delete_workflows_async = twins(ops.delete_workflows, check_loop=False)
-    update_workflow_attributes, update_workflow_attributes_async = twins(ops.update_workflow_attributes, check_loop=False)
-
-    register_queue, register_queue_async = twins(_register_queue, check_loop=False)
-    retrieve_queue, retrieve_queue_async = twins(ops.retrieve_queue, check_loop=False)
-    list_queues, list_queues_async = twins(ops.list_queues, check_loop=False)
-    delete_queue, delete_queue_async = twins(ops.delete_queue, check_loop=False)
-
-    create_schedule, create_schedule_async = twins(_create_schedule, check_loop=False)
-    apply_schedules, apply_schedules_async = twins(_apply_schedules, check_loop=False)
-    list_schedules, list_schedules_async = twins(ops.list_schedules, check_loop=False)
-    get_schedule, get_schedule_async = twins(ops.get_schedule, check_loop=False)
-    delete_schedule, delete_schedule_async = twins(ops.delete_schedule, check_loop=False)
-    pause_schedule, pause_schedule_async = twins(ops.pause_schedule, check_loop=False)
-    resume_schedule, resume_schedule_async = twins(ops.resume_schedule, check_loop=False)
-    backfill_schedule, backfill_schedule_async = handles_twins(ops.backfill_schedule, check_loop=False)
-    trigger_schedule, trigger_schedule_async = handle_twins(ops.trigger_schedule, check_loop=False)
-
-    list_application_versions, list_application_versions_async = twins(ops.list_application_versions, check_loop=False)
-    get_latest_application_version, get_latest_application_version_async = twins(
-        ops.get_latest_application_version, check_loop=False
-    )
-    set_latest_application_version, set_latest_application_version_async = twins(
-        ops.set_latest_application_version, check_loop=False
-    )
-
-    send, send_async = twins(_send, check_loop=False)
-    send_bulk, send_bulk_async = twins(ops.send_bulk, check_loop=False)
-    get_event, get_event_async = twins(ops.get_event, check_loop=False)
-    get_all_events, get_all_events_async = twins(ops.get_all_events, check_loop=False)
-    read_stream, read_stream_async = stream_twins(ops.read_stream)
-    read_stream_offset, read_stream_offset_async = twins(ops.read_stream_offset, check_loop=False)
+    enqueue, enqueue_async = handle_twins(_enqueue)
+    register_queue, register_queue_async = twins(_register_queue)
+    create_schedule, create_schedule_async = twins(_create_schedule)
+    apply_schedules, apply_schedules_async = twins(_apply_schedules)
+    send, send_async = twins(_send)
 
     def wait_first(
         self, handles: List["WorkflowHandle[Any]"], *, polling_interval_sec: float = DEFAULT_POLLING_INTERVAL

@@ -1333,8 +1333,8 @@ async def _record_async(engine: Engine, run: WorkflowRun, body: Dict[str, Any]) 
 #
 # An operation is a generator that yields what it needs done (a request to
 # the agent, requests made at once of which the first answer counts, a local
-# pause, or for a stream reader a value for its caller) and
-# gets each answer back: ``drive`` runs it on the calling thread,
+# pause, a call of a local API, or for a stream reader a value for its
+# caller) and gets each answer back: ``drive`` runs it on the calling thread,
 # ``drive_async`` on the event loop, so the logic of a call (function ids,
 # replay, what is recorded) is written once.
 
@@ -1369,12 +1369,13 @@ class Call:
 
 
 class Pause:
-    """Wait ``seconds`` here (a durable sleep's remainder); the run stopping
-    ends it with the run's stop error."""
+    """Wait ``seconds`` here (a durable sleep's remainder, a retry's
+    backoff); with a run, the run stopping ends it with the run's stop
+    error."""
 
     __slots__ = ("seconds", "run")
 
-    def __init__(self, seconds: float, run: WorkflowRun):
+    def __init__(self, seconds: float, run: Optional[WorkflowRun]):
         self.seconds = seconds
         self.run = run
 
@@ -1384,6 +1385,26 @@ class AgentBack:
     outcome outlives a reconnection); raises when the link is closed."""
 
     __slots__ = ()
+
+
+class Local:
+    """A call of a local API (a database driver's, the user's function), made
+    here rather than by the agent: ``fn(*args, **kwargs)``, whose result is
+    the answer. The sync driver calls it on its thread, and refuses an
+    awaitable result (it cannot await one). The async driver calls it on the
+    event loop and awaits the result when it is awaitable, so one operation
+    can serve a library's sync API and its async twin (SQLAlchemy's
+    ``Session`` and ``AsyncSession``): an operation driven async gives a
+    call that does its I/O in what it returns, not one that blocks the loop.
+    The call is made in the driver's context (context variables the
+    operation set are seen)."""
+
+    __slots__ = ("fn", "args", "kwargs")
+
+    def __init__(self, fn: Callable[..., Any], /, *args: Any, **kwargs: Any):
+        self.fn = fn
+        self.args = args
+        self.kwargs = kwargs
 
 
 class Emit:
@@ -1409,7 +1430,7 @@ class FirstOf:
         self.run = calls[0].run
 
 
-Op = Generator[Union[Call, FirstOf, Pause, AgentBack, Emit], Any, T]
+Op = Generator[Union[Call, FirstOf, Pause, AgentBack, Local, Emit], Any, T]
 
 
 def record_call(run: WorkflowRun, body: Dict[str, Any]) -> Call:
@@ -1512,13 +1533,22 @@ async def _race_async(engine: Engine, race: FirstOf) -> Tuple[int, Dict[str, Any
             r.cancel()
 
 
-def _perform(engine: Engine, item: Union[Call, FirstOf, Pause, AgentBack]) -> Any:
+def _perform(engine: Optional[Engine], item: Union[Call, FirstOf, Pause, AgentBack, Local]) -> Any:
+    if isinstance(item, Local):
+        reply = item.fn(*item.args, **item.kwargs)
+        if inspect.isawaitable(reply):
+            raise DBOSException(f"{getattr(item.fn, '__qualname__', item.fn)} returned an awaitable to a sync caller")
+        return reply
     if isinstance(item, AgentBack):
+        assert engine is not None
         return engine._link().connection()
     if isinstance(item, Pause):
-        if item.run.stop_event.wait(item.seconds):
+        if item.run is None:
+            time.sleep(item.seconds)
+        elif item.run.stop_event.wait(item.seconds):
             item.run.raise_if_stopped()
         return None
+    assert engine is not None, "an operation driven without an engine made a request of the agent"
     if isinstance(item, FirstOf):
         return _race(engine, item)
     if item.run is None:
@@ -1528,10 +1558,17 @@ def _perform(engine: Engine, item: Union[Call, FirstOf, Pause, AgentBack]) -> An
     return _race(engine, FirstOf([item]))[1]
 
 
-async def _perform_async(engine: Engine, item: Union[Call, FirstOf, Pause, AgentBack]) -> Any:
+async def _perform_async(engine: Optional[Engine], item: Union[Call, FirstOf, Pause, AgentBack, Local]) -> Any:
+    if isinstance(item, Local):
+        reply = item.fn(*item.args, **item.kwargs)
+        return await reply if inspect.isawaitable(reply) else reply
     if isinstance(item, AgentBack):
+        assert engine is not None
         return await engine._link().connection_async()
     if isinstance(item, Pause):
+        if item.run is None:
+            await asyncio.sleep(item.seconds)
+            return None
         stopped, drop = _stop_waiter(item.run)
         try:
             await asyncio.wait([stopped], timeout=item.seconds)
@@ -1539,6 +1576,7 @@ async def _perform_async(engine: Engine, item: Union[Call, FirstOf, Pause, Agent
             drop()
         item.run.raise_if_stopped()
         return None
+    assert engine is not None, "an operation driven without an engine made a request of the agent"
     if isinstance(item, FirstOf):
         return await _race_async(engine, item)
     if item.run is None:
@@ -1548,12 +1586,13 @@ async def _perform_async(engine: Engine, item: Union[Call, FirstOf, Pause, Agent
     return (await _race_async(engine, FirstOf([item])))[1]
 
 
-def _advance(gen: "Op[Any]", reply: Any, error: Optional[BaseException]) -> Union[Call, FirstOf, Pause, AgentBack, Emit]:
+def _advance(gen: "Op[Any]", reply: Any, error: Optional[BaseException]) -> Union[Call, FirstOf, Pause, AgentBack, Local, Emit]:
     return gen.throw(error) if error is not None else gen.send(reply)
 
 
-def drive(engine: Engine, gen: "Op[T]") -> T:
-    """Run an operation on this thread."""
+def drive(engine: Optional[Engine], gen: "Op[T]") -> T:
+    """Run an operation on this thread; without an engine, one that makes no
+    request of the agent."""
     reply: Any = None
     error: Optional[BaseException] = None
     while True:
@@ -1569,8 +1608,9 @@ def drive(engine: Engine, gen: "Op[T]") -> T:
             error = e
 
 
-async def drive_async(engine: Engine, gen: "Op[T]") -> T:
-    """Run an operation on the event loop."""
+async def drive_async(engine: Optional[Engine], gen: "Op[T]") -> T:
+    """Run an operation on the event loop; without an engine, one that makes
+    no request of the agent."""
     reply: Any = None
     error: Optional[BaseException] = None
     while True:

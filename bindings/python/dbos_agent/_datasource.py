@@ -13,12 +13,11 @@ lost (the process died between the two) returns the output recorded there
 without running again. Once the workflow's outcome is recorded, its
 checkpoints are deleted: the system database's steps cover them.
 
-The algorithm is one generator for both flavours (what it needs done is a
-thunk: a call on a SQLAlchemy session, connection or the user's function,
-whose result is awaited when it is awaitable), driven on the calling thread
-for ``SQLAlchemyDatasource`` and on the event loop for
-``AsyncSQLAlchemyDatasource``; requests to the agent go through the binding's
-op interpreter.
+The algorithm is one operation of the binding's op interpreter for both
+flavours (a call on a SQLAlchemy session, connection or the user's function is
+a ``Local``, whose result the async driver awaits), driven on the calling
+thread for ``SQLAlchemyDatasource`` and on the event loop for
+``AsyncSQLAlchemyDatasource``.
 
 SQLAlchemy is an optional dependency (``dbos-agent[sqlalchemy]``): this
 module imports without it, and creating a data source then raises.
@@ -33,7 +32,6 @@ import hashlib
 import inspect
 import logging
 import sys
-import time
 from typing import (
     TYPE_CHECKING,
     Any,
@@ -41,7 +39,6 @@ from typing import (
     Callable,
     Coroutine,
     Dict,
-    Generator,
     List,
     Literal,
     Optional,
@@ -55,18 +52,20 @@ from typing import (
 
 from ._core import (
     NEW_STEP,
-    Call,
     Engine,
+    Local,
+    Op,
     Pause,
     WorkflowRun,
     _Ctx,
     _current,
     _now_ms,
-    _perform,
-    _perform_async,
     _record_body,
     begin_step,
+    drive,
+    drive_async,
     record_call,
+    workflow_status_op,
 )
 from ._error import (
     DBOSException,
@@ -370,70 +369,10 @@ def _is_retriable(error: BaseException, sqlite: bool) -> bool:
 # ---------------------------------------------------------------------------
 # The transaction, written once for both flavours
 #
-# A generator yields a thunk (a session, connection or user call: its result
-# is awaited when awaitable), a Call to the agent, a Pause of a run, or a
-# _Sleep outside one, and gets each answer back.
-
-
-class _Sleep:
-    __slots__ = ("seconds",)
-
-    def __init__(self, seconds: float):
-        self.seconds = seconds
-
-
-Thunk = Callable[[], Any]
-TxOp = Generator[Union[Thunk, Call, Pause, _Sleep], Any, R]
-
-
-def _drive(engine: Optional[Engine], gen: "TxOp[R]") -> R:
-    reply: Any = None
-    error: Optional[BaseException] = None
-    while True:
-        try:
-            item = gen.throw(error) if error is not None else gen.send(reply)
-        except StopIteration as stop:
-            return cast(R, stop.value)
-        reply, error = None, None
-        try:
-            if isinstance(item, (Call, Pause)):
-                assert engine is not None
-                reply = _perform(engine, item)
-            elif isinstance(item, _Sleep):
-                time.sleep(item.seconds)
-            else:
-                reply = item()
-                if inspect.isawaitable(reply):
-                    raise DBOSException("a sync data source was given something to await")
-        except BaseException as e:
-            error = e
-
-
-async def _drive_async(engine: Optional[Engine], gen: "TxOp[R]") -> R:
-    reply: Any = None
-    error: Optional[BaseException] = None
-    while True:
-        try:
-            item = gen.throw(error) if error is not None else gen.send(reply)
-        except StopIteration as stop:
-            return cast(R, stop.value)
-        reply, error = None, None
-        try:
-            if isinstance(item, (Call, Pause)):
-                assert engine is not None
-                reply = await _perform_async(engine, item)
-            elif isinstance(item, _Sleep):
-                await asyncio.sleep(item.seconds)
-            else:
-                reply = item()
-                if inspect.isawaitable(reply):
-                    reply = await reply
-        except BaseException as e:
-            error = e
-
-
-def _backoff(wait: float, run: Optional[WorkflowRun]) -> Union[Pause, _Sleep]:
-    return Pause(wait, run) if run is not None else _Sleep(wait)
+# An operation of the binding's op interpreter: it yields a Local (a call on
+# a session, connection or the user's function, whose result the async
+# driver awaits), a Call to the agent, or a Pause (of a run, or a plain sleep
+# outside one), and gets each answer back.
 
 
 def _next_wait(wait: float) -> float:
@@ -443,23 +382,23 @@ def _next_wait(wait: float) -> float:
 Datasource = Union["SQLAlchemyDatasource", "AsyncSQLAlchemyDatasource"]
 
 
-def _on_connection(ds: Datasource, statement: Any, *, write: bool) -> "TxOp[Any]":
+def _on_connection(ds: Datasource, statement: Any, *, write: bool) -> "Op[Any]":
     """``statement`` on a connection of its own (in a transaction of its
     own when ``write``): the buffered result."""
-    conn = yield lambda: ds.engine.connect()
+    conn = yield Local(ds.engine.connect)
     try:
         if write:
-            yield lambda: conn.begin()
-        result = yield lambda: conn.execute(statement, execution_options=ds._pin)
+            yield Local(conn.begin)
+        result = yield Local(conn.execute, statement, execution_options=ds._pin)
         rows = result.fetchall() if result.returns_rows else None
         if write:
-            yield lambda: conn.commit()
+            yield Local(conn.commit)
         return rows
     finally:
-        yield lambda: conn.close()
+        yield Local(conn.close)
 
 
-def _read_checkpoint(ds: Datasource, workflow_id: str, step_id: int, run: Optional[WorkflowRun]) -> "TxOp[Optional[RecordedResult]]":
+def _read_checkpoint(ds: Datasource, workflow_id: str, step_id: int, run: Optional[WorkflowRun]) -> "Op[Optional[RecordedResult]]":
     t = ds._outputs_table
     q = sa.select(t.c.output, t.c.error, t.c.serialization).where(t.c.workflow_id == workflow_id, t.c.step_id == step_id)
     wait = _FIRST_RETRY_WAIT
@@ -469,7 +408,7 @@ def _read_checkpoint(ds: Datasource, workflow_id: str, step_id: int, run: Option
         except Exception as e:
             if not _is_retriable(e, ds._sqlite):
                 raise
-            yield _backoff(wait, run)
+            yield Pause(wait, run)
             wait = _next_wait(wait)
             continue
         if not rows:
@@ -505,7 +444,7 @@ def _replay_checkpoint(recorded: RecordedResult, serializer: Serializer) -> Any:
 def _attempts(
     ds: Datasource, isolation_level: str, func: Callable[..., Any], args: Tuple[Any, ...], kwargs: Dict[str, Any],
     at: Optional[Tuple[WorkflowRun, int]],
-) -> "TxOp[Any]":
+) -> "Op[Any]":
     """Run ``func`` in a transaction until an attempt commits or fails for
     good; ``at`` (a workflow's run and step) checkpoints it in the same
     transaction, and a failure in one of its own."""
@@ -517,26 +456,26 @@ def _attempts(
         token = session_var.set(session)
         try:
             try:
-                yield lambda: session.begin()
-                yield lambda: session.connection(execution_options={"isolation_level": isolation_level})
-                output = yield lambda: func(*args, **kwargs)
+                yield Local(session.begin)
+                yield Local(session.connection, execution_options={"isolation_level": isolation_level})
+                output = yield Local(func, *args, **kwargs)
                 if at is not None:
                     # Flushed first, so the checkpoint holds generated keys and
                     # defaults as the caller sees them.
-                    yield lambda: session.flush()
+                    yield Local(session.flush)
                     data, tag = serialize_value(output, None, ds.serializer)
                     stmt = _insert_checkpoint(ds, run.workflow_id, at[1], data, None, tag)  # type: ignore[union-attr]
-                    result = yield lambda: session.execute(stmt, execution_options=ds._pin)
+                    result = yield Local(session.execute, stmt, execution_options=ds._pin)
                     if result.first() is None:
                         raise _StepAlreadyRecorded()
                     # A run that lost its workflow (its connection dropped, it was
                     # cancelled) commits nothing.
                     run.raise_if_stopped()  # type: ignore[union-attr]
-                yield lambda: session.commit()
+                yield Local(session.commit)
                 return output
             except BaseException:
                 try:
-                    yield lambda: session.rollback()
+                    yield Local(session.rollback)
                 except Exception as rollback_error:
                     logger.debug("data source rollback failed: %s", rollback_error)
                 raise
@@ -545,7 +484,7 @@ def _attempts(
         except Exception as e:
             if _is_retriable(e, ds._sqlite):
                 logger.debug("data source transaction failed (%s); retrying in %.3fs", e, wait)
-                yield _backoff(wait, run)
+                yield Pause(wait, run)
                 wait = _next_wait(wait)
                 continue
             if at is not None:
@@ -557,12 +496,12 @@ def _attempts(
             raise
         finally:
             session_var.reset(token)
-            yield lambda: session.close()
+            yield Local(session.close)
 
 
 def _transaction_op(
     ds: Datasource, options: Optional[DatasourceOptions], func: Callable[..., Any], args: Tuple[Any, ...], kwargs: Dict[str, Any]
-) -> "TxOp[Any]":
+) -> "Op[Any]":
     name = (options or {}).get("name") or func.__qualname__
     isolation_level = (options or {}).get("isolation_level") or "SERIALIZABLE"
     ctx = _current.get()
@@ -612,7 +551,7 @@ def _transaction_op(
     return output
 
 
-def _delete_op(ds: Datasource, workflow_id: str, start_step: int) -> "TxOp[None]":
+def _delete_op(ds: Datasource, workflow_id: str, start_step: int) -> "Op[None]":
     t = ds._outputs_table
     yield from _on_connection(ds, sa.delete(t).where(t.c.workflow_id == workflow_id, t.c.step_id >= start_step), write=True)
 
@@ -627,7 +566,7 @@ def drop_completed_checkpoints(run: WorkflowRun) -> None:
         if isinstance(ds, AsyncSQLAlchemyDatasource):
             continue  # its connections belong to an event loop this thread does not run
         try:
-            _drive(None, _delete_op(ds, run.workflow_id, 1))
+            drive(None, _delete_op(ds, run.workflow_id, 1))
         except Exception as e:
             logger.warning("Failed to delete datasource checkpoints of workflow %s: %s", run.workflow_id, e)
 
@@ -636,9 +575,9 @@ async def drop_completed_checkpoints_async(run: WorkflowRun) -> None:
     for ds in run.datasources:
         try:
             if isinstance(ds, AsyncSQLAlchemyDatasource):
-                await _drive_async(None, _delete_op(ds, run.workflow_id, 1))
+                await drive_async(None, _delete_op(ds, run.workflow_id, 1))
             else:
-                await asyncio.to_thread(_drive, None, _delete_op(ds, run.workflow_id, 1))
+                await asyncio.to_thread(drive, None, _delete_op(ds, run.workflow_id, 1))
         except Exception as e:
             logger.warning("Failed to delete datasource checkpoints of workflow %s: %s", run.workflow_id, e)
 
@@ -811,11 +750,11 @@ class SQLAlchemyDatasource(_Base):
             name = (ds_options or {}).get("name") or func.__qualname__
             raise DBOSException(f"Function {name} is a coroutine; use AsyncDatasource.run_tx_step_async instead")
         ctx = _current.get()
-        return cast(R, _drive(ctx.engine if ctx is not None else None, _transaction_op(self, ds_options, func, args, kwargs)))
+        return cast(R, drive(ctx.engine if ctx is not None else None, _transaction_op(self, ds_options, func, args, kwargs)))
 
     def _delete_checkpoints(self, workflow_id: str, start_step: int) -> None:
         """Delete a workflow's checkpoints from ``start_step`` on."""
-        _drive(None, _delete_op(self, workflow_id, start_step))
+        drive(None, _delete_op(self, workflow_id, start_step))
 
     @overload
     def transaction(self, func: Callable[..., R]) -> Callable[..., R]: ...
@@ -899,10 +838,10 @@ class AsyncSQLAlchemyDatasource(_Base):
             name = (ds_options or {}).get("name") or func.__qualname__
             raise DBOSException(f"Function {name} must be a coroutine function for AsyncDatasource")
         ctx = _current.get()
-        return cast(R, await _drive_async(ctx.engine if ctx is not None else None, _transaction_op(self, ds_options, func, args, kwargs)))
+        return cast(R, await drive_async(ctx.engine if ctx is not None else None, _transaction_op(self, ds_options, func, args, kwargs)))
 
     async def _delete_checkpoints(self, workflow_id: str, start_step: int) -> None:
-        await _drive_async(None, _delete_op(self, workflow_id, start_step))
+        await drive_async(None, _delete_op(self, workflow_id, start_step))
 
     @overload
     def transaction(self, func: Callable[..., Awaitable[R]]) -> Callable[..., Awaitable[R]]: ...
@@ -948,31 +887,34 @@ def _check_rewindable(status: Any, workflow_id: str, start_step: int) -> None:
         )
 
 
-def drop_before_rewind(engine: Engine, workflow_id: str, start_step: Optional[int]) -> None:
+def drop_before_rewind_op(engine: Engine, workflow_id: str, start_step: Optional[int]) -> "Op[None]":
+    """Before a rewind: the workflow must have ended, and every data
+    source's checkpoints of the steps from ``start_step`` on go (they would
+    replay otherwise)."""
     if not _datasources:
         return
     start = 1 if start_step is None else start_step
-    _check_rewindable(engine.get_status(workflow_id), workflow_id, start)
+    _check_rewindable((yield from workflow_status_op(engine.serializer, workflow_id)), workflow_id, start)
     for ds in list(_datasources):
-        if isinstance(ds, AsyncSQLAlchemyDatasource):
-            loop = engine.background_loop
-            if loop is None or _running_loop() is loop:
-                raise DBOSException("An async datasource cannot be rewound from sync code; use the async rewind")
-            asyncio.run_coroutine_threadsafe(ds._delete_checkpoints(workflow_id, start), loop).result()
-        else:
-            ds._delete_checkpoints(workflow_id, start)
+        yield Local(_delete_where_called, engine, ds, workflow_id, start)
 
 
-async def drop_before_rewind_async(engine: Engine, workflow_id: str, start_step: Optional[int]) -> None:
-    if not _datasources:
-        return
-    start = 1 if start_step is None else start_step
-    _check_rewindable(await engine.get_status_async(workflow_id), workflow_id, start)
-    for ds in list(_datasources):
-        if isinstance(ds, AsyncSQLAlchemyDatasource):
-            await ds._delete_checkpoints(workflow_id, start)
-        else:
-            await asyncio.to_thread(ds._delete_checkpoints, workflow_id, start)
+def _delete_where_called(engine: Engine, ds: Datasource, workflow_id: str, start: int) -> Any:
+    """A data source's deletes, for whichever driver runs the rewind: on an
+    event loop an awaitable (the async driver awaits it, and a sync data
+    source's blocking calls go to a thread), on a plain thread done here (an
+    async data source's on the loop its connections belong to)."""
+    on_loop = _running_loop() is not None
+    if isinstance(ds, AsyncSQLAlchemyDatasource):
+        if on_loop:
+            return ds._delete_checkpoints(workflow_id, start)
+        loop = engine.background_loop
+        if loop is None:
+            raise DBOSException("An async datasource cannot be rewound from sync code here; use the async rewind")
+        return asyncio.run_coroutine_threadsafe(ds._delete_checkpoints(workflow_id, start), loop).result()
+    if on_loop:
+        return asyncio.to_thread(ds._delete_checkpoints, workflow_id, start)
+    return ds._delete_checkpoints(workflow_id, start)
 
 
 def _running_loop() -> Optional[asyncio.AbstractEventLoop]:

@@ -54,7 +54,7 @@ from ._registry import (
 )
 from ._version import __version__, client_hello, compute_app_version
 from ._extras import DBOSExtras
-from ._facade import Scope, handle_twins, handles_twins, stream_twins, twins
+from ._facade import Scope, twins
 from ._core import (
     DEFAULT_MAX_RECOVERY_ATTEMPTS,
     DEFAULT_POLLING_INTERVAL,
@@ -250,7 +250,7 @@ def _apply_schedules(scope: Scope, /, schedules: List[ScheduleInput]) -> "Op[Non
     return ops.apply_schedule_messages(scope, messages)
 
 
-class DBOS(DBOSExtras):
+class DBOS(ops.SharedOperations, DBOSExtras):
     """Durable workflows: decorate functions with ``@DBOS.workflow()`` and
     ``@DBOS.step()``, create ``DBOS(config=...)`` and call ``DBOS.launch()``.
 
@@ -263,8 +263,10 @@ class DBOS(DBOSExtras):
     the agent owns the system database.
     """
 
-    # The operations bound into this class (see _facade) are classmethods.
+    # The operations bound into this class (see _facade) are classmethods,
+    # and their sync forms refuse to block a running event loop, as DBOS's.
     _ops_on_class = True
+    _refuses_blocking_on_loop = True
 
     def __new__(cls, *, config: Dict[str, Any], **kwargs: Any) -> "DBOS":
         with _registry._instance_lock:
@@ -800,71 +802,23 @@ class DBOS(DBOSExtras):
             "WorkflowHandleAsync[R]", await _dbos()._start_async(reg, args, kwargs, None, f"starting workflow {reg.name}")
         )
 
-
     # ------------------------------------------------------------------
-    # The operations DBOS shares with DBOSClient (see _ops), each bound as
-    # a sync method and its async twin. From workflow code a management
-    # call is the step DBOS Python records for it.
+    # DBOS's own operations (those it shares with DBOSClient are bound in
+    # SharedOperations), each a sync method and its async twin. From
+    # workflow code a management call is the step DBOS Python records.
 
-    retrieve_workflow, retrieve_workflow_async = handle_twins(ops.retrieve_workflow)
     get_result, get_result_async = twins(ops.get_result)
     get_workflow_status, get_workflow_status_async = twins(ops.get_workflow_status)
-    cancel_workflow, cancel_workflow_async = twins(ops.cancel_workflow)
-    cancel_workflows, cancel_workflows_async = twins(ops.cancel_workflows)
-    resume_workflow, resume_workflow_async = handle_twins(ops.resume_workflow)
-    resume_workflows, resume_workflows_async = handles_twins(ops.resume_workflows)
-    list_workflows, list_workflows_async = twins(ops.list_workflows)
-    list_queued_workflows, list_queued_workflows_async = twins(ops.list_queued_workflows)
-    list_workflow_steps, list_workflow_steps_async = twins(ops.list_workflow_steps)
-    set_workflow_delay, set_workflow_delay_async = twins(ops.set_workflow_delay)
-    fork_workflow, fork_workflow_async = handle_twins(ops.fork_workflow)
-    rewind_workflow = handle_twins(ops.rewind_workflow)[0]
-    delete_workflow, delete_workflow_async = twins(ops.delete_workflow)
-    delete_workflows, delete_workflows_async = twins(ops.delete_workflows)
-    update_workflow_attributes, update_workflow_attributes_async = twins(ops.update_workflow_attributes)
-    delete_queue, delete_queue_async = twins(ops.delete_queue)
-    retrieve_queue, retrieve_queue_async = twins(ops.retrieve_queue)
-    list_queues, list_queues_async = twins(ops.list_queues)
-
     create_schedule, create_schedule_async = twins(_create_schedule, check_loop=False)
     apply_schedules, apply_schedules_async = twins(_apply_schedules, check_loop=False)
-    list_schedules, list_schedules_async = twins(ops.list_schedules, check_loop=False)
-    get_schedule, get_schedule_async = twins(ops.get_schedule, check_loop=False)
-    delete_schedule, delete_schedule_async = twins(ops.delete_schedule, check_loop=False)
-    pause_schedule, pause_schedule_async = twins(ops.pause_schedule, check_loop=False)
-    resume_schedule, resume_schedule_async = twins(ops.resume_schedule, check_loop=False)
-    backfill_schedule, backfill_schedule_async = handles_twins(ops.backfill_schedule, check_loop=False)
-    trigger_schedule, trigger_schedule_async = handle_twins(ops.trigger_schedule, check_loop=False)
-
-    list_application_versions, list_application_versions_async = twins(ops.list_application_versions, check_loop=False)
-    get_latest_application_version, get_latest_application_version_async = twins(
-        ops.get_latest_application_version, check_loop=False
-    )
-    set_latest_application_version, set_latest_application_version_async = twins(
-        ops.set_latest_application_version, check_loop=False
-    )
-
     send, send_async = twins(ops.send)
-    send_bulk, send_bulk_async = twins(ops.send_bulk)
     recv, recv_async = twins(ops.recv)
     sleep, sleep_async = twins(ops.sleep)
     set_event, set_event_async = twins(ops.set_event)
-    get_event, get_event_async = twins(ops.get_event)
-    get_all_events, get_all_events_async = twins(ops.get_all_events)
     write_stream, write_stream_async = twins(ops.write_stream, check_loop=False)
     close_stream, close_stream_async = twins(ops.close_stream, check_loop=False)
-    read_stream, read_stream_async = stream_twins(ops.read_stream)
-    read_stream_offset, read_stream_offset_async = twins(ops.read_stream_offset, check_loop=False)
     patch, patch_async = twins(ops.patch, check_loop=False)
     deprecate_patch, deprecate_patch_async = twins(ops.deprecate_patch, check_loop=False)
-
-    @classmethod
-    async def rewind_workflow_async(cls, workflow_id: str, **options: Any) -> "WorkflowHandleAsync[Any]":
-        """``rewind_workflow`` (same options) from async code. The data
-        sources' deletes block, so it runs on a worker thread, in the
-        calling workflow's context."""
-        await asyncio.to_thread(lambda: cls.rewind_workflow(workflow_id, **options))
-        return WorkflowHandleAsync(_dbos()._engine, workflow_id)
 
     # ------------------------------------------------------------------
     # Workflow management

@@ -16,6 +16,7 @@ a ``DBOSClient`` is no workflow, so its calls are never recorded.
 from __future__ import annotations
 
 import asyncio
+import copy
 import inspect
 from dataclasses import dataclass, field
 from typing import (
@@ -101,10 +102,14 @@ class _Binding:
         self._on_class = bool(getattr(owner, "_ops_on_class", False))
         self.__func__ = self._unbound("cls" if self._on_class else "self")
 
-    def _unbound(self, receiver: str) -> Callable[..., Any]:
+    def _unbound_call(self) -> Callable[..., Any]:
         def method(target: Any, *args: Any, **kwargs: Any) -> Any:
             return self._bind(target)(*args, **kwargs)
 
+        return method
+
+    def _unbound(self, receiver: str) -> Callable[..., Any]:
+        method = self._unbound_call()
         first = inspect.Parameter(receiver, inspect.Parameter.POSITIONAL_OR_KEYWORD)
         self._dress(method)
         cast(Any, method).__signature__ = self._call_signature.replace(parameters=[first, *self._params])
@@ -118,6 +123,12 @@ class _Binding:
 
     def _bind(self, receiver: Any) -> Callable[..., Any]:
         raise NotImplementedError
+
+    def copy_into(self, owner: Any, name: str) -> "_Binding":
+        """The same binding in another class (see ``Shared``)."""
+        twin = copy.copy(self)
+        twin.__set_name__(owner, name)
+        return twin
 
     def __get__(self, obj: Any, owner: Any) -> Any:
         if obj is None and not self._on_class:
@@ -150,7 +161,8 @@ class _Bound(_Binding, Generic[P, T]):
                 return finish(scope, await drive_async(scope.engine, op(scope, *args, **kwargs)))
 
             return call_async
-        check = self._check_loop
+        # DBOS refuses to block a running event loop; its client does not.
+        check = self._check_loop and bool(getattr(receiver, "_refuses_blocking_on_loop", False))
 
         def call(*args: Any, **kwargs: Any) -> Any:
             if check:
@@ -166,8 +178,23 @@ class _Stream(_Binding):
     method is a generator of the values, the async one an async generator."""
 
     def __init__(self, op: Callable[..., Any], is_async: bool):
-        super().__init__(op)
         self._is_async = is_async
+        super().__init__(op)
+
+    def _unbound_call(self) -> Callable[..., Any]:
+        # A generator function (an async one for the twin), as DBOS's are.
+        if self._is_async:
+
+            async def method_async(target: Any, *args: Any, **kwargs: Any) -> AsyncGenerator[Any, None]:
+                async for value in self._bind(target)(*args, **kwargs):
+                    yield value
+
+            return method_async
+
+        def method(target: Any, *args: Any, **kwargs: Any) -> Generator[Any, Any, None]:
+            yield from self._bind(target)(*args, **kwargs)
+
+        return method
 
     def _bind(self, receiver: Any) -> Callable[..., Any]:
         op = self._op
@@ -193,6 +220,19 @@ def stream_twins(op: Callable[..., "Op[None]"]) -> Tuple[_Stream, _Stream]:
     return _Stream(op, False), _Stream(op, True)
 
 
+class Shared:
+    """A base of the facades: the operations bound in its body are bound
+    into each subclass as if declared there (so each facade shows them as
+    its own methods, ``cls`` first in DBOS, ``self`` in DBOSClient)."""
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        for base in cls.__mro__[1:]:
+            for name, binding in vars(base).items():
+                if isinstance(binding, _Binding) and name not in vars(cls):
+                    setattr(cls, name, binding.copy_into(cls, name))
+
+
 def _as_is(scope: Scope, value: Any) -> Any:
     return value
 
@@ -200,9 +240,9 @@ def _as_is(scope: Scope, value: Any) -> Any:
 def twins(
     op: Callable[Concatenate[Scope, P], "Op[T]"], *, check_loop: bool = True
 ) -> "Tuple[_Bound[P, T], _Bound[P, Coroutine[Any, Any, T]]]":
-    """The sync and async methods of one operation. The sync one refuses to
-    block a running event loop (``check_loop``, as DBOS Python does for
-    most of its calls)."""
+    """The sync and async methods of one operation. In DBOS the sync one
+    refuses to block a running event loop (``check_loop``, as DBOS Python
+    does for most of its calls)."""
     return _Bound(op, _as_is, False, check_loop), _Bound(op, _as_is, True, False)
 
 

@@ -34,7 +34,7 @@ from ._core import (
     workflow_status_op,
 )
 from ._error import DBOSException, DBOSNonExistentWorkflowError
-from ._facade import Scope
+from ._facade import Scope, Shared, handle_twins, handles_twins, stream_twins, twins
 from ._list_filters import queued_filters
 from ._queue import Queue
 from ._scheduling import VersionInfo, WorkflowSchedule
@@ -240,9 +240,7 @@ def rewind_workflow(
     _no_shard(scope, "rewind_workflow", shard_key)
 
     def rewind() -> "Op[None]":
-        # The data sources' checkpoints go first. Their deletes block, on
-        # this thread (DBOS's async method drives this on a worker thread).
-        dsrc.drop_before_rewind(scope.engine, workflow_id, start_step)
+        yield from dsrc.drop_before_rewind_op(scope.engine, workflow_id, start_step)  # the data sources' checkpoints first
         yield from comm.rewind_op(
             workflow_id, start_step, application_version=application_version,
             queue_name=queue_name, queue_partition_key=queue_partition_key,
@@ -526,3 +524,55 @@ def deprecate_patch(scope: Scope, /, patch_name: str) -> "Op[bool]":
     """Always True: the step after a removed ``patch`` keeps its place in
     executions that recorded the patch, and new executions record none."""
     return comm.patch_op(scope.ctx, patch_name, "DBOS.deprecate_patch", deprecate=True)
+
+
+# ---------------------------------------------------------------------------
+# The facades' common methods
+
+
+class SharedOperations(Shared):
+    """The methods ``DBOS`` and ``DBOSClient`` both have, each an operation
+    above bound as a sync method and its async twin (see ``_facade``). In
+    DBOS a blocking call on a running event loop is refused where DBOS
+    Python refuses it (``check_loop``)."""
+
+    retrieve_workflow, retrieve_workflow_async = handle_twins(retrieve_workflow)
+    cancel_workflow, cancel_workflow_async = twins(cancel_workflow)
+    cancel_workflows, cancel_workflows_async = twins(cancel_workflows)
+    resume_workflow, resume_workflow_async = handle_twins(resume_workflow)
+    resume_workflows, resume_workflows_async = handles_twins(resume_workflows)
+    list_workflows, list_workflows_async = twins(list_workflows)
+    list_queued_workflows, list_queued_workflows_async = twins(list_queued_workflows)
+    list_workflow_steps, list_workflow_steps_async = twins(list_workflow_steps)
+    set_workflow_delay, set_workflow_delay_async = twins(set_workflow_delay)
+    fork_workflow, fork_workflow_async = handle_twins(fork_workflow)
+    rewind_workflow, rewind_workflow_async = handle_twins(rewind_workflow)
+    delete_workflow, delete_workflow_async = twins(delete_workflow)
+    delete_workflows, delete_workflows_async = twins(delete_workflows)
+    update_workflow_attributes, update_workflow_attributes_async = twins(update_workflow_attributes)
+
+    retrieve_queue, retrieve_queue_async = twins(retrieve_queue)
+    list_queues, list_queues_async = twins(list_queues)
+    delete_queue, delete_queue_async = twins(delete_queue)
+
+    list_schedules, list_schedules_async = twins(list_schedules, check_loop=False)
+    get_schedule, get_schedule_async = twins(get_schedule, check_loop=False)
+    delete_schedule, delete_schedule_async = twins(delete_schedule, check_loop=False)
+    pause_schedule, pause_schedule_async = twins(pause_schedule, check_loop=False)
+    resume_schedule, resume_schedule_async = twins(resume_schedule, check_loop=False)
+    backfill_schedule, backfill_schedule_async = handles_twins(backfill_schedule, check_loop=False)
+    trigger_schedule, trigger_schedule_async = handle_twins(trigger_schedule, check_loop=False)
+
+    list_application_versions, list_application_versions_async = twins(list_application_versions, check_loop=False)
+    get_latest_application_version, get_latest_application_version_async = twins(
+        get_latest_application_version, check_loop=False
+    )
+    set_latest_application_version, set_latest_application_version_async = twins(
+        set_latest_application_version, check_loop=False
+    )
+
+    send_bulk, send_bulk_async = twins(send_bulk)
+    get_event, get_event_async = twins(get_event)
+    get_all_events, get_all_events_async = twins(get_all_events)
+    read_stream, read_stream_async = stream_twins(read_stream)
+    read_stream_offset, read_stream_offset_async = twins(read_stream_offset, check_loop=False)

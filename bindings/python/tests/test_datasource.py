@@ -378,6 +378,58 @@ def test_serialization_failure_is_retried_not_recorded(sources: Sources) -> None
     assert seen[wid] == [(1, "committed", None, "py_pickle")]
 
 
+def fail_twice(attempts: List[int]) -> None:
+    """The statement of a transaction that fails as a concurrent one would
+    (SQLSTATE 40001) on its first two attempts, after its write."""
+    attempts.append(1)
+    if len(attempts) <= 2:
+        raise sa.exc.OperationalError("INSERT", {}, psycopg.errors.SerializationFailure())
+
+
+@pytest.mark.parametrize("kind", ["sync-pg", "async-pg"])
+def test_serialization_failure_outside_a_workflow_is_retried(sources: Sources, kind: str) -> None:
+    """With no run to pause, the backoff is a plain sleep, on the calling
+    thread or the event loop."""
+    ds, db = sources.ds[kind], sources.db[kind]
+    key = new_id("dsretry-outside")
+    attempts: List[int] = []
+    insert = sa.text(f"INSERT INTO {db.ledger} (workflow_id, n) VALUES (:w, :n)")
+
+    def sync_tx() -> str:
+        ds.sql_session().execute(insert, {"w": key, "n": len(attempts) + 1})
+        fail_twice(attempts)
+        return "committed"
+
+    async def async_tx() -> str:
+        await ds.sql_session().execute(insert, {"w": key, "n": len(attempts) + 1})
+        fail_twice(attempts)
+        return "committed"
+
+    if kind.startswith("sync"):
+        assert ds.run_tx_step(None, sync_tx) == "committed"
+    else:
+        assert asyncio.run(ds.run_tx_step_async(None, async_tx)) == "committed"
+    assert len(attempts) == 3
+    assert db.effects(key) == [3]  # the failed attempts' inserts rolled back
+
+
+class _Pending:
+    """An awaitable that is not a coroutine (no 'never awaited' warning)."""
+
+    def __await__(self) -> Any:
+        yield
+
+
+def test_a_sync_transaction_returning_an_awaitable_fails(sources: Sources) -> None:
+    ds = sources.ds["sync-pg"]
+
+    def returns_an_awaitable() -> Any:
+        return _Pending()
+
+    with pytest.raises(DBOSException, match="returns_an_awaitable returned an awaitable to a sync caller"):
+        ds.run_tx_step(None, returns_an_awaitable)
+
+
 def test_official_dbos_reads_the_checkpoint_and_the_step(sources: Sources, agent_env: AgentEnv) -> None:
     """A DBOS Python process on the same databases: its data source adopts
     the table this binding made (its migrations find nothing to do) and reads
