@@ -44,6 +44,7 @@ from typing import (
 from . import _auth as auth
 from . import _reservation as reservation
 from . import _run_scope as run_scope
+from . import _tracing as tracing
 from . import _protocol as proto
 from ._classes import Method
 from ._error import (
@@ -1159,6 +1160,7 @@ class Engine:
         # for the children it starts.
         attributes_token = _workflow_attributes.set(None)
         scope = run_scope.enter(run)
+        span = tracing.workflow_span(run, reg.name)
         try:
             output: Any = None
             error: Optional[BaseException] = None
@@ -1187,6 +1189,7 @@ class Engine:
                 drop_completed_checkpoints(run)
             return self._finished(run, reply, output, error)
         finally:
+            span.end(error)
             scope.close()
             _workflow_attributes.reset(attributes_token)
             _current.reset(token)
@@ -1200,6 +1203,7 @@ class Engine:
         # for the children it starts.
         attributes_token = _workflow_attributes.set(None)
         scope = run_scope.enter(run)
+        span = tracing.workflow_span(run, reg.name)
         try:
             output: Any = None
             error: Optional[BaseException] = None
@@ -1227,6 +1231,7 @@ class Engine:
                 await drop_completed_checkpoints_async(run)
             return self._finished(run, reply, output, error)
         finally:
+            span.end(error)
             scope.close()
             _workflow_attributes.reset(attributes_token)
             _current.reset(token)
@@ -1242,6 +1247,7 @@ class Engine:
         fut: "Future[Any]" = Future()
         bad_inputs: Optional[Exception] = None
         pushed = inputs is None
+        tracing.remember_caller(run, pushed)
         if inputs is None:
             try:
                 inputs = self._inputs(run, reg)
@@ -1739,6 +1745,7 @@ def run_step_sync(opts: StepConfig, func: Callable[..., R], args: Tuple[Any, ...
     error: Optional[BaseException] = None
     step_ctx = _Ctx(engine, run, fid)
     token = _current.set(step_ctx)
+    span = tracing.step_span(run, opts.name)
     try:
         for attempt in range(attempts):
             step_ctx.set_attempt(opts, attempt)
@@ -1756,6 +1763,7 @@ def run_step_sync(opts: StepConfig, func: Callable[..., R], args: Tuple[Any, ...
                 if attempt == attempts - 1:
                     error = DBOSMaxStepRetriesExceeded(opts.name, attempts, errors)
                     break
+                tracing.add_event(f"Step attempt {attempt} failed", {"error": str(e), "retryIntervalSeconds": opts.interval_seconds})
                 wait = min(opts.interval_seconds * (opts.backoff_rate**attempt), _MAX_RETRY_INTERVAL_SECONDS)
                 logger.warning(
                     "step %s of workflow %s failed (%s); retrying in %.2fs (attempt %d of %d)",
@@ -1764,6 +1772,7 @@ def run_step_sync(opts: StepConfig, func: Callable[..., R], args: Tuple[Any, ...
                 if run.stop_event.wait(wait):
                     run.raise_if_stopped()
     finally:
+        span.end(error)
         _current.reset(token)
     _record(engine, run, _serialize_for_record(run, fid, opts, started, output, error, engine.serializer))
     if error is not None:
@@ -1787,6 +1796,7 @@ async def run_step_async(opts: StepConfig, func: Callable[..., Awaitable[R]], ar
     error: Optional[BaseException] = None
     step_ctx = _Ctx(engine, run, fid)
     token = _current.set(step_ctx)
+    span = tracing.step_span(run, opts.name)
     stopped, drop = _stop_waiter(run) if opts.preemptible else (None, _nothing)
     try:
         for attempt in range(attempts):
@@ -1817,6 +1827,7 @@ async def run_step_async(opts: StepConfig, func: Callable[..., Awaitable[R]], ar
                 if attempt == attempts - 1:
                     error = DBOSMaxStepRetriesExceeded(opts.name, attempts, errors)
                     break
+                tracing.add_event(f"Step attempt {attempt} failed", {"error": str(e), "retryIntervalSeconds": opts.interval_seconds})
                 wait = min(opts.interval_seconds * (opts.backoff_rate**attempt), _MAX_RETRY_INTERVAL_SECONDS)
                 logger.warning(
                     "step %s of workflow %s failed (%s); retrying in %.2fs (attempt %d of %d)",
@@ -1825,6 +1836,7 @@ async def run_step_async(opts: StepConfig, func: Callable[..., Awaitable[R]], ar
                 await asyncio.sleep(wait)
                 run.raise_if_stopped()
     finally:
+        span.end(error)
         drop()
         _current.reset(token)
     await _record_async(engine, run, _serialize_for_record(run, fid, opts, started, output, error, engine.serializer))

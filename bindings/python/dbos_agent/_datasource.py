@@ -53,6 +53,7 @@ from typing import (
     overload,
 )
 
+from . import _tracing as tracing
 from ._core import (
     NEW_STEP,
     Call,
@@ -545,6 +546,7 @@ def _attempts(
         except Exception as e:
             if _is_retriable(e, ds._sqlite):
                 logger.debug("data source transaction failed (%s); retrying in %.3fs", e, wait)
+                tracing.add_event("Transaction Failure", {"retry_wait_seconds": wait})
                 yield _backoff(wait, run)
                 wait = _next_wait(wait)
                 continue
@@ -580,6 +582,7 @@ def _transaction_op(
     output: Any = None
     error: Optional[BaseException] = None
     token = _current.set(_Ctx(engine, run, fid))
+    span = tracing.step_span(run, name)
     try:
         recorded = yield from _read_checkpoint(ds, run.workflow_id, fid, run)
         if recorded is None:
@@ -603,6 +606,7 @@ def _transaction_op(
     except Exception as e:
         error = e
     finally:
+        span.end(error)
         _current.reset(token)
     if run.stop_reason is not None:
         raise run.stop_error()

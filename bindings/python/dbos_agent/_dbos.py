@@ -38,6 +38,7 @@ from . import _ambient as ambient
 from . import _auth as auth
 from . import _comm as comm
 from . import _protocol as proto
+from . import _tracing as tracing
 from . import _datasource as dsrc
 from ._comm import SendMessage
 from ._extras import DBOSExtras
@@ -144,10 +145,7 @@ _AGENT_OWNED_KEYS = {
     "log_level",
     "run_admin_server",
     "admin_port",
-    "enable_otlp",
-    "otlp_traces_endpoints",
     "otlp_logs_endpoints",
-    "otlp_attributes",
     "use_listen_notify",
     "notification_listener_polling_interval_sec",
 }
@@ -159,7 +157,7 @@ _KNOWN_KEYS = {
     "agent_socket",
     "agent_trusted_uids",
     "serializer",
-} | _AGENT_OWNED_KEYS
+} | _AGENT_OWNED_KEYS | tracing.CONFIG_KEYS
 
 # The workflows and queues of this process, declared at import time (before
 # DBOS exists, as in DBOS Python) and announced to the agent at launch.
@@ -351,6 +349,7 @@ class DBOS(DBOSExtras):
         if ignored:
             logger.info("dbos-agent: config keys %s are the agent's business and are ignored here", ", ".join(ignored))
         self._config = config
+        tracing.dbos_tracer.config(config)
         self._app_name: str = name
         # The configured version, else DBOS__APPVERSION; when neither is set,
         # the first hello computes one from the workflows' source, as DBOS
