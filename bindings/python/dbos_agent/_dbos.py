@@ -142,10 +142,8 @@ _AGENT_OWNED_KEYS = {
     "sys_db_pool_size",
     "db_engine_kwargs",
     "system_database_engine",
-    "log_level",
     "run_admin_server",
     "admin_port",
-    "otlp_logs_endpoints",
     "use_listen_notify",
     "notification_listener_polling_interval_sec",
 }
@@ -564,6 +562,7 @@ class DBOS(DBOSExtras):
                 dsrc.forget_datasources()
             for q in _queues.values():
                 q._registered = None  # a new launch decides again
+        tracing.teardown_logs()
         if inst is None:
             return
         _announcer.detach()

@@ -25,12 +25,15 @@ import logging
 import os
 import sys
 import weakref
-from typing import Any, Dict, List, Literal, Optional
+from typing import Any, Dict, List, Literal, Optional, cast
 
 logger = logging.getLogger("dbos_agent")
 
 # The config keys this module reads (DBOS Python's names).
-CONFIG_KEYS = {"enable_otlp", "otlp_traces_endpoints", "otlp_attributes", "otel_attribute_format"}
+CONFIG_KEYS = {
+    "enable_otlp", "otlp_traces_endpoints", "otlp_attributes", "otel_attribute_format", "otlp_logs_endpoints",
+    "otlp_log_level", "log_level",
+}
 
 OtelAttributeFormat = Literal["legacy", "semconv"]
 
@@ -121,14 +124,15 @@ class DBOSTracer:
         self.otlp_attributes = dict(config.get("otlp_attributes") or {})
         self.disable_otlp = not config.get("enable_otlp", False)
         self.otel_attribute_format = config.get("otel_attribute_format") or "legacy"
-        if self.disable_otlp:
-            return
-        try:
-            _otel = _Otel()
-        except ImportError:
-            logger.warning(
-                "enable_otlp is set, but OpenTelemetry is not installed (install dbos-agent[otel]): no spans are made"
-            )
+        if not self.disable_otlp:
+            try:
+                _otel = _Otel()
+            except ImportError:
+                logger.warning(
+                    "enable_otlp is set, but OpenTelemetry is not installed (install dbos-agent[otel]): no spans are made"
+                )
+        _config_logs(config, self.otlp_attributes, self.app_id)
+        if _otel is None:
             return
         endpoints: List[str] = list(config.get("otlp_traces_endpoints") or [])
         if endpoints:
@@ -313,3 +317,111 @@ def add_event(name: str, attributes: Dict[str, Any]) -> None:
     span = _dbos_span.get()
     if span is not None:
         span.add_event(name, attributes)
+
+
+# ---------------------------------------------------------------------------
+# DBOS.logger's records, as DBOS configures them: the config's log_level
+# (INFO by default), DBOS's attributes on every record, and with enable_otlp an OpenTelemetry handler (to the global logger
+# provider, or to OTLP/HTTP exporters for otlp_logs_endpoints).
+
+_DBOS_LOGGER = "dbos"  # DBOS.logger
+_log_filter: Optional[logging.Filter] = None
+_log_handler: Optional[logging.Handler] = None
+
+
+class DBOSLogTransformer(logging.Filter):
+    """DBOS's attributes on each record of DBOS.logger: applicationID,
+    applicationVersion, executorID, the config's otlp_attributes, and in a
+    workflow or step its operationUUID and (with spans on) traceId."""
+
+    def __init__(self, otlp_attributes: Dict[str, str], app_id: Optional[str]) -> None:
+        super().__init__()
+        self.app_id = app_id or ""
+        self.otlp_attributes = otlp_attributes
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        from ._core import current_ctx
+        from ._dbos import DBOS
+
+        record.applicationID = self.app_id
+        record.applicationVersion = DBOS.application_version
+        record.executorID = DBOS.executor_id
+        for k, v in self.otlp_attributes.items():
+            setattr(record, k, v)
+        ctx = current_ctx()
+        if ctx is not None:
+            record.operationUUID = ctx.run.workflow_id
+            otel = _otel
+            if otel is not None and not dbos_tracer.disable_otlp:
+                span_context = otel.trace.get_current_span().get_span_context()
+                if span_context.is_valid:
+                    record.traceId = format(span_context.trace_id, "032x")
+        return True
+
+
+def _config_logs(config: Dict[str, Any], otlp_attributes: Dict[str, str], app_id: Optional[str]) -> None:
+    global _log_filter, _log_handler
+    dbos_logger = logging.getLogger(_DBOS_LOGGER)
+    dbos_logger.setLevel(config.get("log_level") or "INFO")  # DBOS's default
+    if _log_filter is not None:
+        dbos_logger.removeFilter(_log_filter)
+    _log_filter = DBOSLogTransformer(otlp_attributes, app_id)
+    dbos_logger.addFilter(_log_filter)
+    if not config.get("enable_otlp", False) or _log_handler is not None:
+        return
+    try:
+        from opentelemetry._logs import get_logger_provider, set_logger_provider
+        from opentelemetry._logs._internal import ProxyLoggerProvider
+    except ImportError:
+        return  # the tracer's warning said it
+    provider = get_logger_provider()
+    endpoints: List[str] = list(config.get("otlp_logs_endpoints") or [])
+    if endpoints:
+        try:
+            from opentelemetry.exporter.otlp.proto.http._log_exporter import OTLPLogExporter
+            from opentelemetry.sdk._logs import LoggerProvider
+            from opentelemetry.sdk._logs.export import BatchLogRecordProcessor
+            from opentelemetry.sdk.resources import SERVICE_NAME, Resource
+        except ImportError as e:
+            logger.warning("otlp_logs_endpoints is set, but the OTLP exporter cannot be imported (%s): logs are not exported", e)
+        else:
+            if isinstance(provider, ProxyLoggerProvider):
+                provider = LoggerProvider(Resource.create(attributes={SERVICE_NAME: str(config.get("name") or "")}))
+                set_logger_provider(provider)
+            for endpoint in endpoints:
+                provider.add_log_record_processor(  # type: ignore[attr-defined]
+                    BatchLogRecordProcessor(OTLPLogExporter(endpoint=endpoint), export_timeout_millis=5000)
+                )
+    if isinstance(provider, ProxyLoggerProvider):
+        logger.warning("OTLP is enabled but logger provider not set, skipping log exporter setup.")
+        return
+    _log_handler = _otel_log_handler(provider)
+    if config.get("otlp_log_level"):
+        _log_handler.setLevel(config["otlp_log_level"])
+    dbos_logger.addHandler(_log_handler)
+
+
+def _otel_log_handler(provider: Any) -> logging.Handler:
+    """OpenTelemetry's logging handler: DBOS's (the logging
+    instrumentation's) when installed, else the SDK's."""
+    try:
+        from opentelemetry.instrumentation.logging.handler import LoggingHandler
+    except ImportError:
+        from opentelemetry.sdk._logs import LoggingHandler as SDKLoggingHandler
+
+        return SDKLoggingHandler(logger_provider=provider)
+    return cast(logging.Handler, LoggingHandler(logger_provider=provider, log_code_attributes=True))
+
+
+def teardown_logs() -> None:
+    """Detach what the config attached to DBOS.logger (DBOS.destroy)."""
+    global _log_filter, _log_handler
+    dbos_logger = logging.getLogger(_DBOS_LOGGER)
+    if _log_handler is not None:
+        dbos_logger.removeHandler(_log_handler)
+        _log_handler.flush()
+        _log_handler.close()
+        _log_handler = None
+    if _log_filter is not None:
+        dbos_logger.removeFilter(_log_filter)
+        _log_filter = None

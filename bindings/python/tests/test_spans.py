@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import http.server
 import json
+import logging
 import os
 import subprocess
 import sys
@@ -23,6 +24,9 @@ from opentelemetry import trace
 from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+from opentelemetry._logs import get_logger_provider, set_logger_provider
+from opentelemetry.sdk._logs import LoggerProvider
+from opentelemetry.sdk._logs.export import InMemoryLogRecordExporter, SimpleLogRecordProcessor
 from opentelemetry.trace import StatusCode
 
 from dbos_agent import DBOS, DBOSContextSetAuth, PropagateOtelContext, SetWorkflowID, SQLAlchemyDatasource
@@ -104,6 +108,18 @@ def span_parent_workflow() -> str:
 
 
 @DBOS.step()
+def span_logging_step() -> None:
+    DBOS.logger.info("a line of the step")
+
+
+@DBOS.workflow()
+def span_logging_workflow() -> None:
+    span_logging_step()
+    DBOS.logger.debug("below the default level")
+    DBOS.logger.info("a line of the workflow")
+
+
+@DBOS.step()
 def span_step_in_handler() -> int:
     return 1
 
@@ -143,6 +159,18 @@ def exporter() -> Iterator[InMemorySpanExporter]:
     exp.shutdown()
 
 
+@pytest.fixture(scope="module")
+def log_exporter() -> Iterator[InMemoryLogRecordExporter]:
+    provider = get_logger_provider()
+    if not isinstance(provider, LoggerProvider):
+        provider = LoggerProvider()
+        set_logger_provider(provider)
+    exp = InMemoryLogRecordExporter()
+    provider.add_log_record_processor(SimpleLogRecordProcessor(exp))
+    yield exp
+    exp.shutdown()
+
+
 def _launch(agent_env: AgentEnv, **config: Any) -> None:
     DBOS.destroy()
     DBOS(config={"name": "pytest", "agent_socket": agent_env.socket, **config})
@@ -150,7 +178,9 @@ def _launch(agent_env: AgentEnv, **config: Any) -> None:
 
 
 @pytest.fixture(scope="module")
-def traced(agent_env: AgentEnv, exporter: InMemorySpanExporter) -> Iterator[InMemorySpanExporter]:
+def traced(
+    agent_env: AgentEnv, exporter: InMemorySpanExporter, log_exporter: InMemoryLogRecordExporter,
+) -> Iterator[InMemorySpanExporter]:
     _launch(agent_env, enable_otlp=True, otlp_attributes={"team": "spans"})
     try:
         yield exporter
@@ -315,6 +345,31 @@ def test_a_transaction_is_a_step_span(traced: InMemorySpanExporter) -> None:
     assert dict(tx.attributes or {})["operationType"] == "step" and tx.status.status_code == StatusCode.OK
 
 
+def test_dbos_logger_records_carry_dbos_attributes_and_their_span(
+    traced: InMemorySpanExporter, log_exporter: InMemoryLogRecordExporter,
+) -> None:
+    traced.clear()
+    log_exporter.clear()
+    wid = new_id("span")
+    with SetWorkflowID(wid):
+        span_logging_workflow()
+    DBOS.logger.info("a line outside")
+    spans = list(traced.get_finished_spans())
+    records = {str(r.log_record.body): r.log_record for r in log_exporter.get_finished_logs()}
+    assert "below the default level" not in records  # DBOS's default log_level: INFO
+    step, wf = one(spans, span_logging_step.__qualname__), one(spans, span_logging_workflow.__qualname__)
+    for body, span in (("a line of the step", step), ("a line of the workflow", wf)):
+        record = records[body]
+        assert span.context is not None
+        assert record.span_id == span.context.span_id and record.trace_id == span.context.trace_id
+        attrs = dict(record.attributes or {})
+        assert attrs["operationUUID"] == wid and attrs["traceId"] == format(span.context.trace_id, "032x")
+        assert attrs["applicationVersion"] == DBOS.application_version and attrs["executorID"] == DBOS.executor_id
+        assert attrs["team"] == "spans"
+    outside = dict(records["a line outside"].attributes or {})
+    assert outside["team"] == "spans" and "operationUUID" not in outside and "traceId" not in outside
+
+
 def test_semconv_names_and_tracing_off(agent_env: AgentEnv, exporter: InMemorySpanExporter) -> None:
     try:
         _launch(agent_env, enable_otlp=True, otel_attribute_format="semconv")
@@ -332,8 +387,11 @@ def test_semconv_names_and_tracing_off(agent_env: AgentEnv, exporter: InMemorySp
         exporter.clear()
         assert traced_workflow(1)["x"] == 1
         assert {s.name for s in exporter.get_finished_spans()} == {"manual_span", "inside_step", "a new span"}
+        assert not [h for h in logging.getLogger("dbos").handlers if "opentelemetry" in type(h).__module__]
     finally:
         DBOS.destroy()
+    # DBOS.destroy takes back what the config attached to DBOS.logger.
+    assert not logging.getLogger("dbos").filters
 
 
 def test_without_opentelemetry_enable_otlp_only_warns(
@@ -352,12 +410,10 @@ def test_without_opentelemetry_enable_otlp_only_warns(
 
 class _Collector(http.server.BaseHTTPRequestHandler):
     bodies: List[Tuple[str, bytes]] = []
-    got = threading.Event()
 
     def do_POST(self) -> None:  # noqa: N802 (http.server's name)
         body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
         _Collector.bodies.append((self.path, body))
-        _Collector.got.set()
         self.send_response(200)
         self.send_header("Content-Type", "application/x-protobuf")
         self.end_headers()
@@ -375,12 +431,15 @@ def exported_workflow() -> str:
     return "exported"
 
 DBOS(config={"name": "spans-otlp", "agent_socket": sys.argv[1], "enable_otlp": True,
-             "otlp_traces_endpoints": [sys.argv[2]]})
+             "otlp_traces_endpoints": [sys.argv[2] + "/v1/traces"], "otlp_logs_endpoints": [sys.argv[2] + "/v1/logs"]})
 DBOS.launch()
 print(exported_workflow())
+DBOS.logger.info("a line for the collector")
 DBOS.destroy()
 from opentelemetry import trace
-trace.get_tracer_provider().shutdown()  # flushes the batch to the collector
+from opentelemetry._logs import get_logger_provider
+trace.get_tracer_provider().shutdown()  # flushes the batches to the collector
+get_logger_provider().shutdown()
 """
 
 
@@ -388,20 +447,20 @@ def test_spans_are_exported_to_otlp_traces_endpoints(agent_env: AgentEnv) -> Non
     server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Collector)
     threading.Thread(target=server.serve_forever, daemon=True).start()
     try:
-        endpoint = f"http://127.0.0.1:{server.server_address[1]}/v1/traces"
+        endpoint = f"http://127.0.0.1:{server.server_address[1]}"
         out = subprocess.run(
             [sys.executable, "-c", EXPORTING_APP, agent_env.socket, endpoint],
             capture_output=True, text=True, timeout=120, env=dict(os.environ),
         )
         assert out.returncode == 0, out.stderr
         assert out.stdout.strip() == "exported"
-        assert _Collector.got.wait(30)
     finally:
         server.shutdown()
         server.server_close()
-    paths = {p for p, _ in _Collector.bodies}
-    payload = b"".join(b for _, b in _Collector.bodies)
-    assert paths == {"/v1/traces"}
+    traces = b"".join(b for p, b in _Collector.bodies if p == "/v1/traces")
+    logs = b"".join(b for p, b in _Collector.bodies if p == "/v1/logs")
+    assert {p for p, _ in _Collector.bodies} == {"/v1/traces", "/v1/logs"}
     # OTLP protobuf keeps strings as UTF-8: the span's name and the resource
-    # DBOS names after the application.
-    assert b"exported_workflow" in payload and b"spans-otlp" in payload and b"operationUUID" in payload
+    # DBOS names after the application; the log line and its attributes.
+    assert b"exported_workflow" in traces and b"spans-otlp" in traces and b"operationUUID" in traces
+    assert b"a line for the collector" in logs and b"spans-otlp" in logs and b"applicationVersion" in logs
