@@ -125,8 +125,8 @@ def extract_trace_context(carrier: Any) -> Any:
 
 class RunTrace:
     """A run's propagated trace context, attached around its body so the
-    spans its code opens join the trace of whoever started it (DBOS opens
-    its workflow span there; this binding opens none of its own)."""
+    spans its code opens, and the workflow's own span (_tracing), join the
+    trace of whoever started it."""
 
     def __init__(self, attributes_text: Optional[str]) -> None:
         self._token: Any = None

@@ -44,6 +44,7 @@ from typing import (
 from . import _auth as auth
 from . import _reservation as reservation
 from . import _run_scope as run_scope
+from . import _tracing as tracing
 from . import _protocol as proto
 from ._classes import Method
 from ._error import (
@@ -1074,6 +1075,7 @@ class Engine:
         # for the children it starts.
         attributes_token = _workflow_attributes.set(None)
         scope = run_scope.enter(run)
+        span = tracing.workflow_span(run, reg.name)
         try:
             output: Any = None
             error: Optional[BaseException] = None
@@ -1102,6 +1104,7 @@ class Engine:
                 drop_completed_checkpoints(run)
             return self._finished(run, reply, output, error)
         finally:
+            span.end(error)
             scope.close()
             _workflow_attributes.reset(attributes_token)
             _current.reset(token)
@@ -1115,6 +1118,7 @@ class Engine:
         # for the children it starts.
         attributes_token = _workflow_attributes.set(None)
         scope = run_scope.enter(run)
+        span = tracing.workflow_span(run, reg.name)
         try:
             output: Any = None
             error: Optional[BaseException] = None
@@ -1142,6 +1146,7 @@ class Engine:
                 await drop_completed_checkpoints_async(run)
             return self._finished(run, reply, output, error)
         finally:
+            span.end(error)
             scope.close()
             _workflow_attributes.reset(attributes_token)
             _current.reset(token)
@@ -1157,6 +1162,7 @@ class Engine:
         fut: "Future[Any]" = Future()
         bad_inputs: Optional[Exception] = None
         pushed = inputs is None
+        tracing.remember_caller(run, pushed)
         if inputs is None:
             try:
                 inputs = self._inputs(run, reg)
@@ -1714,6 +1720,7 @@ def run_step_sync(opts: StepConfig, func: Callable[..., R], args: Tuple[Any, ...
     error: Optional[BaseException] = None
     step_ctx = _Ctx(engine, run, fid)
     token = _current.set(step_ctx)
+    span = tracing.step_span(run, opts.name)
     try:
         for attempt in range(attempts):
             step_ctx.set_attempt(opts, attempt)
@@ -1731,6 +1738,7 @@ def run_step_sync(opts: StepConfig, func: Callable[..., R], args: Tuple[Any, ...
                 if attempt == attempts - 1:
                     error = DBOSMaxStepRetriesExceeded(opts.name, attempts, errors)
                     break
+                tracing.add_event(f"Step attempt {attempt} failed", {"error": str(e), "retryIntervalSeconds": opts.interval_seconds})
                 wait = min(opts.interval_seconds * (opts.backoff_rate**attempt), _MAX_RETRY_INTERVAL_SECONDS)
                 logger.warning(
                     "step %s of workflow %s failed (%s); retrying in %.2fs (attempt %d of %d)",
@@ -1739,6 +1747,7 @@ def run_step_sync(opts: StepConfig, func: Callable[..., R], args: Tuple[Any, ...
                 if run.stop_event.wait(wait):
                     run.raise_if_stopped()
     finally:
+        span.end(error)
         _current.reset(token)
     _record(engine, run, _serialize_for_record(run, fid, opts, started, output, error, engine.serializer))
     if error is not None:
@@ -1762,6 +1771,7 @@ async def run_step_async(opts: StepConfig, func: Callable[..., Awaitable[R]], ar
     error: Optional[BaseException] = None
     step_ctx = _Ctx(engine, run, fid)
     token = _current.set(step_ctx)
+    span = tracing.step_span(run, opts.name)
     stopped, drop = _stop_waiter(run) if opts.preemptible else (None, _nothing)
     try:
         for attempt in range(attempts):
@@ -1792,6 +1802,7 @@ async def run_step_async(opts: StepConfig, func: Callable[..., Awaitable[R]], ar
                 if attempt == attempts - 1:
                     error = DBOSMaxStepRetriesExceeded(opts.name, attempts, errors)
                     break
+                tracing.add_event(f"Step attempt {attempt} failed", {"error": str(e), "retryIntervalSeconds": opts.interval_seconds})
                 wait = min(opts.interval_seconds * (opts.backoff_rate**attempt), _MAX_RETRY_INTERVAL_SECONDS)
                 logger.warning(
                     "step %s of workflow %s failed (%s); retrying in %.2fs (attempt %d of %d)",
@@ -1800,6 +1811,7 @@ async def run_step_async(opts: StepConfig, func: Callable[..., Awaitable[R]], ar
                 await asyncio.sleep(wait)
                 run.raise_if_stopped()
     finally:
+        span.end(error)
         drop()
         _current.reset(token)
     await _record_async(engine, run, _serialize_for_record(run, fid, opts, started, output, error, engine.serializer))

@@ -50,6 +50,7 @@ from typing import (
     overload,
 )
 
+from . import _tracing as tracing
 from ._core import (
     NEW_STEP,
     Engine,
@@ -65,12 +66,10 @@ from ._core import (
     drive,
     drive_async,
     record_call,
-    workflow_status_op,
 )
 from ._error import (
     DBOSException,
     DBOSInitializationError,
-    DBOSNonExistentWorkflowError,
     DBOSWorkflowCancelledError,
     DBOSWorkflowConflictIDError,
 )
@@ -484,6 +483,7 @@ def _attempts(
         except Exception as e:
             if _is_retriable(e, ds._sqlite):
                 logger.debug("data source transaction failed (%s); retrying in %.3fs", e, wait)
+                tracing.add_event("Transaction Failure", {"retry_wait_seconds": wait})
                 yield Pause(wait, run)
                 wait = _next_wait(wait)
                 continue
@@ -519,6 +519,7 @@ def _transaction_op(
     output: Any = None
     error: Optional[BaseException] = None
     token = _current.set(_Ctx(engine, run, fid))
+    span = tracing.step_span(run, name)
     try:
         recorded = yield from _read_checkpoint(ds, run.workflow_id, fid, run)
         if recorded is None:
@@ -542,6 +543,7 @@ def _transaction_op(
     except Exception as e:
         error = e
     finally:
+        span.end(error)
         _current.reset(token)
     if run.stop_reason is not None:
         raise run.stop_error()
@@ -872,29 +874,11 @@ class AsyncSQLAlchemyDatasource(_Base):
 # would replay the old output instead of running the step again), and only
 # for a workflow that has ended, whose checkpoints no run still needs.
 
-_ACTIVE = ("ENQUEUED", "PENDING", "DELAYED")
-
-
-def _check_rewindable(status: Any, workflow_id: str, start_step: int) -> None:
-    if start_step < 1:
-        raise ValueError(f"start_step must be >= 1, got {start_step}")
-    if status is None:
-        raise DBOSNonExistentWorkflowError("target", workflow_id)
-    if status.status in _ACTIVE:
-        raise DBOSException(
-            f"Cannot rewind {workflow_id} ({status.status}): only a workflow in a "
-            "terminal state can be rewound, so cancel it first"
-        )
-
-
 def drop_before_rewind_op(engine: Engine, workflow_id: str, start_step: Optional[int]) -> "Op[None]":
-    """Before a rewind: the workflow must have ended, and every data
-    source's checkpoints of the steps from ``start_step`` on go (they would
-    replay otherwise)."""
-    if not _datasources:
-        return
+    """Before a rewind (of a workflow that has ended): every data source's
+    checkpoints of the steps from ``start_step`` on go (they would replay
+    otherwise)."""
     start = 1 if start_step is None else start_step
-    _check_rewindable((yield from workflow_status_op(engine.serializer, workflow_id)), workflow_id, start)
     for ds in list(_datasources):
         yield Local(_delete_where_called, engine, ds, workflow_id, start)
 

@@ -33,6 +33,7 @@ from typing import (
 from . import _ambient as ambient
 from . import _auth as auth
 from . import _protocol as proto
+from . import _tracing as tracing
 from . import _datasource as dsrc
 from . import _ops as ops
 from . import _registry
@@ -135,13 +136,8 @@ _AGENT_OWNED_KEYS = {
     "sys_db_pool_size",
     "db_engine_kwargs",
     "system_database_engine",
-    "log_level",
     "run_admin_server",
     "admin_port",
-    "enable_otlp",
-    "otlp_traces_endpoints",
-    "otlp_logs_endpoints",
-    "otlp_attributes",
     "use_listen_notify",
     "notification_listener_polling_interval_sec",
 }
@@ -153,7 +149,7 @@ _KNOWN_KEYS = {
     "agent_socket",
     "agent_trusted_uids",
     "serializer",
-} | _AGENT_OWNED_KEYS
+} | _AGENT_OWNED_KEYS | tracing.CONFIG_KEYS
 
 # How long the handshake of the version probe may take (AgentLink's default).
 _CONNECT_TIMEOUT_SEC = 10.0
@@ -292,6 +288,7 @@ class DBOS(ops.SharedOperations, DBOSExtras):
         if ignored:
             logger.info("dbos-agent: config keys %s are the agent's business and are ignored here", ", ".join(ignored))
         self._config = config
+        tracing.dbos_tracer.config(config)
         self._app_name: str = name
         # The configured version, else DBOS__APPVERSION; when neither is set,
         # the first hello computes one from the workflows' source, as DBOS
@@ -512,6 +509,7 @@ class DBOS(ops.SharedOperations, DBOSExtras):
                 dsrc.forget_datasources()
             for q in _queues.values():
                 q._registered = None  # a new launch decides again
+        tracing.teardown_logs()
         if inst is None:
             return
         _announcer.detach()

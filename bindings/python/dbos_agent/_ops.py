@@ -240,6 +240,17 @@ def rewind_workflow(
     _no_shard(scope, "rewind_workflow", shard_key)
 
     def rewind() -> "Op[None]":
+        # DBOS's checks, in its words, before anything is deleted.
+        if start_step is not None and start_step < 1:
+            raise ValueError(f"start_step must be >= 1, got {start_step}")
+        stat = yield from workflow_status_op(scope.serializer, workflow_id)
+        if stat is None:
+            raise DBOSNonExistentWorkflowError("target", workflow_id)
+        if stat.status in ("ENQUEUED", "PENDING", "DELAYED"):
+            raise DBOSException(
+                f"Cannot rewind {workflow_id} ({stat.status}): only a workflow in a "
+                "terminal state can be rewound, so cancel it first"
+            )
         yield from dsrc.drop_before_rewind_op(scope.engine, workflow_id, start_step)  # the data sources' checkpoints first
         yield from comm.rewind_op(
             workflow_id, start_step, application_version=application_version,

@@ -105,7 +105,7 @@ def test_rewind_runs_an_ended_workflow_again_from_a_step(dbos: Any, agent_env: A
     with SetWorkflowID(key):
         active = DBOS.start_workflow(held, key)
     with DBOSClient(agent_socket=agent_env.socket) as client:
-        with pytest.raises(DBOSException, match="workflow_active"):
+        with pytest.raises(DBOSException, match="only a workflow in a terminal state can be rewound"):
             client.rewind_workflow(key)
         gate(key).set()
         assert active.get_result() == key
