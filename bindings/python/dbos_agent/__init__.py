@@ -11,19 +11,15 @@ from . import _error as error
 from ._classes import DBOSConfiguredInstance
 from ._client import DBOSClient, EnqueueOptions
 from ._comm import SendMessage
-from ._core import (
+from ._context import (
     DuplicationPolicy,
     SetEnqueueOptions,
     SetWorkflowAttributes,
     SetWorkflowID,
     SetWorkflowTimeout,
-    StepInfo,
-    StepOptions,
-    WorkflowHandle,
-    WorkflowHandleAsync,
     WorkflowIDReusePolicy,
-    WorkflowStatus,
 )
+from ._core import StepInfo, StepOptions, WorkflowHandle, WorkflowHandleAsync, WorkflowStatus
 from ._datasource import AsyncSQLAlchemyDatasource, SQLAlchemyDatasource
 from ._dbos import DBOS
 from ._queue import Queue, QueueRateLimit

@@ -11,6 +11,7 @@ from . import _ops as ops
 from . import _protocol as proto
 from . import _scheduling as sched
 from ._client_queue import register_queue_op
+from ._context import _EnqueueOptions, validate_duplication_policy, validate_priority, validate_workflow_id_reuse_policy
 from ._core import (
     DEFAULT_POLLING_INTERVAL,
     Call,
@@ -19,10 +20,6 @@ from ._core import (
     ParentStep,
     WorkflowHandle,
     WorkflowHandleAsync,
-    _EnqueueOptions,
-    validate_duplication_policy,
-    validate_priority,
-    validate_workflow_id_reuse_policy,
     wait_first,
     wait_first_async,
 )

@@ -26,20 +26,18 @@ from dataclasses import dataclass
 from typing import Any, Deque, Dict, List, Optional
 
 from . import _protocol as proto
+from ._context import _Ctx, take_assigned_id, validate_workflow_attributes
 from ._core import (
     Call,
     Emit,
     Op,
     Pause,
-    _Ctx,
     _now_ms,
     _record_body,
     _replay,
     check_recorded_name,
     raw_record_body,
     record_call,
-    take_assigned_id,
-    validate_workflow_attributes,
 )
 from ._error import (
     DBOSAgentError,

@@ -32,7 +32,6 @@ from typing import (
     Generator,
     Generic,
     List,
-    Literal,
     Optional,
     Tuple,
     TypedDict,
@@ -61,6 +60,15 @@ from ._error import (
     DBOSWorkflowConflictIDError,
     DBOSWorkflowIDInUseError,
     map_agent_error,
+)
+from ._context import (
+    _Ctx,
+    _current,
+    _EnqueueOptions,
+    _workflow_attributes,
+    current_ctx,
+    validate_duplication_policy,
+    validate_workflow_attributes,
 )
 from ._executor import RunExecutor, Slot
 from ._list_filters import list_workflows_request
@@ -296,294 +304,6 @@ class WorkflowRun:
             raise self.stop_error()
 
 
-class _Ctx:
-    """What the current thread or task is executing: a run, and inside it
-    possibly a step (then ``step_id`` is its function id, and for a step
-    with retries ``attempt`` its current attempt, from 0, of
-    ``max_attempts``: DBOS.step_status)."""
-
-    __slots__ = ("run", "step_id", "engine", "attempt", "max_attempts")
-
-    def __init__(self, engine: "Engine", run: WorkflowRun, step_id: Optional[int] = None):
-        self.engine = engine
-        self.run = run
-        self.step_id = step_id
-        self.attempt: Optional[int] = None
-        self.max_attempts: Optional[int] = None
-
-    def set_attempt(self, opts: "StepConfig", attempt: int) -> None:
-        if opts.retries_allowed:
-            self.attempt, self.max_attempts = attempt, opts.max_attempts
-
-
-_current: "contextvars.ContextVar[Optional[_Ctx]]" = contextvars.ContextVar("dbos_agent_ctx", default=None)
-
-
-def current_ctx() -> Optional[_Ctx]:
-    return _current.get()
-
-
-class _AssignedID:
-    __slots__ = ("workflow_id", "reuse_policy", "used")
-
-    def __init__(self, workflow_id: str, reuse_policy: Optional[str] = None):
-        self.workflow_id = workflow_id
-        self.reuse_policy = reuse_policy
-        self.used = False
-
-
-_assigned_id: "contextvars.ContextVar[Optional[_AssignedID]]" = contextvars.ContextVar(
-    "dbos_agent_assigned_id", default=None
-)
-
-
-class SetWorkflowID:
-    """Set the id of the next workflow started in the block (only the first
-    one takes it), as in DBOS Python::
-
-        with SetWorkflowID("order-42"):
-            handle = DBOS.start_workflow(process_order, 42)
-    """
-
-    def __init__(self, wfid: str, *, workflow_id_reuse_policy: Optional[str] = None) -> None:
-        if not isinstance(wfid, str) or wfid == "":
-            raise DBOSException("a workflow id must be a non-empty string")
-        validate_workflow_id_reuse_policy(workflow_id_reuse_policy)
-        self.wfid = wfid
-        self.workflow_id_reuse_policy = workflow_id_reuse_policy
-        self._token: Optional[contextvars.Token[Optional[_AssignedID]]] = None
-
-    def __enter__(self) -> "SetWorkflowID":
-        self._token = _assigned_id.set(_AssignedID(self.wfid, self.workflow_id_reuse_policy))
-        return self
-
-    def __exit__(self, *exc: Any) -> None:
-        assert self._token is not None
-        _assigned_id.reset(self._token)
-
-
-_workflow_timeout: "contextvars.ContextVar[Optional[int]]" = contextvars.ContextVar(
-    "dbos_agent_workflow_timeout", default=None
-)
-
-
-class SetWorkflowTimeout:
-    """Set the timeout (in seconds) of the workflows started, called or
-    enqueued in the block, as in DBOS Python::
-
-        with SetWorkflowTimeout(10):
-            handle = queue.enqueue(process_order, 42)
-
-    A started or called workflow's deadline is now plus the timeout; an
-    enqueued one's is set when it is dequeued. Past its deadline a workflow is
-    cancelled (by whichever agent sweeps first, on the database clock): it
-    stops at its next step, and waiting for it raises
-    ``DBOSAwaitedWorkflowCancelledError``. ``None`` clears an enclosing
-    timeout."""
-
-    def __init__(self, workflow_timeout_sec: Optional[float]) -> None:
-        if workflow_timeout_sec and not workflow_timeout_sec > 0:
-            raise Exception(f"Invalid workflow timeout {workflow_timeout_sec}. Timeouts must be positive.")
-        self.workflow_timeout_ms: Optional[int] = (
-            int(workflow_timeout_sec * 1000) if workflow_timeout_sec is not None else None
-        )
-        self._token: Optional[contextvars.Token[Optional[int]]] = None
-
-    def __enter__(self) -> "SetWorkflowTimeout":
-        self._token = _workflow_timeout.set(self.workflow_timeout_ms)
-        return self
-
-    def __exit__(self, *exc: Any) -> None:
-        assert self._token is not None
-        _workflow_timeout.reset(self._token)
-
-
-_workflow_attributes: "contextvars.ContextVar[Optional[Dict[str, Any]]]" = contextvars.ContextVar(
-    "dbos_agent_workflow_attributes", default=None
-)
-
-
-def validate_workflow_attributes(attributes: Optional[Dict[str, Any]]) -> Optional[str]:
-    """DBOS Python's check of workflow attributes (a JSON-serializable dict,
-    or None); returns their JSON text."""
-    if attributes is None:
-        return None
-    if not isinstance(attributes, dict):
-        raise DBOSException(f"Invalid workflow attributes {attributes}. Attributes must be a dict.")
-    try:
-        return json.dumps(attributes)
-    except (TypeError, ValueError) as e:
-        raise DBOSException(f"Invalid workflow attributes {attributes}. Attributes must be JSON-serializable.") from e
-
-
-class SetWorkflowAttributes:
-    """Attach attributes (a JSON-serializable dict) to the workflows started
-    or enqueued in the block, as in DBOS Python::
-
-        with SetWorkflowAttributes({"customer": "acme"}):
-            handle = queue.enqueue(process_order, 42)
-
-    They are stored with the workflow's status (``WorkflowStatus.attributes``)
-    and are not inherited by its children; ``DBOS.update_workflow_attributes``
-    changes them later."""
-
-    def __init__(self, attributes: Optional[Dict[str, Any]]) -> None:
-        validate_workflow_attributes(attributes)
-        self.attributes = dict(attributes) if attributes is not None else None
-        self._token: Optional[contextvars.Token[Optional[Dict[str, Any]]]] = None
-
-    def __enter__(self) -> "SetWorkflowAttributes":
-        self._token = _workflow_attributes.set(self.attributes)
-        return self
-
-    def __exit__(self, *exc: Any) -> None:
-        assert self._token is not None
-        _workflow_attributes.reset(self._token)
-
-
-def current_attributes() -> Optional[Dict[str, Any]]:
-    """The attributes SetWorkflowAttributes set for the next workflows."""
-    return _workflow_attributes.get()
-
-
-def current_timeout_ms() -> Optional[int]:
-    """The timeout SetWorkflowTimeout set for the next workflow, if any."""
-    return _workflow_timeout.get() or None
-
-
-def take_assigned_id() -> Optional[str]:
-    a = take_assigned()
-    return a.workflow_id if a is not None else None
-
-
-def take_assigned() -> Optional[_AssignedID]:
-    """The SetWorkflowID id (with its reuse policy) for the workflow being
-    started, once: only the first start in the block takes it."""
-    a = _assigned_id.get()
-    if a is None or a.used:
-        return None
-    a.used = True
-    return a
-
-
-def validate_workflow_id_reuse_policy(policy: Optional[str]) -> None:
-    """DBOS's check of a workflow_id_reuse_policy."""
-    if policy is not None and policy not in ("return-existing", "reject"):
-        raise DBOSException(f"Invalid workflow_id_reuse_policy {policy}. Must be either 'return-existing' or 'reject'.")
-
-
-# DBOS Python's duplication and id reuse policies.
-DuplicationPolicy = Literal["reject", "return-existing"]
-WorkflowIDReusePolicy = Literal["return-existing", "reject"]
-MIN_PRIORITY = 1
-MAX_PRIORITY = 2**31 - 1
-
-
-class _EnqueueOptions:
-    __slots__ = (
-        "deduplication_id",
-        "priority",
-        "app_version",
-        "queue_partition_key",
-        "delay_until_epoch_ms",
-        "duplication_policy",
-    )
-
-    def __init__(
-        self,
-        deduplication_id: Optional[str] = None,
-        priority: Optional[int] = None,
-        app_version: Optional[str] = None,
-        queue_partition_key: Optional[str] = None,
-        delay_until_epoch_ms: Optional[int] = None,
-        duplication_policy: Optional[str] = None,
-    ):
-        self.deduplication_id = deduplication_id
-        self.priority = priority
-        self.app_version = app_version
-        self.queue_partition_key = queue_partition_key
-        self.delay_until_epoch_ms = delay_until_epoch_ms
-        self.duplication_policy = duplication_policy
-
-    def enqueue_only_options(self) -> List[str]:
-        """The options set that only an enqueue may carry."""
-        return [
-            name
-            for name, value in (
-                ("deduplication_id", self.deduplication_id),
-                ("priority", self.priority),
-                ("queue_partition_key", self.queue_partition_key),
-                ("delay_seconds", self.delay_until_epoch_ms),
-            )
-            if value is not None
-        ]
-
-
-def validate_priority(priority: Optional[int]) -> None:
-    if priority is not None and not (MIN_PRIORITY <= priority <= MAX_PRIORITY):
-        raise DBOSException(f"Invalid priority {priority}. Priority must be between {MIN_PRIORITY}~{MAX_PRIORITY}.")
-
-
-def validate_duplication_policy(policy: Optional[str], queue_name: Optional[str], deduplication_id: Optional[str]) -> None:
-    """As DBOS Python: 'return-existing' needs a queue and a deduplication id."""
-    if policy is None or policy == "reject":
-        return
-    if policy != "return-existing":
-        raise DBOSException(f"Invalid duplication_policy {policy}. Must be either 'reject' or 'return-existing'.")
-    if queue_name is None:
-        raise DBOSException(
-            "duplication_policy 'return-existing' requires a queue. It is only "
-            "supported when enqueueing a workflow onto a queue."
-        )
-    if deduplication_id is None:
-        raise DBOSException("duplication_policy 'return-existing' requires a deduplication_id.")
-
-
-_enqueue_options: "contextvars.ContextVar[Optional[_EnqueueOptions]]" = contextvars.ContextVar(
-    "dbos_agent_enqueue_options", default=None
-)
-
-
-class SetEnqueueOptions:
-    """Options for the workflows enqueued in the block, as in DBOS Python:
-    ``deduplication_id`` (with ``duplication_policy`` "reject", the default,
-    or "return-existing"), ``priority`` (1 is the highest; workflows without
-    one come first), ``app_version``, ``queue_partition_key`` (for a
-    partitioned queue) and ``delay_seconds`` (the workflow waits DELAYED that
-    long, counted from here, before it can be dequeued)."""
-
-    def __init__(
-        self,
-        *,
-        deduplication_id: Optional[str] = None,
-        priority: Optional[int] = None,
-        app_version: Optional[str] = None,
-        queue_partition_key: Optional[str] = None,
-        delay_seconds: Optional[float] = None,
-        duplication_policy: Optional[DuplicationPolicy] = None,
-        **unsupported: Any,
-    ) -> None:
-        if unsupported:
-            raise DBOSNotSupportedError(
-                "SetEnqueueOptions(" + ", ".join(sorted(unsupported)) + "=...)"
-            )
-        if priority is not None and not (MIN_PRIORITY <= priority <= MAX_PRIORITY):
-            raise Exception(f"Invalid priority {priority}. Priority must be between {MIN_PRIORITY}~{MAX_PRIORITY}.")
-        delay_until = int((time.time() + delay_seconds) * 1000) if delay_seconds is not None else None
-        self._opts = _EnqueueOptions(
-            deduplication_id, priority, app_version, queue_partition_key, delay_until, duplication_policy
-        )
-        self._token: Optional[contextvars.Token[Optional[_EnqueueOptions]]] = None
-
-    def __enter__(self) -> "SetEnqueueOptions":
-        self._token = _enqueue_options.set(self._opts)
-        return self
-
-    def __exit__(self, *exc: Any) -> None:
-        assert self._token is not None
-        _enqueue_options.reset(self._token)
-
-
 # ---------------------------------------------------------------------------
 # What the agent tells about workflows
 
@@ -808,35 +528,6 @@ class Engine:
             return await self._link().call_async(op, body)
         except AgentErrorReply as e:
             raise map_agent_error(e, workflow_id=workflow_id) from None
-
-    def start(self, body: Dict[str, Any], parent: Optional["ParentStep"] = None) -> Tuple[Dict[str, Any], int]:
-        """start_workflow; also returns the generation of the connection that
-        answered, which a run granted in the reply belongs to. A child is
-        started on its parent run's connection, and the parent's fencing or
-        cancellation stops the parent."""
-        conn = run_connection(self, parent.run) if parent is not None else self._link().connection()
-        started = _now_ms()
-        try:
-            return conn.request(proto.OP_START_WORKFLOW, body).result(), conn.generation
-        except BaseException as e:
-            err = self._start_failed(body, parent, e)
-        # A child's start rejected by its id's reuse policy is recorded as
-        # the parent's step, as DBOS records it: a replay raises it again.
-        if parent is not None and isinstance(err, DBOSWorkflowIDInUseError):
-            _record(self, parent.run, _record_body(parent.run, parent.function_id, body["name"], started, None, err, self.serializer))
-        raise err
-
-    async def start_async(self, body: Dict[str, Any], parent: Optional["ParentStep"] = None) -> Tuple[Dict[str, Any], int]:
-        conn = run_connection(self, parent.run) if parent is not None else await self._link().connection_async()
-        started = _now_ms()
-        try:
-            return await asyncio.wrap_future(await conn.request_async(proto.OP_START_WORKFLOW, body)), conn.generation
-        except BaseException as e:
-            err = self._start_failed(body, parent, e)
-        if parent is not None and isinstance(err, DBOSWorkflowIDInUseError):
-            body_ = _record_body(parent.run, parent.function_id, body["name"], started, None, err, self.serializer)
-            await _record_async(self, parent.run, body_)
-        raise err
 
     @staticmethod
     def _start_failed(body: Dict[str, Any], parent: Optional["ParentStep"], e: BaseException) -> BaseException:
@@ -1413,6 +1104,41 @@ class Local:
         self.kwargs = kwargs
 
 
+class Start:
+    """A start_workflow request (``start_request_op``): the answer is the
+    reply and the generation of the connection that answered, which a run
+    granted in the reply belongs to. A child (``parent``) is started on its
+    parent run's connection, and the parent's fencing or cancellation stops
+    the parent."""
+
+    __slots__ = ("body", "parent")
+
+    def __init__(self, body: Dict[str, Any], parent: "Optional[ParentStep]"):
+        self.body = body
+        self.parent = parent
+
+
+class RunHere:
+    """Execute a run granted to the caller, in the caller's context: on this
+    thread for sync callers, awaited on the event loop for async ones. The
+    answer is the workflow's output (its error is raised)."""
+
+    __slots__ = ("run", "reg", "args", "kwargs")
+
+    def __init__(self, run: WorkflowRun, reg: WorkflowRegistration, args: Tuple[Any, ...], kwargs: Dict[str, Any]):
+        self.run, self.reg, self.args, self.kwargs = run, reg, args, kwargs
+
+
+class InBackground(RunHere):
+    """Execute a granted run in the background. The answer is a future of
+    the caller's kind holding its outcome: a ``concurrent.futures.Future``
+    for sync callers (the run on the executor's threads, or the background
+    loop when async), an asyncio future for async ones (an async workflow
+    as a task of the caller's loop)."""
+
+    __slots__ = ()
+
+
 class Emit:
     """A value a stream reader hands to its caller."""
 
@@ -1436,11 +1162,28 @@ class FirstOf:
         self.run = calls[0].run
 
 
-Op = Generator[Union[Call, FirstOf, Pause, AgentBack, Local, Emit], Any, T]
+# What an operation yields; what the drivers perform (all but Emit).
+Item = Union[Call, FirstOf, Pause, AgentBack, Local, Start, RunHere, Emit]
+Performed = Union[Call, FirstOf, Pause, AgentBack, Local, Start, RunHere]
+Op = Generator[Item, Any, T]
 
 
 def record_call(run: WorkflowRun, body: Dict[str, Any]) -> Call:
     return Call(proto.OP_RECORD_STEP, body, run, body["function_id"], body["name"])
+
+
+def start_request_op(engine: Engine, body: Dict[str, Any], parent: "Optional[ParentStep]") -> "Op[Tuple[Dict[str, Any], int]]":
+    """Start a workflow (``Start``). A child's start rejected by its id's
+    reuse policy is recorded as the parent's step, as DBOS records it: a
+    replay raises it again."""
+    started = _now_ms()
+    try:
+        answer: Tuple[Dict[str, Any], int] = yield Start(body, parent)
+        return answer
+    except DBOSWorkflowIDInUseError as err:
+        if parent is not None:
+            yield record_call(parent.run, _record_body(parent.run, parent.function_id, body["name"], started, None, err, engine.serializer))
+        raise
 
 
 def _nothing() -> None:
@@ -1539,7 +1282,7 @@ async def _race_async(engine: Engine, race: FirstOf) -> Tuple[int, Dict[str, Any
             r.cancel()
 
 
-def _perform(engine: Optional[Engine], item: Union[Call, FirstOf, Pause, AgentBack, Local]) -> Any:
+def _perform(engine: Optional[Engine], item: Performed) -> Any:
     if isinstance(item, Local):
         reply = item.fn(*item.args, **item.kwargs)
         if inspect.isawaitable(reply):
@@ -1557,6 +1300,17 @@ def _perform(engine: Optional[Engine], item: Union[Call, FirstOf, Pause, AgentBa
     assert engine is not None, "an operation driven without an engine made a request of the agent"
     if isinstance(item, FirstOf):
         return _race(engine, item)
+    if isinstance(item, Start):
+        parent = item.parent
+        conn = run_connection(engine, parent.run) if parent is not None else engine._link().connection()
+        try:
+            return conn.request(proto.OP_START_WORKFLOW, item.body).result(), conn.generation
+        except BaseException as e:
+            raise engine._start_failed(item.body, parent, e) from None
+    if isinstance(item, InBackground):
+        return engine.run_in_background(item.run, item.reg, {"args": item.args, "kwargs": item.kwargs})
+    if isinstance(item, RunHere):
+        return engine.execute_sync(item.run, item.reg, item.args, item.kwargs)
     if item.run is None:
         if item.raw:
             return engine.call_raw(item.op, item.body)
@@ -1564,7 +1318,7 @@ def _perform(engine: Optional[Engine], item: Union[Call, FirstOf, Pause, AgentBa
     return _race(engine, FirstOf([item]))[1]
 
 
-async def _perform_async(engine: Optional[Engine], item: Union[Call, FirstOf, Pause, AgentBack, Local]) -> Any:
+async def _perform_async(engine: Optional[Engine], item: Performed) -> Any:
     if isinstance(item, Local):
         reply = item.fn(*item.args, **item.kwargs)
         return await reply if inspect.isawaitable(reply) else reply
@@ -1585,6 +1339,23 @@ async def _perform_async(engine: Optional[Engine], item: Union[Call, FirstOf, Pa
     assert engine is not None, "an operation driven without an engine made a request of the agent"
     if isinstance(item, FirstOf):
         return await _race_async(engine, item)
+    if isinstance(item, Start):
+        parent = item.parent
+        conn = run_connection(engine, parent.run) if parent is not None else await engine._link().connection_async()
+        try:
+            return await asyncio.wrap_future(await conn.request_async(proto.OP_START_WORKFLOW, item.body)), conn.generation
+        except BaseException as e:
+            raise engine._start_failed(item.body, parent, e) from None
+    if isinstance(item, InBackground):
+        if item.reg.is_async:
+            # On the caller's loop, as a task of it.
+            engine.register_run(item.run)
+            task = asyncio.ensure_future(engine.execute_async(item.run, item.reg, item.args, item.kwargs))
+            engine.keep_task(task)
+            return task
+        return asyncio.wrap_future(engine.run_in_background(item.run, item.reg, {"args": item.args, "kwargs": item.kwargs}))
+    if isinstance(item, RunHere):
+        return await engine.execute_async(item.run, item.reg, item.args, item.kwargs)
     if item.run is None:
         if item.raw:
             return await engine.call_raw_async(item.op, item.body)
@@ -1592,7 +1363,7 @@ async def _perform_async(engine: Optional[Engine], item: Union[Call, FirstOf, Pa
     return (await _race_async(engine, FirstOf([item])))[1]
 
 
-def _advance(gen: "Op[Any]", reply: Any, error: Optional[BaseException]) -> Union[Call, FirstOf, Pause, AgentBack, Local, Emit]:
+def _advance(gen: "Op[Any]", reply: Any, error: Optional[BaseException]) -> Item:
     return gen.throw(error) if error is not None else gen.send(reply)
 
 

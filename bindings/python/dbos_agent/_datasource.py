@@ -51,6 +51,7 @@ from typing import (
 )
 
 from . import _tracing as tracing
+from ._context import _Ctx, _current
 from ._core import (
     NEW_STEP,
     Engine,
@@ -58,8 +59,6 @@ from ._core import (
     Op,
     Pause,
     WorkflowRun,
-    _Ctx,
-    _current,
     _now_ms,
     _record_body,
     begin_step,

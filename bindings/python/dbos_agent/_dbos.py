@@ -30,12 +30,12 @@ from typing import (
     cast,
 )
 
-from . import _ambient as ambient
 from . import _auth as auth
 from . import _protocol as proto
 from . import _tracing as tracing
 from . import _datasource as dsrc
 from . import _ops as ops
+from . import _start as start
 from . import _registry
 from ._queue import _CONFLICT_POLICIES, Queue, QueueRateLimit, _legacy_priority_enabled
 from ._registry import (
@@ -55,7 +55,8 @@ from ._registry import (
 )
 from ._version import __version__, client_hello, compute_app_version
 from ._extras import DBOSExtras
-from ._facade import Scope, twins
+from ._facade import Scope, handle_twins, twins
+from ._context import current_ctx
 from ._core import (
     DEFAULT_MAX_RECOVERY_ATTEMPTS,
     DEFAULT_POLLING_INTERVAL,
@@ -67,24 +68,11 @@ from ._core import (
     WorkflowRegistration,
     WorkflowRun,
     Op,
-    ParentStep,
-    _enqueue_options,
-    _now_ms,
-    _record,
-    _record_async,
-    await_result_op,
-    get_result_op,
-    child_outcome_body,
-    current_attributes,
-    current_ctx,
-    current_timeout_ms,
     drive,
     drive_async,
     run_step_async,
     run_step_config,
     run_step_sync,
-    start_position,
-    take_assigned,
     wait_first,
     wait_first_async,
 )
@@ -105,7 +93,6 @@ from ._serialization import (
     DefaultSerializer,
     Serializer,
     WorkflowSerializationFormat,
-    tag_for,
 )
 from ._validation import ValidateArgsCallable, resolve_validator
 from ._transport import AgentLink, Connection, resolve_socket_path, resolve_trusted_uids
@@ -229,6 +216,14 @@ def _create_schedule(
     JSON-serializable. Inside a workflow it is recorded as a step."""
     message = _schedule_of(scope, "create_schedule", dict(locals()))
     return ops.create_schedule_message(scope, message, queue_name)
+
+
+def _enqueue_by_name(scope: Scope, /, options: "EnqueueOptions", *args: Any, **kwargs: Any) -> "Op[str]":
+    """Enqueue a workflow by name with ``DBOSClient.enqueue``'s options;
+    another process may implement it."""
+    return start.enqueue_by_name_op(
+        scope.engine, options, args, kwargs, scope.name("enqueue_workflow_with_options"), scope.app_name
+    )
 
 
 def _apply_schedules(scope: Scope, /, schedules: List[ScheduleInput]) -> "Op[None]":
@@ -555,14 +550,16 @@ class DBOS(ops.SharedOperations, DBOSExtras):
 
                 @functools.wraps(func)
                 async def async_wrapper(*args: Any, **kwargs: Any) -> Any:
-                    return await _dbos()._call_workflow_async(reg, args, kwargs)
+                    engine = _dbos()._engine
+                    return await drive_async(engine, start.call_op(engine, reg, args, kwargs))
 
                 async_wrapper.__dbos_workflow__ = reg  # type: ignore[attr-defined]
                 return cast(F, async_wrapper)
 
             @functools.wraps(func)
             def wrapper(*args: Any, **kwargs: Any) -> Any:
-                return _dbos()._call_workflow(reg, args, kwargs)
+                engine = _dbos()._engine
+                return drive(engine, start.call_op(engine, reg, args, kwargs))
 
             wrapper.__dbos_workflow__ = reg  # type: ignore[attr-defined]
             return cast(F, wrapper)
@@ -624,166 +621,18 @@ class DBOS(ops.SharedOperations, DBOSExtras):
     # ------------------------------------------------------------------
     # Starting workflows
 
-    def _prepare_start(
-        self, reg: WorkflowRegistration, args: Tuple[Any, ...], kwargs: Dict[str, Any], queue_name: Optional[str], what: str,
-        direct_call: bool = False,
-    ) -> Tuple[Optional[ParentStep], Optional[Dict[str, Any]], str]:
-        """The start of a workflow: (the parent step when started from
-        workflow code, the start_workflow request, the workflow's id). A
-        child whose start is recorded (replay) is not started again: the
-        request is None and the id the recorded one. A direct call checks
-        the workflow's required roles first, as DBOS does (a start or an
-        enqueue is checked when the workflow runs)."""
-        # A method's target is named in the row, not recorded in its inputs.
-        class_name, config_name = _classes.target_names(reg.method, reg.func, args)
-        assumed = auth.check_roles(reg.func, reg.name) if direct_call else None
-        parent, recorded = start_position(what, reg.name, self._serializer)
-        pinned = take_assigned()
-        assigned = pinned.workflow_id if pinned is not None else None
-        if recorded is not None:
-            return parent, None, recorded
-        body = self._engine.start_request(
-            reg.name, args[1:] if class_name is not None else args, kwargs,
-            class_name=class_name, config_name=config_name,
-            tag=tag_for(reg.serialization_type, self._serializer),
-            workflow_id=assigned or (parent.child_id() if parent is not None else None),
-            queue_name=queue_name,
-            run_here=queue_name is None,
-            enqueue=_enqueue_options.get(),
-            timeout_ms=current_timeout_ms(),
-            attributes=current_attributes(),
-            parent=parent,
-        )
-        body.update(auth.start_fields(assumed))
-        if pinned is not None and pinned.reuse_policy == "reject":
-            body["workflow_id_reuse_policy"] = "reject"
-        ambient.apply_start(body)
-        return parent, body, body["workflow_id"]
-
-    def _reclaim_request(
-        self, reg: WorkflowRegistration, args: Tuple[Any, ...], kwargs: Dict[str, Any], wid: str, parent: Optional[ParentStep]
-    ) -> Optional[Dict[str, Any]]:
-        """For a child called directly whose start its parent recorded but
-        not its outcome (a recovered parent calling it again): a run_here
-        start of the recorded id. The agent then claims a child recovered
-        onto the internal queue for this thread, so the parent does not wait
-        for it to get a slot of max_concurrency that its own run may be
-        holding. None when there is nothing to ask."""
-        if parent is None or parent.run.peek_function_id() in parent.run.history:
-            return None  # not a child, or its outcome is recorded
-        return self._engine.start_request(
-            reg.name, args, kwargs, tag=tag_for(reg.serialization_type, self._serializer),
-            workflow_id=wid, queue_name=None, run_here=True, parent=parent,
-        )
-
-    def _call_workflow(self, reg: WorkflowRegistration, args: Tuple[Any, ...], kwargs: Dict[str, Any]) -> Any:
-        if reg.is_async:
-            raise DBOSException(f"workflow {reg.name} is async: await it")
-        engine = self._engine
-        parent, body, wid = self._prepare_start(reg, args, kwargs, None, f"calling workflow {reg.name}", direct_call=True)
-        body = body or self._reclaim_request(reg, args, kwargs, wid, parent)
-        if body is not None:
-            reply, generation = engine.start(body, parent)
-            wid = reply.get("workflow_id") or wid
-            grant = reply.get("run")
-            if grant:
-                run = WorkflowRun(grant, generation)
-                engine.register_run(run)
-                if parent is not None:
-                    return self._run_child(parent.run, run, reg, args, kwargs)
-                try:
-                    return engine.execute_sync(run, reg, args, kwargs)
-                except (DBOSWorkflowCancelledError, DBOSWorkflowConflictIDError):
-                    pass  # this run stopped: the recorded outcome decides
-        return drive(engine, get_result_op(engine, current_ctx(), wid))
-
-    def _run_child(
-        self, parent: WorkflowRun, run: WorkflowRun, reg: WorkflowRegistration, args: Tuple[Any, ...], kwargs: Dict[str, Any],
-    ) -> Any:
-        """Run a child called directly from workflow code here, then record
-        its outcome as the parent's next step (DBOS.getResult)."""
-        engine = self._engine
-        fid = parent.next_function_id()
-        started = _now_ms()
-        try:
-            output = engine.execute_sync(run, reg, args, kwargs)
-        except (DBOSWorkflowCancelledError, DBOSWorkflowConflictIDError):
-            # The child stopped here: wait for the outcome that stands.
-            return drive(engine, await_result_op(engine, run.workflow_id, parent, fid))
-        except Exception as e:
-            _record(engine, parent, child_outcome_body(engine, parent, fid, run.workflow_id, started, None, e))
-            raise
-        _record(engine, parent, child_outcome_body(engine, parent, fid, run.workflow_id, started, output, None))
-        return output
-
-    async def _call_workflow_async(self, reg: WorkflowRegistration, args: Tuple[Any, ...], kwargs: Dict[str, Any]) -> Any:
-        engine = self._engine
-        parent, body, wid = self._prepare_start(reg, args, kwargs, None, f"calling workflow {reg.name}", direct_call=True)
-        body = body or self._reclaim_request(reg, args, kwargs, wid, parent)
-        if body is not None:
-            reply, generation = await engine.start_async(body, parent)
-            wid = reply.get("workflow_id") or wid
-            grant = reply.get("run")
-            if grant:
-                run = WorkflowRun(grant, generation)
-                engine.register_run(run)
-                if parent is not None:
-                    return await self._run_child_async(parent.run, run, reg, args, kwargs)
-                try:
-                    return await engine.execute_async(run, reg, args, kwargs)
-                except (DBOSWorkflowCancelledError, DBOSWorkflowConflictIDError):
-                    pass
-        return await drive_async(engine, get_result_op(engine, current_ctx(), wid))
-
-    async def _run_child_async(
-        self, parent: WorkflowRun, run: WorkflowRun, reg: WorkflowRegistration, args: Tuple[Any, ...], kwargs: Dict[str, Any]
-    ) -> Any:
-        engine = self._engine
-        fid = parent.next_function_id()
-        started = _now_ms()
-        try:
-            output = await engine.execute_async(run, reg, args, kwargs)
-        except (DBOSWorkflowCancelledError, DBOSWorkflowConflictIDError):
-            return await drive_async(engine, await_result_op(engine, run.workflow_id, parent, fid))
-        except Exception as e:
-            await _record_async(engine, parent, child_outcome_body(engine, parent, fid, run.workflow_id, started, None, e))
-            raise
-        await _record_async(engine, parent, child_outcome_body(engine, parent, fid, run.workflow_id, started, output, None))
-        return output
-
     def _start(
         self, reg: WorkflowRegistration, args: Tuple[Any, ...], kwargs: Dict[str, Any], queue_name: Optional[str], what: str,
     ) -> "WorkflowHandle[Any]":
-        parent, body, wid = self._prepare_start(reg, args, kwargs, queue_name, what)
-        if body is None:
-            return WorkflowHandle(self._engine, wid)
-        reply, generation = self._engine.start(body, parent)
-        grant = reply.get("run")
-        fut: "Optional[Future[Any]]" = None
-        if grant:
-            fut = self._engine.run_in_background(WorkflowRun(grant, generation), reg, {"args": args, "kwargs": kwargs})
-        # With duplication_policy "return-existing" the reply names the
-        # workflow that holds the deduplication id.
-        return WorkflowHandle(self._engine, reply.get("workflow_id") or wid, fut)
+        """A start or an enqueue (``_start.start_op``) from sync code."""
+        workflow_id, future = drive(self._engine, start.start_op(self._engine, reg, args, kwargs, queue_name, what))
+        return WorkflowHandle(self._engine, workflow_id, future)
 
     async def _start_async(
         self, reg: WorkflowRegistration, args: Tuple[Any, ...], kwargs: Dict[str, Any], queue_name: Optional[str], what: str,
     ) -> "WorkflowHandleAsync[Any]":
-        parent, body, wid = self._prepare_start(reg, args, kwargs, queue_name, what)
-        if body is None:
-            return WorkflowHandleAsync(self._engine, wid)
-        reply, generation = await self._engine.start_async(body, parent)
-        grant = reply.get("run")
-        task: "Optional[asyncio.Future[Any]]" = None
-        if grant:
-            run = WorkflowRun(grant, generation)
-            if reg.is_async:
-                self._engine.register_run(run)
-                task = asyncio.ensure_future(self._engine.execute_async(run, reg, args, kwargs))
-                self._engine.keep_task(task)
-            else:
-                task = asyncio.wrap_future(self._engine.run_in_background(run, reg, {"args": args, "kwargs": kwargs}))
-        return WorkflowHandleAsync(self._engine, reply.get("workflow_id") or wid, task)
+        workflow_id, task = await drive_async(self._engine, start.start_op(self._engine, reg, args, kwargs, queue_name, what))
+        return WorkflowHandleAsync(self._engine, workflow_id, task)
 
     @classmethod
     def start_workflow(cls, func: Callable[..., R], *args: Any, **kwargs: Any) -> "WorkflowHandle[R]":
@@ -805,6 +654,7 @@ class DBOS(ops.SharedOperations, DBOSExtras):
     # SharedOperations), each a sync method and its async twin. From
     # workflow code a management call is the step DBOS Python records.
 
+    enqueue_workflow_with_options, enqueue_workflow_with_options_async = handle_twins(_enqueue_by_name, check_loop=False)
     get_result, get_result_async = twins(ops.get_result)
     get_workflow_status, get_workflow_status_async = twins(ops.get_workflow_status)
     create_schedule, create_schedule_async = twins(_create_schedule, check_loop=False)
@@ -935,47 +785,6 @@ class DBOS(ops.SharedOperations, DBOSExtras):
         reg, args = _started(func, args)
         what = f"enqueueing workflow {reg.name}"
         return cast("WorkflowHandleAsync[R]", await _dbos()._start_async(reg, args, kwargs, queue_name, what))
-
-    def _enqueue_with_options(
-        self, options: "EnqueueOptions", args: Tuple[Any, ...], kwargs: Dict[str, Any], call: str
-    ) -> Tuple[Optional[ParentStep], Optional[Dict[str, Any]], str]:
-        """As _prepare_start, for an enqueue by the workflow's name."""
-        from ._client import enqueue_request
-
-        parent, recorded = start_position(call, str(options.get("workflow_name", "")), self._serializer)
-        if recorded is not None:
-            return parent, None, recorded
-        # As DBOS: options the call leaves unset fall back to SetWorkflowID,
-        # whose reuse policy goes with its id only.
-        pinned = take_assigned()
-        if pinned is not None and options.get("workflow_id") is None:
-            options = cast("EnqueueOptions", dict(options, workflow_id=pinned.workflow_id))
-            if options.get("workflow_id_reuse_policy") is None and pinned.reuse_policy is not None:
-                options["workflow_id_reuse_policy"] = pinned.reuse_policy
-        body = enqueue_request(self._engine, self._serializer, options, args, kwargs, call, self._app_name, parent)
-        return parent, body, body["workflow_id"]
-
-    @classmethod
-    def enqueue_workflow_with_options(cls, options: "EnqueueOptions", *args: Any, **kwargs: Any) -> "WorkflowHandle[Any]":
-        """Enqueue a workflow by name with ``DBOSClient.enqueue``'s options;
-        another process may implement it."""
-        inst = _dbos()
-        parent, body, wid = inst._enqueue_with_options(options, args, kwargs, "DBOS.enqueue_workflow_with_options")
-        if body is not None:
-            reply, _ = inst._engine.start(body, parent)
-            wid = reply.get("workflow_id") or wid
-        return WorkflowHandle(inst._engine, wid)
-
-    @classmethod
-    async def enqueue_workflow_with_options_async(
-        cls, options: "EnqueueOptions", *args: Any, **kwargs: Any
-    ) -> "WorkflowHandleAsync[Any]":
-        inst = _dbos()
-        parent, body, wid = inst._enqueue_with_options(options, args, kwargs, "DBOS.enqueue_workflow_with_options_async")
-        if body is not None:
-            reply, _ = await inst._engine.start_async(body, parent)
-            wid = reply.get("workflow_id") or wid
-        return WorkflowHandleAsync(inst._engine, wid)
 
     # ------------------------------------------------------------------
     # Schedules

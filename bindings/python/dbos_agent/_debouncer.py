@@ -10,23 +10,25 @@ import types
 from typing import TYPE_CHECKING, Any, Callable, Dict, Generic, Optional, Tuple, TypeVar, Union
 
 from . import _protocol as proto
+from ._context import (
+    _Ctx,
+    _enqueue_options,
+    current_attributes,
+    current_ctx,
+    current_timeout_ms,
+    take_assigned,
+    validate_workflow_attributes,
+)
 from ._core import (
     Call,
     Engine,
     Op,
     WorkflowHandle,
     WorkflowHandleAsync,
-    _Ctx,
-    _enqueue_options,
     _replay,
     check_recorded_name,
-    current_attributes,
-    current_ctx,
-    current_timeout_ms,
     drive,
     drive_async,
-    take_assigned,
-    validate_workflow_attributes,
 )
 from . import _auth as auth
 from ._error import DBOSException, DBOSNotSupportedError, DBOSQueueDeduplicatedError

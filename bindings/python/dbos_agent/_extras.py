@@ -172,7 +172,7 @@ class DBOSExtras:
         """Draw the next step id now, so a step can run at it later (for
         example from another task). Must be called from workflow code, not
         from a step; run the reservation with ``run`` or ``run_async``."""
-        from ._core import current_ctx
+        from ._context import current_ctx
 
         ctx = current_ctx()
         if ctx is None or ctx.step_id is not None:
@@ -196,7 +196,7 @@ class StepReservation:
         return self._function_id
 
     def _claim(self) -> None:
-        from ._core import current_ctx
+        from ._context import current_ctx
 
         if self._used:
             raise DBOSException("A step reservation can only be run once")

@@ -36,7 +36,8 @@ from typing import (
     cast,
 )
 
-from ._core import Engine, Op, WorkflowHandle, WorkflowHandleAsync, _Ctx, drive, drive_async, drive_values, drive_values_async
+from ._context import _Ctx
+from ._core import Engine, Op, WorkflowHandle, WorkflowHandleAsync, drive, drive_async, drive_values, drive_values_async
 from ._serialization import Serializer
 
 P = ParamSpec("P")

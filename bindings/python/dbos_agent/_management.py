@@ -6,7 +6,8 @@ import asyncio
 from dataclasses import dataclass
 from typing import Any, Awaitable, List, Optional, Set, Tuple
 
-from ._core import NEW_STEP, _now_ms, _record_async, _record_body, begin_step, current_ctx
+from ._context import current_ctx
+from ._core import NEW_STEP, _now_ms, _record_async, _record_body, begin_step
 
 
 @dataclass

@@ -340,7 +340,7 @@ class DBOSLogTransformer(logging.Filter):
         self.otlp_attributes = otlp_attributes
 
     def filter(self, record: logging.LogRecord) -> bool:
-        from ._core import current_ctx
+        from ._context import current_ctx
         from ._dbos import DBOS
 
         record.applicationID = self.app_id
