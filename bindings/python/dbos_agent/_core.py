@@ -695,26 +695,14 @@ class Engine:
             return datetime.fromtimestamp(created / 1000.0, tz=timezone.utc)
         return datetime.now(timezone.utc)
 
-    def _decorated_tick_inputs(self, run: WorkflowRun, reg: WorkflowRegistration, inputs: WorkflowInputs) -> WorkflowInputs:
+    def _decorated_tick_inputs_op(self, run: WorkflowRun, reg: WorkflowRegistration, inputs: WorkflowInputs) -> "Op[WorkflowInputs]":
         """A @DBOS.scheduled workflow takes (scheduled_time, actual_time). The
         tick carries the first; the second is when the tick was enqueued (the
         workflow's creation), the same on every replay."""
         if reg.scheduled_cron is None or not _needs_actual_time(inputs):
             return inputs
         try:
-            info: Optional[Dict[str, Any]] = self.call(proto.OP_GET_WORKFLOW, {"workflow_id": run.workflow_id})
-        except Exception as e:
-            logger.warning("workflow %s: its creation time could not be read: %s", run.workflow_id, e)
-            info = None
-        return {"args": (inputs["args"][0], self._actual_time(info)), "kwargs": {}}
-
-    async def _decorated_tick_inputs_async(
-        self, run: WorkflowRun, reg: WorkflowRegistration, inputs: WorkflowInputs
-    ) -> WorkflowInputs:
-        if reg.scheduled_cron is None or not _needs_actual_time(inputs):
-            return inputs
-        try:
-            info: Optional[Dict[str, Any]] = await self.call_async(proto.OP_GET_WORKFLOW, {"workflow_id": run.workflow_id})
+            info: Optional[Dict[str, Any]] = yield Call(proto.OP_GET_WORKFLOW, {"workflow_id": run.workflow_id})
         except Exception as e:
             logger.warning("workflow %s: its creation time could not be read: %s", run.workflow_id, e)
             info = None
@@ -758,22 +746,23 @@ class Engine:
             return e
         return run.stop_error()
 
-    def execute_sync(self, run: WorkflowRun, reg: WorkflowRegistration, args: Tuple[Any, ...], kwargs: Dict[str, Any]) -> Any:
-        """Run a sync workflow body and record its outcome. A stopped run
-        raises its stop error and records nothing."""
+    def execute_op(self, run: WorkflowRun, reg: WorkflowRegistration, args: Tuple[Any, ...], kwargs: Dict[str, Any]) -> "Op[Any]":
+        """Run a workflow body granted to this process (sync on a thread, async
+        on a loop: the body is ``Local``) and record its outcome. A stopped
+        run raises its stop error and records nothing."""
         token = _current.set(_Ctx(self, run))
         # SetWorkflowAttributes around a call is for the called workflow, not
         # for the children it starts.
         attributes_token = _workflow_attributes.set(None)
         scope = run_scope.enter(run)
         span = tracing.workflow_span(run, reg.name)
+        output: Any = None
+        error: Optional[BaseException] = None
         try:
-            output: Any = None
-            error: Optional[BaseException] = None
             try:
                 # A denied run ends ERROR with DBOSNotAuthorizedError (DBOS 3.4).
                 auth.check_run(reg.func, reg.name)
-                output = reg.func(*args, **kwargs)
+                output = yield Local(reg.func, *args, **kwargs)
             except (DBOSWorkflowCancelledError, DBOSWorkflowConflictIDError):
                 if run.stop_reason is None:
                     run.stop("cancelled")
@@ -782,17 +771,16 @@ class Engine:
                 error = e
             if run.stop_reason is not None:
                 raise run.stop_error()
-            body = self._finish_body(run, output, error)
             try:
-                reply = run_connection(self, run).request(proto.OP_FINISH, body).result()
-            except AgentErrorReply as e:
-                raise self._finish_failed(run, map_agent_error(e, workflow_id=run.workflow_id)) from None
+                # Waited for even if the run is cancelled meanwhile: the
+                # agent's answer says whether this outcome stands.
+                reply = yield Call(proto.OP_FINISH, self._finish_body(run, output, error), run, stoppable=False)
             except BaseException as e:
                 raise self._finish_failed(run, e) from None
             if run.datasources and reply.get("applied"):
-                from ._datasource import drop_completed_checkpoints
+                from ._datasource import drop_completed_checkpoints, drop_completed_checkpoints_async
 
-                drop_completed_checkpoints(run)
+                yield Local(drop_completed_checkpoints_async if reg.is_async else drop_completed_checkpoints, run)
             return self._finished(run, reply, output, error)
         finally:
             span.end(error)
@@ -801,47 +789,11 @@ class Engine:
             _current.reset(token)
             self.unregister_run(run)
 
-    async def execute_async(
-        self, run: WorkflowRun, reg: WorkflowRegistration, args: Tuple[Any, ...], kwargs: Dict[str, Any]
-    ) -> Any:
-        token = _current.set(_Ctx(self, run))
-        # SetWorkflowAttributes around a call is for the called workflow, not
-        # for the children it starts.
-        attributes_token = _workflow_attributes.set(None)
-        scope = run_scope.enter(run)
-        span = tracing.workflow_span(run, reg.name)
-        try:
-            output: Any = None
-            error: Optional[BaseException] = None
-            try:
-                auth.check_run(reg.func, reg.name)
-                output = await reg.func(*args, **kwargs)
-            except (DBOSWorkflowCancelledError, DBOSWorkflowConflictIDError):
-                if run.stop_reason is None:
-                    run.stop("cancelled")
-                raise run.stop_error() from None
-            except Exception as e:
-                error = e
-            if run.stop_reason is not None:
-                raise run.stop_error()
-            body = self._finish_body(run, output, error)
-            try:
-                reply = await asyncio.wrap_future(await run_connection(self, run).request_async(proto.OP_FINISH, body))
-            except AgentErrorReply as e:
-                raise self._finish_failed(run, map_agent_error(e, workflow_id=run.workflow_id)) from None
-            except BaseException as e:
-                raise self._finish_failed(run, e) from None
-            if run.datasources and reply.get("applied"):
-                from ._datasource import drop_completed_checkpoints_async
+    def execute_sync(self, run: WorkflowRun, reg: WorkflowRegistration, args: Tuple[Any, ...], kwargs: Dict[str, Any]) -> Any:
+        return drive(self, self.execute_op(run, reg, args, kwargs))
 
-                await drop_completed_checkpoints_async(run)
-            return self._finished(run, reply, output, error)
-        finally:
-            span.end(error)
-            scope.close()
-            _workflow_attributes.reset(attributes_token)
-            _current.reset(token)
-            self.unregister_run(run)
+    async def execute_async(self, run: WorkflowRun, reg: WorkflowRegistration, args: Tuple[Any, ...], kwargs: Dict[str, Any]) -> Any:
+        return await drive_async(self, self.execute_op(run, reg, args, kwargs))
 
     def run_in_background(
         self, run: WorkflowRun, reg: WorkflowRegistration, inputs: Optional[WorkflowInputs] = None
@@ -865,11 +817,7 @@ class Engine:
             assert loop is not None
 
             async def main() -> Any:
-                if inputs is None:
-                    assert bad_inputs is not None
-                    return await self._fail_inputs_async(run, bad_inputs)
-                args = await self._decorated_tick_inputs_async(run, reg, inputs) if pushed else inputs
-                return await self.execute_async(run, reg, args["args"], args["kwargs"])
+                return await drive_async(self, self._background_op(run, reg, inputs, bad_inputs, pushed))
 
             return asyncio.run_coroutine_threadsafe(main(), loop)
 
@@ -879,12 +827,7 @@ class Engine:
             forget = run.on_stop(slot.release)
             ctx = contextvars.Context()  # a run starts from an empty context
             try:
-                if inputs is None:
-                    assert bad_inputs is not None
-                    fut.set_result(ctx.run(self._fail_inputs, run, bad_inputs))
-                else:
-                    args = self._decorated_tick_inputs(run, reg, inputs) if pushed else inputs
-                    fut.set_result(ctx.run(self.execute_sync, run, reg, args["args"], args["kwargs"]))
+                fut.set_result(ctx.run(drive, self, self._background_op(run, reg, inputs, bad_inputs, pushed)))
             except BaseException as e:
                 fut.set_exception(e)
             finally:
@@ -893,19 +836,22 @@ class Engine:
         self.executor.submit(target)
         return fut
 
-    def _fail_inputs(self, run: WorkflowRun, e: Exception) -> Any:
-        try:
-            reply = self.call(proto.OP_FINISH, self._finish_body(run, None, e), workflow_id=run.workflow_id)
-            return self._finished(run, reply, None, e)
-        finally:
-            self.unregister_run(run)
-
-    async def _fail_inputs_async(self, run: WorkflowRun, e: Exception) -> Any:
-        try:
-            reply = await self.call_async(proto.OP_FINISH, self._finish_body(run, None, e), workflow_id=run.workflow_id)
-            return self._finished(run, reply, None, e)
-        finally:
-            self.unregister_run(run)
+    def _background_op(
+        self, run: WorkflowRun, reg: WorkflowRegistration, inputs: Optional[WorkflowInputs], bad_inputs: Optional[Exception],
+        pushed: bool,
+    ) -> "Op[Any]":
+        """A run in the background: its body, or when its inputs could not
+        be decoded, its workflow ended ERROR with that error."""
+        if inputs is None:
+            assert bad_inputs is not None
+            try:
+                body = self._finish_body(run, None, bad_inputs)
+                reply = yield Call(proto.OP_FINISH, body, target=run.workflow_id)
+                return self._finished(run, reply, None, bad_inputs)
+            finally:
+                self.unregister_run(run)
+        args = (yield from self._decorated_tick_inputs_op(run, reg, inputs)) if pushed else inputs
+        return (yield from self.execute_op(run, reg, args["args"], args["kwargs"]))
 
     def keep_task(self, task: "asyncio.Future[Any]") -> None:
         # The loop keeps only weak references to tasks.
@@ -1042,9 +988,11 @@ class Call:
     fence or cancel the run stop it; other errors name ``target``. A
     ``raw`` call (made for no run) gets its error reply as AgentErrorReply,
     for an operation that turns some errors into results (a missing
-    schedule is None)."""
+    schedule is None). A call for a run that is not ``stoppable`` (a
+    record, a finish) is waited for even when the run stops meanwhile: the
+    agent's answer says whether it was applied."""
 
-    __slots__ = ("op", "body", "run", "fid", "name", "target", "raw")
+    __slots__ = ("op", "body", "run", "fid", "name", "target", "raw", "stoppable")
 
     def __init__(
         self,
@@ -1055,6 +1003,7 @@ class Call:
         name: str = "",
         target: Optional[str] = None,
         raw: bool = False,
+        stoppable: bool = True,
     ):
         self.op = op
         self.body = body
@@ -1063,6 +1012,7 @@ class Call:
         self.name = name
         self.target = target
         self.raw = raw
+        self.stoppable = stoppable
 
 
 class Pause:
@@ -1118,25 +1068,18 @@ class Start:
         self.parent = parent
 
 
-class RunHere:
-    """Execute a run granted to the caller, in the caller's context: on this
-    thread for sync callers, awaited on the event loop for async ones. The
-    answer is the workflow's output (its error is raised)."""
+class InBackground:
+    """Execute a run granted to the caller in the background. The answer is
+    a future of the caller's kind holding its outcome: a
+    ``concurrent.futures.Future`` for sync callers (the run on the
+    executor's threads, or the background loop when async), an asyncio
+    future for async ones (an async workflow as a task of the caller's
+    loop)."""
 
     __slots__ = ("run", "reg", "args", "kwargs")
 
     def __init__(self, run: WorkflowRun, reg: WorkflowRegistration, args: Tuple[Any, ...], kwargs: Dict[str, Any]):
         self.run, self.reg, self.args, self.kwargs = run, reg, args, kwargs
-
-
-class InBackground(RunHere):
-    """Execute a granted run in the background. The answer is a future of
-    the caller's kind holding its outcome: a ``concurrent.futures.Future``
-    for sync callers (the run on the executor's threads, or the background
-    loop when async), an asyncio future for async ones (an async workflow
-    as a task of the caller's loop)."""
-
-    __slots__ = ()
 
 
 class Emit:
@@ -1163,13 +1106,13 @@ class FirstOf:
 
 
 # What an operation yields; what the drivers perform (all but Emit).
-Item = Union[Call, FirstOf, Pause, AgentBack, Local, Start, RunHere, Emit]
-Performed = Union[Call, FirstOf, Pause, AgentBack, Local, Start, RunHere]
+Item = Union[Call, FirstOf, Pause, AgentBack, Local, Start, InBackground, Emit]
+Performed = Union[Call, FirstOf, Pause, AgentBack, Local, Start, InBackground]
 Op = Generator[Item, Any, T]
 
 
 def record_call(run: WorkflowRun, body: Dict[str, Any]) -> Call:
-    return Call(proto.OP_RECORD_STEP, body, run, body["function_id"], body["name"])
+    return Call(proto.OP_RECORD_STEP, body, run, body["function_id"], body["name"], stoppable=False)
 
 
 def start_request_op(engine: Engine, body: Dict[str, Any], parent: "Optional[ParentStep]") -> "Op[Tuple[Dict[str, Any], int]]":
@@ -1309,12 +1252,15 @@ def _perform(engine: Optional[Engine], item: Performed) -> Any:
             raise engine._start_failed(item.body, parent, e) from None
     if isinstance(item, InBackground):
         return engine.run_in_background(item.run, item.reg, {"args": item.args, "kwargs": item.kwargs})
-    if isinstance(item, RunHere):
-        return engine.execute_sync(item.run, item.reg, item.args, item.kwargs)
     if item.run is None:
         if item.raw:
             return engine.call_raw(item.op, item.body)
         return engine.call(item.op, item.body, workflow_id=item.target)
+    if not item.stoppable:
+        try:
+            return run_connection(engine, item.run).request(item.op, item.body).result()
+        except BaseException as e:
+            raise _record_failed(item.run, item.fid, item.name, e, item.target) from None
     return _race(engine, FirstOf([item]))[1]
 
 
@@ -1354,12 +1300,15 @@ async def _perform_async(engine: Optional[Engine], item: Performed) -> Any:
             engine.keep_task(task)
             return task
         return asyncio.wrap_future(engine.run_in_background(item.run, item.reg, {"args": item.args, "kwargs": item.kwargs}))
-    if isinstance(item, RunHere):
-        return await engine.execute_async(item.run, item.reg, item.args, item.kwargs)
     if item.run is None:
         if item.raw:
             return await engine.call_raw_async(item.op, item.body)
         return await engine.call_async(item.op, item.body, workflow_id=item.target)
+    if not item.stoppable:
+        try:
+            return await asyncio.wrap_future(await run_connection(engine, item.run).request_async(item.op, item.body))
+        except BaseException as e:
+            raise _record_failed(item.run, item.fid, item.name, e, item.target) from None
     return (await _race_async(engine, FirstOf([item])))[1]
 
 
@@ -1473,19 +1422,25 @@ def _serialize_for_record(
         raise DBOSException(f"step {opts.name} of workflow {run.workflow_id}: its outcome cannot be serialized: {e}") from e
 
 
-def run_step_sync(opts: StepConfig, func: Callable[..., R], args: Tuple[Any, ...], kwargs: Dict[str, Any]) -> R:
-    ctx = _current.get()
-    if ctx is None or ctx.step_id is not None:
-        # Outside a workflow, or inside another step: a plain call.
-        return func(*args, **kwargs)
+def _step_op(
+    ctx: _Ctx, opts: StepConfig, func: Callable[..., Any], args: Tuple[Any, ...], kwargs: Dict[str, Any], is_async: bool
+) -> "Op[Any]":
+    """A step called from workflow code: replayed when its function id is
+    recorded, else attempted (with the retries its options allow, waiting
+    between attempts in a way the run's stopping interrupts) and its outcome
+    recorded. An async step's attempt may be supervised: cancelled when the
+    run stops (``preemptible``; then nothing is recorded and a resume runs
+    it again) or at its ``timeout_seconds``."""
     auth.check_roles(func, opts.name)  # before the step is recorded, as DBOS
-    opts.check_validator(func)
+    if not is_async:
+        opts.check_validator(func)
     engine, run = ctx.engine, ctx.run
     fid, replayed = begin_step(run, opts.name, engine.serializer)
     if replayed is not NEW_STEP:
-        return cast(R, replayed)
+        return replayed
     started = _now_ms()
     attempts = opts.max_attempts if opts.retries_allowed else 1
+    supervised = is_async and (opts.preemptible or opts.timeout_seconds is not None)
     errors: List[Exception] = []
     output: Any = None
     error: Optional[BaseException] = None
@@ -1496,14 +1451,19 @@ def run_step_sync(opts: StepConfig, func: Callable[..., R], args: Tuple[Any, ...
         for attempt in range(attempts):
             step_ctx.set_attempt(opts, attempt)
             try:
-                output = func(*args, **kwargs)
+                if supervised:
+                    output = yield Local(_supervised_attempt, run, opts, func, args, kwargs)
+                else:
+                    output = yield Local(func, *args, **kwargs)
                 error = None
                 break
             except Exception as e:
+                if opts.preemptible and run.stop_reason is not None:
+                    raise  # preempted: nothing is recorded, a resume runs it again
                 error = e
                 if not opts.retries_allowed:
                     break
-                if opts.should_retry is not None and not opts.should_retry(e):
+                if opts.should_retry is not None and not (yield Local(opts.should_retry, e)):
                     break
                 errors.append(e)
                 if attempt == attempts - 1:
@@ -1515,80 +1475,43 @@ def run_step_sync(opts: StepConfig, func: Callable[..., R], args: Tuple[Any, ...
                     "step %s of workflow %s failed (%s); retrying in %.2fs (attempt %d of %d)",
                     opts.name, run.workflow_id, e, wait, attempt + 2, attempts,
                 )
-                if run.stop_event.wait(wait):
-                    run.raise_if_stopped()
+                yield Pause(wait, run)
     finally:
         span.end(error)
         _current.reset(token)
-    _record(engine, run, _serialize_for_record(run, fid, opts, started, output, error, engine.serializer))
+    yield record_call(run, _serialize_for_record(run, fid, opts, started, output, error, engine.serializer))
     if error is not None:
         raise error
-    return cast(R, output)
+    return output
+
+
+async def _supervised_attempt(
+    run: WorkflowRun, opts: StepConfig, func: Callable[..., Awaitable[Any]], args: Tuple[Any, ...], kwargs: Dict[str, Any]
+) -> Any:
+    """One attempt of an async step under supervision (see ``_step_op``)."""
+    stopped, drop = _stop_waiter(run) if opts.preemptible else (None, _nothing)
+    try:
+        return await supervise_attempt(
+            func, args, kwargs, step_name=opts.name, timeout_seconds=opts.timeout_seconds, stopped=stopped,
+            stop_error=lambda: preempted_error(run.workflow_id, run.stop_reason, run.stop_error),
+        )
+    finally:
+        drop()
+
+
+def run_step_sync(opts: StepConfig, func: Callable[..., R], args: Tuple[Any, ...], kwargs: Dict[str, Any]) -> R:
+    ctx = _current.get()
+    if ctx is None or ctx.step_id is not None:
+        # Outside a workflow, or inside another step: a plain call.
+        return func(*args, **kwargs)
+    return cast(R, drive(ctx.engine, _step_op(ctx, opts, func, args, kwargs, False)))
 
 
 async def run_step_async(opts: StepConfig, func: Callable[..., Awaitable[R]], args: Tuple[Any, ...], kwargs: Dict[str, Any]) -> R:
     ctx = _current.get()
     if ctx is None or ctx.step_id is not None:
         return await func(*args, **kwargs)
-    auth.check_roles(func, opts.name)
-    engine, run = ctx.engine, ctx.run
-    fid, replayed = begin_step(run, opts.name, engine.serializer)
-    if replayed is not NEW_STEP:
-        return cast(R, replayed)
-    started = _now_ms()
-    attempts = opts.max_attempts if opts.retries_allowed else 1
-    errors: List[Exception] = []
-    output: Any = None
-    error: Optional[BaseException] = None
-    step_ctx = _Ctx(engine, run, fid)
-    token = _current.set(step_ctx)
-    span = tracing.step_span(run, opts.name)
-    stopped, drop = _stop_waiter(run) if opts.preemptible else (None, _nothing)
-    try:
-        for attempt in range(attempts):
-            step_ctx.set_attempt(opts, attempt)
-            try:
-                if stopped is None and opts.timeout_seconds is None:
-                    output = await func(*args, **kwargs)
-                else:
-                    output = await supervise_attempt(
-                        func, args, kwargs, step_name=opts.name, timeout_seconds=opts.timeout_seconds, stopped=stopped,
-                        stop_error=lambda: preempted_error(run.workflow_id, run.stop_reason, run.stop_error),
-                    )
-                error = None
-                break
-            except Exception as e:
-                if stopped is not None and stopped.done():
-                    raise  # preempted: nothing is recorded, a resume runs it again
-                error = e
-                if not opts.retries_allowed:
-                    break
-                if opts.should_retry is not None:
-                    verdict = opts.should_retry(e)
-                    if inspect.isawaitable(verdict):
-                        verdict = await verdict
-                    if not verdict:
-                        break
-                errors.append(e)
-                if attempt == attempts - 1:
-                    error = DBOSMaxStepRetriesExceeded(opts.name, attempts, errors)
-                    break
-                tracing.add_event(f"Step attempt {attempt} failed", {"error": str(e), "retryIntervalSeconds": opts.interval_seconds})
-                wait = min(opts.interval_seconds * (opts.backoff_rate**attempt), _MAX_RETRY_INTERVAL_SECONDS)
-                logger.warning(
-                    "step %s of workflow %s failed (%s); retrying in %.2fs (attempt %d of %d)",
-                    opts.name, run.workflow_id, e, wait, attempt + 2, attempts,
-                )
-                await asyncio.sleep(wait)
-                run.raise_if_stopped()
-    finally:
-        span.end(error)
-        drop()
-        _current.reset(token)
-    await _record_async(engine, run, _serialize_for_record(run, fid, opts, started, output, error, engine.serializer))
-    if error is not None:
-        raise error
-    return cast(R, output)
+    return cast(R, await drive_async(ctx.engine, _step_op(ctx, opts, func, args, kwargs, True)))
 
 
 def run_step_config(call: str, options: Optional[StepOptions], func: Callable[..., Any]) -> StepConfig:

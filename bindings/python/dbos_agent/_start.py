@@ -17,7 +17,6 @@ from ._core import (
     InBackground,
     Op,
     ParentStep,
-    RunHere,
     WorkflowRegistration,
     WorkflowRun,
     _now_ms,
@@ -111,7 +110,7 @@ def call_op(engine: Engine, reg: WorkflowRegistration, args: Tuple[Any, ...], kw
             if parent is not None:
                 return (yield from _child_op(engine, parent.run, run, reg, args, kwargs))
             try:
-                return (yield RunHere(run, reg, args, kwargs))
+                return (yield from engine.execute_op(run, reg, args, kwargs))
             except _STOPPED:
                 pass
     return (yield from get_result_op(engine, current_ctx(), wid))
@@ -126,7 +125,7 @@ def _child_op(
     fid = parent.next_function_id()
     started = _now_ms()
     try:
-        output = yield RunHere(run, reg, args, kwargs)
+        output = yield from engine.execute_op(run, reg, args, kwargs)
     except _STOPPED:
         # The child stopped here: wait for the outcome that stands.
         return (yield from await_result_op(engine, run.workflow_id, parent, fid))
