@@ -957,20 +957,6 @@ def run_connection(engine: Engine, run: WorkflowRun) -> Connection:
     return conn
 
 
-def _record(engine: Engine, run: WorkflowRun, body: Dict[str, Any]) -> None:
-    try:
-        run_connection(engine, run).request(proto.OP_RECORD_STEP, body).result()
-    except BaseException as e:
-        raise _record_failed(run, body["function_id"], body["name"], e) from None
-
-
-async def _record_async(engine: Engine, run: WorkflowRun, body: Dict[str, Any]) -> None:
-    try:
-        await asyncio.wrap_future(await run_connection(engine, run).request_async(proto.OP_RECORD_STEP, body))
-    except BaseException as e:
-        raise _record_failed(run, body["function_id"], body["name"], e) from None
-
-
 # ---------------------------------------------------------------------------
 # Operations written once for sync and async callers
 #
@@ -1113,6 +1099,11 @@ Op = Generator[Item, Any, T]
 
 def record_call(run: WorkflowRun, body: Dict[str, Any]) -> Call:
     return Call(proto.OP_RECORD_STEP, body, run, body["function_id"], body["name"], stoppable=False)
+
+
+def record_op(run: WorkflowRun, body: Dict[str, Any]) -> "Op[None]":
+    """Record a step's outcome for ``run``."""
+    yield record_call(run, body)
 
 
 def start_request_op(engine: Engine, body: Dict[str, Any], parent: "Optional[ParentStep]") -> "Op[Tuple[Dict[str, Any], int]]":

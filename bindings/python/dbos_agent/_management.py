@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from typing import Any, Awaitable, List, Optional, Set, Tuple
 
 from ._context import current_ctx
-from ._core import NEW_STEP, _now_ms, _record_async, _record_body, begin_step
+from ._core import NEW_STEP, _now_ms, _record_body, begin_step, drive_async, record_op
 
 
 @dataclass
@@ -59,5 +59,6 @@ async def asyncio_wait(
     started = _now_ms()
     done, pending = await asyncio.wait(futs, timeout=timeout, return_when=return_when)
     indexes_done = [i for i, f in enumerate(futs) if f in done]
-    await _record_async(engine, run, _record_body(run, fid, _ASYNCIO_WAIT_STEP, started, indexes_done, None, engine.serializer))
+    body = _record_body(run, fid, _ASYNCIO_WAIT_STEP, started, indexes_done, None, engine.serializer)
+    await drive_async(engine, record_op(run, body))
     return done, pending
