@@ -777,10 +777,11 @@ class Engine:
                 reply = yield Call(proto.OP_FINISH, self._finish_body(run, output, error), run, stoppable=False)
             except BaseException as e:
                 raise self._finish_failed(run, e) from None
-            if run.datasources and reply.get("applied"):
-                from ._datasource import drop_completed_checkpoints, drop_completed_checkpoints_async
-
-                yield Local(drop_completed_checkpoints_async if reg.is_async else drop_completed_checkpoints, run)
+            if reply.get("applied"):
+                # The data sources the run used drop its checkpoints now
+                # that its steps are all in the system database.
+                for ds in run.datasources:
+                    yield Local(ds.drop_completed_checkpoints, run.workflow_id)
             return self._finished(run, reply, output, error)
         finally:
             span.end(error)

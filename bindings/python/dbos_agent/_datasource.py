@@ -50,6 +50,7 @@ from typing import (
     overload,
 )
 
+from . import _classes
 from . import _tracing as tracing
 from ._context import _Ctx, _current
 from ._core import (
@@ -557,30 +558,34 @@ def _delete_op(ds: Datasource, workflow_id: str, start_step: int) -> "Op[None]":
     yield from _on_connection(ds, sa.delete(t).where(t.c.workflow_id == workflow_id, t.c.step_id >= start_step), write=True)
 
 
-# Called by the engine once a run's outcome is recorded: the system
-# database's steps now cover every transaction, so the checkpoints go.
-# Best effort: one left behind is harmless.
+def _drop_completed(ds: "Datasource", workflow_id: str) -> Any:
+    """Once a run's outcome is recorded, the system database's steps cover
+    every transaction, so the run's checkpoints go. Called where the engine
+    records the outcome: on a run's event loop it returns an awaitable (the
+    async driver awaits it; a sync data source's deletes go to a thread), on
+    a plain thread it deletes here (an async data source's connections
+    belong to a loop this thread does not run: they are left). Best effort:
+    a checkpoint left behind is harmless."""
+    on_loop = _running_loop() is not None
 
-
-def drop_completed_checkpoints(run: WorkflowRun) -> None:
-    for ds in run.datasources:
-        if isinstance(ds, AsyncSQLAlchemyDatasource):
-            continue  # its connections belong to an event loop this thread does not run
-        try:
-            drive(None, _delete_op(ds, run.workflow_id, 1))
-        except Exception as e:
-            logger.warning("Failed to delete datasource checkpoints of workflow %s: %s", run.workflow_id, e)
-
-
-async def drop_completed_checkpoints_async(run: WorkflowRun) -> None:
-    for ds in run.datasources:
+    async def delete_async() -> None:
         try:
             if isinstance(ds, AsyncSQLAlchemyDatasource):
-                await drive_async(None, _delete_op(ds, run.workflow_id, 1))
+                await drive_async(None, _delete_op(ds, workflow_id, 1))
             else:
-                await asyncio.to_thread(drive, None, _delete_op(ds, run.workflow_id, 1))
+                await asyncio.to_thread(drive, None, _delete_op(ds, workflow_id, 1))
         except Exception as e:
-            logger.warning("Failed to delete datasource checkpoints of workflow %s: %s", run.workflow_id, e)
+            logger.warning("Failed to delete datasource checkpoints of workflow %s: %s", workflow_id, e)
+
+    if on_loop:
+        return delete_async()
+    if isinstance(ds, AsyncSQLAlchemyDatasource):
+        return None
+    try:
+        drive(None, _delete_op(ds, workflow_id, 1))
+    except Exception as e:
+        logger.warning("Failed to delete datasource checkpoints of workflow %s: %s", workflow_id, e)
+    return None
 
 
 # ---------------------------------------------------------------------------
@@ -593,6 +598,11 @@ class _Base:
 
     _session_var: "contextvars.ContextVar[Any]"
     _flavour = ""
+
+    def drop_completed_checkpoints(self, workflow_id: str) -> Any:
+        """The engine's call once a workflow's outcome is recorded (see
+        ``_drop_completed``)."""
+        return _drop_completed(cast("Datasource", self), workflow_id)
 
     def __init__(
         self, *, database_url: str, engine_kwargs: Dict[str, Any], engine: Any, schema: Optional[str],
@@ -617,10 +627,7 @@ class _Base:
                     "transaction must use the datasource's engine so it commits atomically with the "
                     "step checkpoint"
                 )
-        from . import _registry
-
-        inst = _registry._instance
-        if inst is not None and inst._launched:
+        if _classes.is_launched():
             raise DBOSException("Datasources must be created before DBOS.launch()")
         if engine is not None:
             logger.info("Initializing %s with custom engine", self._flavour)

@@ -408,6 +408,7 @@ class DBOS(ops.SharedOperations, DBOSExtras):
             )
         self._executor_id = agent_executor
         self._app_version = reply.get("app_version") or self._app_version
+        tracing.dbos_tracer.application_version, tracing.dbos_tracer.executor_id = self._app_version, self._executor_id
         try:
             # Queues whose stored configuration this process overwrites only
             # when it runs the latest version (DBOS Python's default) are

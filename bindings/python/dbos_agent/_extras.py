@@ -9,7 +9,9 @@ import uuid
 from typing import TYPE_CHECKING, Any, Callable, Dict, List, Optional, Type, TypeVar
 
 from . import _auth as auth
+from . import _registry
 from . import _reservation as reservation
+from ._context import current_ctx
 from ._error import DBOSException, DBOSNotSupportedError
 from ._tracing import DBOSTracer, dbos_tracer
 
@@ -107,8 +109,6 @@ class DBOSExtras:
         """Register the handler of Conductor alerts, with DBOS's rules (one
         handler, declared before launch). The agent does not connect to
         DBOS Conductor, so no alert reaches it."""
-        from . import _registry
-
         inst = _registry._instance
         if inst is None:
             raise DBOSException("DBOS is not configured: create DBOS(config=...) before declaring an alert_handler")
@@ -172,12 +172,12 @@ class DBOSExtras:
         """Draw the next step id now, so a step can run at it later (for
         example from another task). Must be called from workflow code, not
         from a step; run the reservation with ``run`` or ``run_async``."""
-        from ._context import current_ctx
-
         ctx = current_ctx()
         if ctx is None or ctx.step_id is not None:
             raise DBOSException("DBOS.reserve_step must be called from a workflow, outside any step or transaction")
-        return StepReservation(ctx.run, ctx.run.next_function_id())
+        reserved = StepReservation(ctx.run, ctx.run.next_function_id())
+        reserved._steps = cls  # DBOS, whose run_step runs it
+        return reserved
 
 
 class StepReservation:
@@ -189,6 +189,7 @@ class StepReservation:
         self._run = run
         self._function_id = function_id
         self._used = False
+        self._steps: Any = None  # what runs the step: DBOS (set by DBOS.reserve_step)
 
     @property
     def step_id(self) -> int:
@@ -196,10 +197,10 @@ class StepReservation:
         return self._function_id
 
     def _claim(self) -> None:
-        from ._context import current_ctx
-
         if self._used:
             raise DBOSException("A step reservation can only be run once")
+        if self._steps is None:
+            raise DBOSException("A step reservation is made with DBOS.reserve_step()")
         ctx = current_ctx()
         if ctx is None or ctx.step_id is not None or ctx.run.workflow_id != self._run.workflow_id:
             raise DBOSException(
@@ -211,24 +212,20 @@ class StepReservation:
     def run(self, dbos_step_options: Optional[Dict[str, Any]], func: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
         """Run ``func`` as a step at the reserved step id and checkpoint it
         (``DBOS.run_step`` at that id)."""
-        from ._dbos import DBOS
-
         self._claim()
         token = reservation.hold(self._run, self._function_id)
         try:
-            return DBOS.run_step(dbos_step_options, func, *args, **kwargs)  # type: ignore[arg-type]
+            return self._steps.run_step(dbos_step_options, func, *args, **kwargs)
         finally:
             reservation.release(token)
 
     async def run_async(
         self, dbos_step_options: Optional[Dict[str, Any]], func: Callable[..., Any], *args: Any, **kwargs: Any
     ) -> Any:
-        from ._dbos import DBOS
-
         self._claim()
         token = reservation.hold(self._run, self._function_id)
         try:
-            return await DBOS.run_step_async(dbos_step_options, func, *args, **kwargs)  # type: ignore[arg-type]
+            return await self._steps.run_step_async(dbos_step_options, func, *args, **kwargs)
         finally:
             reservation.release(token)
 

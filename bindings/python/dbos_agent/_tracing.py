@@ -27,6 +27,9 @@ import sys
 import weakref
 from typing import Any, Dict, List, Literal, Optional, cast
 
+from . import _auth as auth
+from ._context import current_ctx
+
 logger = logging.getLogger("dbos_agent")
 
 # The config keys this module reads (DBOS Python's names).
@@ -114,6 +117,10 @@ class DBOSTracer:
 
     def __init__(self) -> None:
         self.app_id = os.environ.get("DBOS__APPID", None)
+        # What every span names (DBOS.application_version, executor_id):
+        # DBOS sets them once launch has settled them.
+        self.application_version = ""
+        self.executor_id = "local"
         self.disable_otlp = False
         self.otel_attribute_format: OtelAttributeFormat = "legacy"
 
@@ -153,13 +160,11 @@ class DBOSTracer:
         return self._start(trace, attributes, context)
 
     def _start(self, trace: Any, attributes: Dict[str, Any], context: Any) -> Any:
-        from ._dbos import DBOS
-
         span = trace.get_tracer("dbos-tracer").start_span(name=attributes["name"], context=context)
         attributes = dict(attributes)
         attributes["applicationID"] = self.app_id
-        attributes["applicationVersion"] = DBOS.application_version
-        attributes["executorID"] = DBOS.executor_id
+        attributes["applicationVersion"] = self.application_version
+        attributes["executorID"] = self.executor_id
         for k, v in attributes.items():
             if k != "name" and v is not None and isinstance(v, (str, bool, int, float)):
                 span.set_attribute(self._resolve_attribute_name(k), v)
@@ -259,8 +264,6 @@ _NO_SPAN = _NoSpan()
 
 
 def _open(otel: _Otel, attributes: Dict[str, Any], run: Any, parent: Any) -> Any:
-    from . import _auth as auth
-
     identity = auth.get_authentication()
     attributes["operationUUID"] = run.workflow_id or None
     attributes["authenticatedUser"] = identity.user
@@ -340,12 +343,9 @@ class DBOSLogTransformer(logging.Filter):
         self.otlp_attributes = otlp_attributes
 
     def filter(self, record: logging.LogRecord) -> bool:
-        from ._context import current_ctx
-        from ._dbos import DBOS
-
         record.applicationID = self.app_id
-        record.applicationVersion = DBOS.application_version
-        record.executorID = DBOS.executor_id
+        record.applicationVersion = dbos_tracer.application_version
+        record.executorID = dbos_tracer.executor_id
         for k, v in self.otlp_attributes.items():
             setattr(record, k, v)
         ctx = current_ctx()
