@@ -35,7 +35,10 @@ type Communication interface {
 	// destination is a NotFoundError naming it. With a Caller (not InStep)
 	// the send is recorded as the step Caller.FunctionID named StepName; a
 	// send whose step is already recorded under that name inserts nothing
-	// (Replayed), another name there is an UnexpectedStepError.
+	// (Replayed), another name there is an UnexpectedStepError. Each
+	// destination's messages get strictly increasing CreatedAt, above every
+	// message already there and in list order within a send, as every DBOS
+	// SDK takes (and lists) the oldest message by created_at alone.
 	MessageSend(ctx context.Context, p MessageSendParams) (replayed bool, err error)
 
 	// MessageConsume consumes the oldest unconsumed message on the topic (if

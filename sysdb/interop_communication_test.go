@@ -1,8 +1,10 @@
 package sysdb_test
 
 import (
+	"context"
 	"encoding/base64"
 	"encoding/json"
+	"fmt"
 	"testing"
 	"time"
 
@@ -115,5 +117,71 @@ func TestInteropMessagesAndEvents(t *testing.T) {
 		require.NoError(t, err)
 	case <-time.After(30 * time.Second):
 		t.Fatal("the client's GetEvent never returned")
+	}
+}
+
+// TestInteropMessageOrderForGoRecv: the Go SDK's recv takes the oldest
+// message by created_at_epoch_ms alone, so what we send must be strictly
+// ordered there: a workflow the Go SDK runs receives a message its client
+// sent, then a bulk of ours sent in one transaction (one database clock),
+// then single sends of ours made back to back, all in the order sent, by
+// created_at alone.
+func TestInteropMessageOrderForGoRecv(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	url, schema, db := interopSchema(t)
+	client := goClient(t, url, schema)
+	const bulk, singles = 40, 20
+	collect := func(ctx dbos.Context, n int) ([]string, error) {
+		var got []string
+		for range n {
+			m, err := dbos.Recv[string](ctx, "t", 30*time.Second)
+			if err != nil {
+				return nil, err
+			}
+			got = append(got, m)
+		}
+		return got, nil
+	}
+	runtime, err := dbos.NewContext(context.Background(), dbos.Config{
+		DatabaseURL: url, DatabaseSchema: schema, AppName: "go-app", ExecutorID: "go-exec", Logger: goLogger(),
+	})
+	require.NoError(t, err)
+	dbos.RegisterWorkflow(runtime, collect, dbos.WithWorkflowName("collect"))
+	require.NoError(t, dbos.Launch(runtime))
+	t.Cleanup(func() { require.NoError(t, dbos.Shutdown(runtime, 10*time.Second)) })
+	handle, err := dbos.RunWorkflow(runtime, collect, 1+bulk+singles, dbos.WithWorkflowID("go-collector"))
+	require.NoError(t, err)
+
+	want := []string{"go-first"}
+	require.NoError(t, dbos.Send(client, "go-collector", "go-first", "t", dbos.WithPortableSend()))
+	var msgs []sysdb.OutgoingMessage
+	for i := range bulk {
+		want = append(want, fmt.Sprintf("b%d", i))
+		msgs = append(msgs, sysdb.OutgoingMessage{
+			DestinationID: "go-collector", Topic: sysdbtest.Ptr("t"),
+			Message: fmt.Sprintf(`"b%d"`, i), Serialization: sysdbtest.Ptr(sysdb.PortableJSON),
+		})
+	}
+	_, err = db.MessageSend(ctx, sysdb.MessageSendParams{Messages: msgs})
+	require.NoError(t, err)
+	for i := range singles {
+		want = append(want, fmt.Sprintf("s%d", i))
+		_, err = db.MessageSend(ctx, sysdb.MessageSendParams{Messages: []sysdb.OutgoingMessage{{
+			DestinationID: "go-collector", Topic: sysdbtest.Ptr("t"),
+			Message: fmt.Sprintf(`"s%d"`, i), Serialization: sysdbtest.Ptr(sysdb.PortableJSON),
+		}}})
+		require.NoError(t, err)
+	}
+	got, err := waitResult(t, handle)
+	require.NoError(t, err)
+	require.Equal(t, want, got)
+	// Not by luck of the rows' physical order (which a tie leaves to the
+	// plan): created_at rises strictly, the client's message included.
+	listed, err := db.MessageList(ctx, "go-collector")
+	require.NoError(t, err)
+	require.Len(t, listed, len(want))
+	for i := 1; i < len(listed); i++ {
+		require.Less(t, listed[i-1].CreatedAt, listed[i].CreatedAt, "created_at of %s then %s", listed[i-1].Message, listed[i].Message)
 	}
 }

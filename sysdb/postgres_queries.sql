@@ -598,7 +598,19 @@ EXISTS (SELECT 1 FROM blocked)
 -- too. Forks are resolved here, in the insert's snapshot. A message's id is
 -- "<idempotency key>::<destination>", else its random id (a fork's copy: a
 -- uuid derived from it), so a retried send inserts nothing twice. Missing
--- destinations block the whole send; created_at is the database clock.
+-- destinations block the whole send.
+--
+-- created_at_epoch_ms is the order: every DBOS SDK's recv takes the oldest
+-- unconsumed message by it alone, with no tie-break, and a millisecond holds
+-- many sends (a bulk shares its transaction's now()). So each destination
+-- gets strictly increasing values, across its topics (listings order by it
+-- too): a message lands after every message already there (whoever wrote
+-- it, on whatever clock), and a bulk's messages, in their list order, end
+-- at the database clock (the earlier ones the milliseconds before, never at
+-- or below one already there). A sender's next send sees its last, so one
+-- sender's messages keep their order for every reader; two sends in flight
+-- at once may tie, as concurrent sends have no order. Values run ahead of
+-- the clock only while a destination gets more than a message a millisecond.
 WITH RECURSIVE msgs AS (
     SELECT * FROM unnest($7::text[], $8::text[], $9::text[], $10::text[], $11::text[], $12::text[])
         WITH ORDINALITY AS m(destination, topic, message, serialization, random_id, idempotency_key, ord)
@@ -610,17 +622,28 @@ WITH RECURSIVE msgs AS (
 ), blocked AS (
     SELECT DISTINCT m.destination FROM msgs m
     WHERE NOT EXISTS (SELECT 1 FROM {{schema}}.workflow_status w WHERE w.workflow_uuid = m.destination)
-), {{> StepGate}}, sent AS (
-    INSERT INTO {{schema}}.notifications (destination_uuid, topic, message, serialization, message_uuid, created_at_epoch_ms)
-    SELECT t.target, t.topic, t.message, t.serialization,
-           COALESCE(t.idempotency_key || '::' || t.target,
-                    CASE WHEN t.depth = 0 THEN t.random_id ELSE md5(t.random_id || '::' || t.target)::uuid::text END),
-           (EXTRACT(epoch FROM now()) * 1000)::bigint
+), {{> StepGate}}, targeted AS (
+    SELECT u.*,
+           row_number() OVER (PARTITION BY u.target ORDER BY u.ord, u.depth) - 1 AS nth,
+           count(*) OVER (PARTITION BY u.target) AS of_target
     FROM (
         SELECT m.*, m.destination AS target, 0 AS depth FROM msgs m
         UNION ALL
         SELECT m.*, f.id, 1 FROM msgs m JOIN forks f ON f.root = m.destination
-    ) t
+    ) u
+), base AS (
+    SELECT k.target,
+           GREATEST((EXTRACT(epoch FROM now()) * 1000)::bigint - (k.of_target - 1),
+                    (SELECT max(n.created_at_epoch_ms) + 1 FROM {{schema}}.notifications n
+                     WHERE n.destination_uuid = k.target)) AS first_at
+    FROM (SELECT DISTINCT target, of_target FROM targeted) k
+), sent AS (
+    INSERT INTO {{schema}}.notifications (destination_uuid, topic, message, serialization, message_uuid, created_at_epoch_ms)
+    SELECT t.target, t.topic, t.message, t.serialization,
+           COALESCE(t.idempotency_key || '::' || t.target,
+                    CASE WHEN t.depth = 0 THEN t.random_id ELSE md5(t.random_id || '::' || t.target)::uuid::text END),
+           b.first_at + t.nth
+    FROM targeted t JOIN base b ON b.target = t.target
     WHERE EXISTS (SELECT 1 FROM allowed)
     ORDER BY t.ord, t.depth, t.target
     ON CONFLICT (message_uuid) DO NOTHING

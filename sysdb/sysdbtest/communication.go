@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"sort"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -23,6 +24,8 @@ var communicationCases = []struct {
 	{"MessageSendAndConsume", testMessageSendAndConsume},
 	{"MessageConsumeEmptyAndReplay", testMessageConsumeEmptyAndReplay},
 	{"MessageConsumeConcurrent", testMessageConsumeConcurrent},
+	{"MessageOrderWithinMillisecond", testMessageOrderWithinMillisecond},
+	{"MessageOrderConcurrentSenders", testMessageOrderConcurrentSenders},
 	{"MessageSendIdempotencyKey", testMessageSendIdempotencyKey},
 	{"MessageSendMissingDestination", testMessageSendMissingDestination},
 	{"MessageSendFromWorkflow", testMessageSendFromWorkflow},
@@ -117,10 +120,9 @@ func pending(t *testing.T, db sysdb.SystemDatabase, dest, topic string) bool {
 func testMessageSendAndConsume(t *testing.T, db sysdb.SystemDatabase) {
 	owner := start(t, db, "dest")
 	require.False(t, pending(t, db, "dest", ""))
+	// Back to back, in one millisecond or not: the order holds regardless.
 	send(t, db, msg("dest", nil, `"first"`))
-	tick()
 	send(t, db, msg("dest", Ptr("orders"), `{"n":1}`), msg("dest", nil, `"second"`))
-	tick()
 	send(t, db, sysdb.OutgoingMessage{DestinationID: "dest", Message: "raw"}) // no serialization
 
 	// The default topic is stored as NullTopic: the two spellings meet.
@@ -264,6 +266,117 @@ func testMessageConsumeConcurrent(t *testing.T, db sysdb.SystemDatabase) {
 	}
 	require.Equal(t, empty, none)
 	require.Equal(t, got, recorded)
+}
+
+// consumeAll receives every message waiting for dest on topic, from step
+// fid on, in the order recv hands them out.
+func consumeAll(t *testing.T, db sysdb.SystemDatabase, dest, owner string, fid int, topic *string) []string {
+	t.Helper()
+	var got []string
+	for r := recv(t, db, caller(dest, owner, fid), topic); r.Received; r = recv(t, db, caller(dest, owner, fid), topic) {
+		got = append(got, *r.Message)
+		fid++
+	}
+	return got
+}
+
+// requireSentOrder checks dest's messages named in want were stamped in
+// that order with strictly rising created_at, whatever their topic: the
+// official SDKs pick the next message (and list them) by
+// created_at_epoch_ms alone, so a tie would let them reorder.
+func requireSentOrder(t *testing.T, db sysdb.SystemDatabase, dest string, want []string) {
+	t.Helper()
+	named := map[string]bool{}
+	for _, body := range want {
+		named[body] = true
+	}
+	var got []string
+	var at []int64
+	for _, n := range messages(t, db, dest) {
+		if named[n.Message] {
+			got, at = append(got, n.Message), append(at, n.CreatedAt)
+		}
+	}
+	require.Equal(t, want, got, "listed oldest first")
+	for i := 1; i < len(at); i++ {
+		require.Less(t, at[i-1], at[i], "created_at of %s then %s", got[i-1], got[i])
+	}
+}
+
+// testMessageOrderWithinMillisecond: messages sent in one millisecond (one
+// bulk send shares its transaction's clock; quick successive sends share
+// a millisecond) are received in the order they were sent, and their
+// created_at says so to every reader.
+func testMessageOrderWithinMillisecond(t *testing.T, db sysdb.SystemDatabase) {
+	owner, otherOwner := start(t, db, "dest"), start(t, db, "other")
+	const n = 60
+	// One bulk in its list order, interleaving the default topic and
+	// another destination, then single sends one after another.
+	var bulk []sysdb.OutgoingMessage
+	var all, onT, onDefault, toOther []string
+	for i := range n {
+		body := fmt.Sprintf(`"b%d"`, i)
+		bulk = append(bulk, msg("dest", Ptr("t"), body))
+		all, onT = append(all, body), append(onT, body)
+		if i%3 == 0 {
+			d := fmt.Sprintf(`"d%d"`, i)
+			bulk = append(bulk, msg("dest", nil, d), msg("other", Ptr("t"), body))
+			all, onDefault, toOther = append(all, d), append(onDefault, d), append(toOther, body)
+		}
+	}
+	send(t, db, bulk...)
+	for i := range n {
+		body := fmt.Sprintf(`"s%d"`, i)
+		send(t, db, msg("dest", Ptr("t"), body))
+		all, onT = append(all, body), append(onT, body)
+	}
+	requireSentOrder(t, db, "dest", all)
+	requireSentOrder(t, db, "other", toOther)
+
+	require.Equal(t, onT, consumeAll(t, db, "dest", owner, 1, Ptr("t")))
+	require.Equal(t, onDefault, consumeAll(t, db, "dest", owner, 1000, nil))
+	require.Equal(t, toOther, consumeAll(t, db, "other", otherOwner, 1, Ptr("t")))
+}
+
+// testMessageOrderConcurrentSenders: senders racing to one workflow each
+// have their own messages received in the order they sent them.
+func testMessageOrderConcurrentSenders(t *testing.T, db sysdb.SystemDatabase) {
+	owner := start(t, db, "dest")
+	const senders, each = 4, 30
+	sent := make([][]string, senders)
+	var wg sync.WaitGroup
+	for s := range senders {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range each {
+				out := []sysdb.OutgoingMessage{msg("dest", Ptr("t"), fmt.Sprintf(`"%d:%d"`, s, i))}
+				if i%5 == 0 { // some in bulks of two
+					out = append(out, msg("dest", Ptr("t"), fmt.Sprintf(`"%d:%d.5"`, s, i)))
+				}
+				_, err := db.MessageSend(t.Context(), sysdb.MessageSendParams{Messages: out})
+				if !assertNoError(t, err) {
+					return
+				}
+				for _, m := range out {
+					sent[s] = append(sent[s], m.Message)
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	got := consumeAll(t, db, "dest", owner, 1, Ptr("t"))
+	require.Len(t, got, senders*(each+each/5))
+	for s, want := range sent {
+		var mine []string
+		for _, body := range got {
+			if strings.HasPrefix(body, fmt.Sprintf(`"%d:`, s)) {
+				mine = append(mine, body)
+			}
+		}
+		require.Equal(t, want, mine, "sender %d's messages in its order", s)
+		requireSentOrder(t, db, "dest", want)
+	}
 }
 
 // assertNoError reports err from a goroutine other than the test's.

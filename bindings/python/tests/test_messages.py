@@ -166,6 +166,24 @@ def test_bulk_send_is_all_or_nothing(dbos: Any, agent_env: AgentEnv) -> None:
     assert (ha.get_result(), hb.get_result()) == (["to a"], ["to b"])
 
 
+def test_bulk_send_is_received_in_list_order(dbos: Any, agent_env: AgentEnv) -> None:
+    # One transaction, so one database clock for all: the order is the list's,
+    # and created_at says so to every reader (the SDKs order by it alone).
+    wid = new_id("bulk-order")
+    n = 30
+    with SetWorkflowID(wid):
+        handle = DBOS.start_workflow(receiver, n, "order")
+    DBOS.send_bulk([SendMessage(wid, i, "order") for i in range(n)])
+    assert handle.get_result() == list(range(n))
+    rows = query(
+        f'SELECT created_at_epoch_ms FROM "{agent_env.schema}".notifications WHERE destination_uuid = %s'
+        " ORDER BY created_at_epoch_ms",
+        (wid,),
+    )
+    stamps = [r[0] for r in rows]
+    assert len(set(stamps)) == n, "a millisecond each: no tie left for a reader to break"
+
+
 def test_send_from_a_step_is_not_a_step_of_its_own(dbos: Any) -> None:
     rid, sid = new_id("recv-step"), new_id("step-sender")
     with SetWorkflowID(rid):
