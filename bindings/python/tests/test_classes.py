@@ -445,3 +445,21 @@ def test_a_configured_instance_workflow_recovered_after_sigkill_runs_on_the_same
         assert client.retrieve_workflow(started).get_status().input == {"args": (5,), "kwargs": {}}
     finally:
         client.destroy()
+
+
+def test_step_methods_started_and_enqueued_as_workflows(dbos: Any) -> None:
+    # DBOS Python makes a step startable: a workflow whose one step is the
+    # method, on its instance (the row names the class and instance) or class.
+    wid = f"inst-step-{uuid.uuid4()}"
+    before = east.stock
+    with SetWorkflowID(wid):
+        handle = DBOS.start_workflow(east.reserve, "fig", 3)
+    assert handle.get_result() == before - 3
+    status = handle.get_status()
+    assert (status.name, status.class_name, status.config_name) == ("<temp>.Warehouse.reserve", "Warehouse", "east")
+    assert [s["function_name"] for s in DBOS.list_workflow_steps(wid)] == ["Warehouse.reserve"]
+    queued = classes_queue.enqueue(west.reserve, "fig", 1)
+    assert queued.get_result() == west.stock
+    assert queued.get_status().config_name == "west"
+    assert DBOS.start_workflow(Pricing.unit_price, "kiwi").get_result() == 3 * 4
+    assert DBOS.start_workflow(Pricing.tax, 7).get_result() == 7
