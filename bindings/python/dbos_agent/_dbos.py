@@ -55,7 +55,7 @@ from ._registry import (
 )
 from ._version import __version__, client_hello, compute_app_version
 from ._extras import DBOSExtras
-from ._facade import Scope, handle_twins, twins
+from ._facade import Scope, check_no_running_loop, handle_twins, twins
 from ._context import current_ctx
 from ._core import (
     DEFAULT_MAX_RECOVERY_ATTEMPTS,
@@ -159,16 +159,6 @@ class classproperty:
 
     def __get__(self, obj: Any, owner: Any) -> Any:
         return self.fget(owner)
-
-
-def _check_async(call: str) -> None:
-    """As DBOS Python: a blocking call on a thread that runs an event loop
-    would stall it."""
-    try:
-        asyncio.get_running_loop()
-    except RuntimeError:
-        return
-    raise RuntimeError(f"{call}() was called while an event loop is running. Use await {call}_async(...) instead.")
 
 
 def _unsupported(call: str, reason: Optional[str] = None) -> Callable[..., Any]:
@@ -867,7 +857,7 @@ class DBOS(ops.SharedOperations, DBOSExtras):
         the function's qualified name) and replayed on recovery, with the
         retries the options ask for; elsewhere it is a plain call. An async
         ``func`` runs on DBOS's event loop."""
-        _check_async("run_step")
+        check_no_running_loop("run_step")
         inst = _dbos()
         config = run_step_config("DBOS.run_step", dbos_step_options, func)
         if inspect.iscoroutinefunction(func):
@@ -901,7 +891,7 @@ class DBOS(ops.SharedOperations, DBOSExtras):
         any outcome). Inside a workflow the step DBOS.waitFirst records which
         one, so recovery returns the same handle. The agent wakes the waits,
         so ``polling_interval_sec`` is accepted and not used."""
-        _check_async("wait_first")
+        check_no_running_loop("wait_first")
         return wait_first(_dbos()._engine, "DBOS.wait_first", handles, recorded=True)
 
     @classmethod
