@@ -204,7 +204,9 @@ class Debouncer(Generic[R]):
         dbos = _dbos()
         ctx = current_ctx()
         if ctx is not None and ctx.step_id is not None:
-            raise DBOSException("Debouncer.debounce from inside a step: debounce from the workflow itself")
+            # From inside a step, as in DBOS: a bounce of its own, not a
+            # step of the workflow (the step's outcome is what is recorded).
+            ctx = None
         refuse_other_application("Debouncer", self.application_name, dbos._app_name)
         opts = _enqueue_options.get()
         assigned = take_assigned()

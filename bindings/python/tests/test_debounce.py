@@ -161,9 +161,18 @@ def test_a_debounced_workflow_does_not_inherit_its_callers_deadline(dbos: Any) -
     assert debounced.get_status().status == "SUCCESS"
 
 
-def test_a_debounce_inside_a_step_is_refused(dbos: Any) -> None:
-    with pytest.raises(DBOSException, match="inside a step"):
-        tdb_in_step(uuid.uuid4().hex[:8])
+def test_a_debounce_inside_a_step_is_a_bounce_of_its_own(dbos: Any) -> None:
+    # As in DBOS: the step's outcome (the debounced workflow's id) is what
+    # the workflow records; the bounce is no step of it and no child.
+    key, wid = uuid.uuid4().hex[:8], f"tdb-step-{uuid.uuid4()}"
+    with SetWorkflowID(wid):
+        debounced_id = tdb_in_step(key)
+    steps = _steps(wid)
+    assert [(fid, name, out) for fid, name, out, _ in steps] == [(1, "tdb_step_debounces", debounced_id)]
+    assert steps[0][3] is None
+    debounced = DBOS.retrieve_workflow(debounced_id)
+    assert debounced.get_status().parent_workflow_id is None
+    assert debounced.get_result() == 1
 
 
 def test_set_workflow_timeout_around_a_debounce_times_the_debounced_workflow(dbos: Any) -> None:
