@@ -280,8 +280,8 @@ def upsert_schedule(serializer: Serializer, message: Dict[str, Any], *, keep_sta
         # of that name not in it is another application's, not replaced.
         apps = None if not owner else {"application_name": [owner]}
         listed = yield from list_schedules(serializer, "upsert", None, None, name, apps)
-        own = [s for s in listed if s["schedule_name"] == name]
-        existing = own[0] if own else None
+        found = [s for s in listed if s["schedule_name"] == name]
+        existing = found[0] if found else None
         if existing is None:
             other = yield from get_schedule(serializer, name)
             if other is not None:
