@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"go.uber.org/zap"
@@ -192,6 +193,7 @@ func queueInfo(q sysdb.QueueSummary, cfg *sysdb.QueueConfig) protocol.QueueInfo 
 		Name: q.Name, Registered: q.Registered, Concurrency: q.Concurrency, WorkerConcurrency: q.WorkerConcurrency,
 		RateLimitMax: q.RateLimitMax, RateLimitPeriodSec: q.RateLimitPeriodSec, PriorityEnabled: q.PriorityEnabled,
 		PartitionQueue: q.PartitionQueue, Enqueued: q.Enqueued, Pending: q.Pending, Delayed: q.Delayed,
+		ApplicationName: deref(q.ApplicationName),
 	}
 	if cfg != nil {
 		info.PartitionConcurrency = cfg.PartitionConcurrency
@@ -202,14 +204,23 @@ func queueInfo(q sysdb.QueueSummary, cfg *sysdb.QueueConfig) protocol.QueueInfo 
 	return info
 }
 
+// handleListQueues lists every queue, or those the named applications own
+// and the unclaimed ones (DBOS's list_queues(application_name=)): the
+// summary holds every queue already, so the filter is applied here.
 func handleListQueues(s *Session, env protocol.Envelope) (any, *protocol.Error) {
+	var m protocol.ListQueues
+	if perr := decode(env, &m); perr != nil {
+		return nil, perr
+	}
 	queues, err := s.agent.db.QueueList(s.ctx)
 	if err != nil {
 		return nil, protocolError(s, env.Op, err)
 	}
-	reply := &protocol.ListQueuesReply{Queues: make([]protocol.QueueInfo, len(queues))}
-	for i, q := range queues {
-		reply.Queues[i] = queueInfo(q, nil)
+	reply := &protocol.ListQueuesReply{Queues: make([]protocol.QueueInfo, 0, len(queues))}
+	for _, q := range queues {
+		if len(m.ApplicationNames) == 0 || q.ApplicationName == nil || slices.Contains(m.ApplicationNames, *q.ApplicationName) {
+			reply.Queues = append(reply.Queues, queueInfo(q, nil))
+		}
 	}
 	return reply, nil
 }
@@ -332,7 +343,13 @@ func handleDebounceWorkflow(s *Session, env protocol.Envelope) (any, *protocol.E
 		queue = sysdb.InternalQueueName
 	}
 	version := m.AppVersion
-	if version == "" {
+	owner := group.app
+	if m.ApplicationName != "" && m.ApplicationName != group.app {
+		// For another application (DBOS's Debouncer application_name): its
+		// row, and its pending debounce is the one bounced; no version of
+		// the caller's, as start_workflow writes it.
+		owner = m.ApplicationName
+	} else if version == "" {
 		version = group.version
 	}
 	// The key is scoped to the workflow, as the DBOS SDKs scope it, so two
@@ -355,7 +372,7 @@ func handleDebounceWorkflow(s *Session, env protocol.Envelope) (any, *protocol.E
 			ID: id, Name: m.Name, Status: sysdb.StatusDelayed, CreatorXID: newToken(),
 			ClassName: optional(m.ClassName), QueueName: &queue, QueuePartitionKey: optional(m.PartitionKey),
 			DeduplicationID: &dedupID, Priority: m.Priority, ExecutorID: a.cfg.ExecutorID,
-			ApplicationVersion: optional(version), ApplicationName: optional(group.app),
+			ApplicationVersion: optional(version), ApplicationName: optional(owner),
 			DelayUntilEpochMS: &delayUntil, IsDebounced: true,
 			Serialization: optional(m.Serialization), Inputs: m.Inputs,
 			AuthenticatedUser: optional(m.AuthenticatedUser), AssumedRole: optional(m.AssumedRole),
@@ -370,7 +387,7 @@ func handleDebounceWorkflow(s *Session, env protocol.Envelope) (any, *protocol.E
 		}
 		params := sysdb.WorkflowDebounceParams{
 			Name: m.Name, QueueName: queue, DeduplicationID: dedupID, DelayUntilEpochMS: now + m.DelayMS,
-			Inputs: m.Inputs, Serialization: optional(m.Serialization), ApplicationName: optional(group.app),
+			Inputs: m.Inputs, Serialization: optional(m.Serialization), ApplicationName: optional(owner),
 		}
 		if caller != nil {
 			// One transaction: the bounce or the child's insert, and the
@@ -421,7 +438,8 @@ func handleListVersions(s *Session, env protocol.Envelope) (any, *protocol.Error
 	}
 	reply := &protocol.ListVersionsReply{Versions: make([]protocol.VersionInfo, len(versions))}
 	for i, v := range versions {
-		reply.Versions[i] = protocol.VersionInfo{VersionID: v.ID, VersionName: v.Name, TimestampMS: v.Timestamp, CreatedAtMS: v.CreatedAt}
+		reply.Versions[i] = protocol.VersionInfo{VersionID: v.ID, VersionName: v.Name, TimestampMS: v.Timestamp, CreatedAtMS: v.CreatedAt,
+			ApplicationName: deref(v.ApplicationName)}
 	}
 	return reply, nil
 }
@@ -432,7 +450,11 @@ func handlePromoteVersion(s *Session, env protocol.Envelope) (any, *protocol.Err
 		return nil, perr
 	}
 	_, group := s.handshaken()
-	err := s.agent.db.VersionPromote(s.ctx, m.VersionName, optional(group.app))
+	app := group.app
+	if m.ApplicationName != "" {
+		app = m.ApplicationName // DBOS's set_latest_application_version(application_name=)
+	}
+	err := s.agent.db.VersionPromote(s.ctx, m.VersionName, optional(app))
 	var missing *sysdb.VersionNotFoundError
 	var owned *sysdb.NameOwnedError
 	switch {

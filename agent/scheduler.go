@@ -210,6 +210,7 @@ func scheduleMessage(s sysdb.Schedule) protocol.Schedule {
 		ScheduleName: s.Name, WorkflowName: s.WorkflowName, WorkflowClassName: deref(s.WorkflowClassName),
 		Cron: s.Cron, Context: s.Context, Status: s.Status, AutomaticBackfill: s.AutomaticBackfill,
 		CronTimezone: deref(s.CronTimezone), QueueName: deref(s.QueueName),
+		ApplicationName: deref(s.ApplicationName), ScheduleID: s.ID,
 	}
 	if s.LastFiredAtRaw != nil {
 		m.LastFiredAt = *s.LastFiredAtRaw
@@ -256,7 +257,17 @@ func handleCreateSchedule(s *Session, env protocol.Envelope) (any, *protocol.Err
 	if status == "" {
 		status = sysdb.ScheduleActive
 	}
-	_, group := s.handshaken()
+	hello, group := s.handshaken()
+	owner := group.app
+	if m.ApplicationName != "" && m.ApplicationName != group.app {
+		// DBOSClient.create_schedule(application_name=): a client writes a
+		// schedule another application's workers fire; a worker's are its
+		// own, as its queues are.
+		if hello.Role == protocol.RoleWorker {
+			return nil, protocol.Errorf(protocol.CodeInvalidArgument, "%s: a worker creates schedules for its own application only", env.Op)
+		}
+		owner = m.ApplicationName
+	}
 	ctxText := m.Context
 	if ctxText == "" {
 		ctxText = "null"
@@ -264,7 +275,7 @@ func handleCreateSchedule(s *Session, env protocol.Envelope) (any, *protocol.Err
 	err := a.db.ScheduleCreate(s.ctx, sysdb.Schedule{
 		Name: m.ScheduleName, WorkflowName: m.WorkflowName, WorkflowClassName: optional(m.WorkflowClassName),
 		Cron: m.Cron, Status: status, Context: ctxText, AutomaticBackfill: m.AutomaticBackfill,
-		CronTimezone: optional(m.CronTimezone), QueueName: optional(m.QueueName), ApplicationName: optional(group.app),
+		CronTimezone: optional(m.CronTimezone), QueueName: optional(m.QueueName), ApplicationName: optional(owner),
 	})
 	if err != nil {
 		return nil, scheduleError(s, env.Op, err)
@@ -291,9 +302,15 @@ func handleListSchedules(s *Session, env protocol.Envelope) (any, *protocol.Erro
 		return nil, perr
 	}
 	_, group := s.handshaken()
-	list, err := s.agent.db.ScheduleList(s.ctx, sysdb.ScheduleListParams{
-		Statuses: m.Statuses, WorkflowNames: m.WorkflowNames, NamePrefix: m.NamePrefix, ApplicationName: optional(group.app),
-	})
+	params := sysdb.ScheduleListParams{Statuses: m.Statuses, WorkflowNames: m.WorkflowNames, NamePrefix: m.NamePrefix}
+	switch {
+	case m.AllApplications:
+	case len(m.ApplicationNames) > 0:
+		params.ApplicationNames = m.ApplicationNames // DBOS's list_schedules(application_name=)
+	default:
+		params.ApplicationName = optional(group.app)
+	}
+	list, err := s.agent.db.ScheduleList(s.ctx, params)
 	if err != nil {
 		return nil, scheduleError(s, env.Op, err)
 	}

@@ -111,7 +111,7 @@ func TestLateRegisteredQueueIsServedWithItsLimits(t *testing.T) {
 	require.Equal(t, 1, g.max("all"))
 	var q protocol.QueueInfo
 	require.NoError(t, c.Call(context.Background(), protocol.OpGetQueue, &protocol.QueueRef{Name: "lq"}, &q))
-	require.Equal(t, protocol.QueueInfo{Name: "lq", Registered: true, WorkerConcurrency: intp(1)}, q)
+	require.Equal(t, protocol.QueueInfo{Name: "lq", Registered: true, WorkerConcurrency: intp(1), ApplicationName: "e2e"}, q)
 }
 
 // TestRegisterBounds: register is validated as hello is (each field, each

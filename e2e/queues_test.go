@@ -1022,11 +1022,11 @@ func TestRegisterQueuesAfterHello(t *testing.T) {
 
 	var registered protocol.QueueInfo
 	require.NoError(t, c.Call(ctx, protocol.OpGetQueue, &protocol.QueueRef{Name: "late"}, &registered))
-	require.Equal(t, protocol.QueueInfo{Name: "late", Registered: true, Concurrency: intp(1)}, registered)
+	require.Equal(t, protocol.QueueInfo{Name: "late", Registered: true, Concurrency: intp(1), ApplicationName: "e2e"}, registered, "the registering worker's application owns it")
 	var list protocol.ListQueuesReply
 	require.NoError(t, c.Call(ctx, protocol.OpListQueues, &protocol.Empty{}, &list))
 	// The internal queue is listed too while a clock tick is on it.
-	require.Contains(t, list.Queues, protocol.QueueInfo{Name: "late", Registered: true, Concurrency: intp(1)})
+	require.Contains(t, list.Queues, protocol.QueueInfo{Name: "late", Registered: true, Concurrency: intp(1), ApplicationName: "e2e"})
 	requireErrCode(t, c.Call(ctx, protocol.OpGetQueue, &protocol.QueueRef{Name: "unknown"}, nil), protocol.CodeInvalidArgument)
 
 	// A client's registration writes the row and serves nothing (see

@@ -263,8 +263,15 @@ func TestScheduleBackfillTriggerListGet(t *testing.T) {
 	var got protocol.Schedule
 	require.NoError(t, c.Call(ctx, protocol.OpGetSchedule, &protocol.ScheduleRef{ScheduleName: "daily"}, &got))
 	daily.Status = "ACTIVE"
+	daily.ApplicationName = "e2e" // the creating client's application owns it
+	require.NotEmpty(t, got.ScheduleID, "the row's id")
+	daily.ScheduleID = got.ScheduleID
 	require.Equal(t, daily, got)
 	hourly.Context = "null" // no context is the JSON null
+	hourly.ApplicationName = "e2e"
+	var gotHourly protocol.Schedule
+	require.NoError(t, c.Call(ctx, protocol.OpGetSchedule, &protocol.ScheduleRef{ScheduleName: "hourly"}, &gotHourly))
+	hourly.ScheduleID = gotHourly.ScheduleID
 	// A fresh reply each time: decoding into a used one keeps the fields
 	// the new reply omits.
 	listSchedules := func(filter protocol.ListSchedules) []protocol.Schedule {

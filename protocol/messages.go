@@ -59,6 +59,9 @@ const (
 	OpListVersions   = "list_versions"
 	OpPromoteVersion = "promote_version"
 
+	// Ownership: re-owning an application's rows.
+	OpRenameApplication = "rename_application"
+
 	PushRun    = "run"    // run this workflow now
 	PushCancel = "cancel" // the workflow you run was cancelled
 )
@@ -496,6 +499,11 @@ type DebounceWorkflow struct {
 	// call creates, as DBOS's enqueue records them; a bounce keeps the
 	// stored ones.
 	Attributes *string `msgpack:"attributes,omitempty"`
+	// ApplicationName owns the workflow a first call creates, and scopes
+	// the key's bounce, when it names another application than the
+	// caller's (DBOS's Debouncer application_name); app_version then
+	// defaults to none.
+	ApplicationName string `msgpack:"application_name,omitempty"`
 }
 
 // DebounceWorkflowReply names the debounced workflow.
@@ -534,6 +542,16 @@ type QueueInfo struct {
 	Enqueued                    int64    `msgpack:"enqueued"`
 	Pending                     int64    `msgpack:"pending"`
 	Delayed                     int64    `msgpack:"delayed"`
+	// ApplicationName is the application that registered the queue (none:
+	// unclaimed, or not registered).
+	ApplicationName string `msgpack:"application_name,omitempty"`
+}
+
+// ListQueues filters list_queues.
+type ListQueues struct {
+	// ApplicationNames lists the queues these applications own and the
+	// unclaimed ones (DBOS's application_name filter); absent: every queue.
+	ApplicationNames []string `msgpack:"application_name,omitempty"`
 }
 
 // ListQueuesReply lists queues.
@@ -557,6 +575,12 @@ type Schedule struct {
 	QueueName         string `msgpack:"queue_name,omitempty"`
 	// LastFiredAt is ISO 8601 (read only).
 	LastFiredAt string `msgpack:"last_fired_at,omitempty"`
+	// ApplicationName owns the schedule: in create_schedule, from a client
+	// only, another application than the caller's (DBOSClient's
+	// application_name); in replies, the stored owner (none: unclaimed).
+	ApplicationName string `msgpack:"application_name,omitempty"`
+	// ScheduleID is the row's id (read only).
+	ScheduleID string `msgpack:"schedule_id,omitempty"`
 }
 
 // ScheduleRef names a schedule.
@@ -569,6 +593,12 @@ type ListSchedules struct {
 	Statuses      []string `msgpack:"status,omitempty"`
 	WorkflowNames []string `msgpack:"workflow_name,omitempty"`
 	NamePrefix    string   `msgpack:"schedule_name_prefix,omitempty"`
+	// ApplicationNames lists these applications' schedules and the
+	// unclaimed ones instead of the caller's application's.
+	ApplicationNames []string `msgpack:"application_name,omitempty"`
+	// AllApplications lists every application's schedules (DBOS's
+	// application_name=[]).
+	AllApplications bool `msgpack:"all_applications,omitempty"`
 }
 
 // ListSchedulesReply lists schedules.
@@ -595,6 +625,8 @@ type VersionInfo struct {
 	VersionName string `msgpack:"version_name"`
 	TimestampMS int64  `msgpack:"version_timestamp"`
 	CreatedAtMS int64  `msgpack:"created_at"`
+	// ApplicationName registered the version (none: unclaimed).
+	ApplicationName string `msgpack:"application_name,omitempty"`
 }
 
 // ListVersionsReply lists versions, the latest first.
@@ -605,4 +637,30 @@ type ListVersionsReply struct {
 // VersionRef names a version.
 type VersionRef struct {
 	VersionName string `msgpack:"version_name"`
+	// ApplicationName, in promote_version, acts for that application
+	// instead of the caller's (DBOS's set_latest_application_version
+	// application_name).
+	ApplicationName string `msgpack:"application_name,omitempty"`
+}
+
+// RenameApplication re-owns rows of the system database (DBOS's
+// DBOSClient.rename_application).
+type RenameApplication struct {
+	// OldName is the application whose rows move (absent: none, only the
+	// unclaimed ones, which needs AdoptUnclaimedRows).
+	OldName string `msgpack:"old_name,omitempty"`
+	NewName string `msgpack:"new_name"`
+	// BatchSize bounds the terminal workflows one transaction moves; 0:
+	// all in one.
+	BatchSize          int  `msgpack:"batch_size,omitempty"`
+	AdoptUnclaimedRows bool `msgpack:"adopt_unclaimed_rows,omitempty"`
+}
+
+// RenameApplicationReply counts the rows a rename moved, by table.
+type RenameApplicationReply struct {
+	Queues    int64 `msgpack:"queues"`
+	Schedules int64 `msgpack:"schedules"`
+	Versions  int64 `msgpack:"versions"`
+	Workflows int64 `msgpack:"workflows"`
+	Steps     int64 `msgpack:"steps"`
 }

@@ -52,6 +52,12 @@ const (
 	// MaxScheduleContextBytes bounds a schedule's context, which every
 	// tick of it carries.
 	MaxScheduleContextBytes = 64 << 10
+	// MaxApplicationNames bounds the applications one listing names
+	// (list_queues, list_schedules).
+	MaxApplicationNames = 1000
+	// MinApplicationNameBytes is the shortest name rename_application
+	// gives rows: DBOS launches no application under a shorter one.
+	MinApplicationNameBytes = 3
 )
 
 // InternalQueueName is the queue of direct starts, which every worker
@@ -178,6 +184,9 @@ func (r *RegisterQueues) Validate(op string) error {
 	if len(r.Queues) == 0 {
 		return fieldErr(op+".queues", "is required (at least one queue)")
 	}
+	if err := checkName(op+".application_name", r.ApplicationName, MaxNameBytes, false); err != nil {
+		return err
+	}
 	return validateQueues(op+".queues", r.Queues)
 }
 
@@ -280,6 +289,7 @@ func (s *Schedule) Validate(op string) error {
 		name{"schedule", s.Cron, MaxNameBytes, true},
 		name{"cron_timezone", s.CronTimezone, MaxNameBytes, false},
 		name{"queue_name", s.QueueName, MaxNameBytes, false},
+		name{"application_name", s.ApplicationName, MaxNameBytes, false},
 	); err != nil {
 		return err
 	}
@@ -320,7 +330,67 @@ func (b *BackfillSchedule) Validate(op string) error {
 
 // Validate checks a version's name (promote_version).
 func (v *VersionRef) Validate(op string) error {
-	return checkName(op+".version_name", v.VersionName, MaxNameBytes, true)
+	return checkNames(op,
+		name{"version_name", v.VersionName, MaxNameBytes, true},
+		name{"application_name", v.ApplicationName, MaxNameBytes, false},
+	)
+}
+
+// Validate checks the applications a queue listing names.
+func (l *ListQueues) Validate(op string) error {
+	return checkApplicationNames(op+".application_name", l.ApplicationNames)
+}
+
+// Validate checks the applications a schedule listing names.
+func (l *ListSchedules) Validate(op string) error {
+	return checkApplicationNames(op+".application_name", l.ApplicationNames)
+}
+
+// Validate checks the owner a debounce names.
+func (d *DebounceWorkflow) Validate(op string) error {
+	return checkName(op+".application_name", d.ApplicationName, MaxNameBytes, false)
+}
+
+// Validate checks a rename: a source to move (an application, the unclaimed
+// rows or both), and a new name an application can launch under (DBOS's
+// rule: 3 to 255 bytes of lowercase letters, digits, '-' and '_'), or the
+// rows would be stranded again.
+func (r *RenameApplication) Validate(op string) error {
+	if err := checkName(op+".old_name", r.OldName, MaxNameBytes, false); err != nil {
+		return err
+	}
+	if r.OldName == "" && !r.AdoptUnclaimedRows {
+		return fieldErr(op+".old_name", "is required unless adopt_unclaimed_rows is set (nothing to re-own)")
+	}
+	if len(r.NewName) < MinApplicationNameBytes || len(r.NewName) > MaxNameBytes {
+		return fieldErr(op+".new_name", "%d bytes; an application name has %d to %d", len(r.NewName), MinApplicationNameBytes, MaxNameBytes)
+	}
+	for i := 0; i < len(r.NewName); i++ {
+		if c := r.NewName[i]; !(c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '-' || c == '_') {
+			return fieldErr(op+".new_name", "must contain only lowercase letters, digits, '-' and '_' (byte %d)", i)
+		}
+	}
+	if r.NewName == r.OldName {
+		return fieldErr(op+".new_name", "is old_name: nothing to rename")
+	}
+	if r.BatchSize < 0 {
+		return fieldErr(op+".batch_size", "must not be negative (0 moves everything in one transaction)")
+	}
+	return nil
+}
+
+// checkApplicationNames checks a listing's application names: at most
+// MaxApplicationNames, each a name.
+func checkApplicationNames(path string, names []string) error {
+	if len(names) > MaxApplicationNames {
+		return fieldErr(path, "%d names; at most %d", len(names), MaxApplicationNames)
+	}
+	for i, n := range names {
+		if err := checkName(fmt.Sprintf("%s[%d]", path, i), n, MaxNameBytes, true); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // Validate checks an attributes update: the workflow and the JSON object.

@@ -600,6 +600,9 @@ func (p *Postgres) ScheduleList(ctx context.Context, in ScheduleListParams) ([]S
 	if in.ApplicationName != nil {
 		where = append(where, "(application_name = "+arg(*in.ApplicationName)+" OR application_name IS NULL)")
 	}
+	if len(in.ApplicationNames) > 0 {
+		where = append(where, "(application_name = ANY("+arg(in.ApplicationNames)+") OR application_name IS NULL)")
+	}
 	query := "SELECT " + scheduleColumns + " FROM " + p.table("workflow_schedules")
 	if len(where) > 0 {
 		query += " WHERE " + strings.Join(where, " AND ")

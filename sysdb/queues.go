@@ -82,6 +82,30 @@ type QueueSystem interface {
 	// ScheduleSetLastFired records the latest tick fired; it never moves
 	// last_fired_at backwards.
 	ScheduleSetLastFired(ctx context.Context, name string, firedAt time.Time) error
+
+	// ApplicationRename gives p.NewName the rows p.OldName owns, the
+	// unclaimed ones (p.AdoptUnclaimed), or both, in the five owned tables
+	// (DBOS's rename_application). Queues, schedules, versions and active
+	// workflows move in one transaction; terminal workflows and steps move
+	// after it, p.BatchSize workflows at a time. It is idempotent, so a
+	// re-run resumes an interrupted one.
+	ApplicationRename(ctx context.Context, p ApplicationRenameParams) (ApplicationRowCounts, error)
+}
+
+// ApplicationRenameParams names the rows ApplicationRename moves. The caller
+// checks the names (at least one source; NewName differs from OldName).
+type ApplicationRenameParams struct {
+	OldName        *string // nil: no application's rows, only unclaimed ones
+	NewName        string
+	AdoptUnclaimed bool
+	// BatchSize bounds the terminal workflows (and their steps' workflows)
+	// one transaction moves; 0 moves them all in one.
+	BatchSize int
+}
+
+// ApplicationRowCounts is how many rows a rename moved, by table.
+type ApplicationRowCounts struct {
+	Queues, Schedules, Versions, Workflows, Steps int64
 }
 
 // QueueConfig is one row of the queues table.
@@ -251,6 +275,10 @@ type ScheduleListParams struct {
 	WorkflowNames   []string
 	NamePrefix      string
 	ApplicationName *string // mine or unclaimed
+	// ApplicationNames, when set, matches the rows any of these
+	// applications owns and the unclaimed ones (DBOS's application_name
+	// filter); it combines with ApplicationName.
+	ApplicationNames []string
 }
 
 // QueueNotFoundError says no queue of that name is registered.

@@ -103,6 +103,7 @@ func Run(t *testing.T, open func(t *testing.T) sysdb.SystemDatabase) {
 		{"ScheduleList", testScheduleList},
 		{"ScheduleStatusAndDelete", testScheduleStatusAndDelete},
 		{"ScheduleLastFired", testScheduleLastFired},
+		{"ApplicationRename", testApplicationRename},
 	}
 	cases = append(cases, communicationCases...)
 	for _, c := range cases {

@@ -845,6 +845,10 @@ func testScheduleList(t *testing.T, db sysdb.SystemDatabase) {
 	require.Equal(t, []string{"nightlyXbackup"}, listed(sysdb.ScheduleListParams{
 		ApplicationName: Ptr("shop"), Statuses: []string{sysdb.ScheduleActive}, WorkflowNames: []string{"backup"}, NamePrefix: "night",
 	}), "filters combine")
+	require.Equal(t, []string{"hourly", "nightly-report", "nightlyXbackup", "nightly_backup"},
+		listed(sysdb.ScheduleListParams{ApplicationNames: []string{"shop", "bank"}}), "any of several, and unclaimed")
+	require.Equal(t, []string{"hourly", "nightlyXbackup", "nightly_backup"},
+		listed(sysdb.ScheduleListParams{ApplicationNames: []string{"bank"}}), "a peer's rows and unclaimed")
 }
 
 func testScheduleStatusAndDelete(t *testing.T, db sysdb.SystemDatabase) {
@@ -951,4 +955,56 @@ func testQueueRegisterMany(t *testing.T, db sysdb.SystemDatabase) {
 
 	_, err = db.QueueRegisterMany(ctx, []sysdb.QueueRegisterParams{{Config: sysdb.QueueConfig{}}})
 	require.Error(t, err, "a registration needs a name")
+}
+
+// testApplicationRename: a rename moves the named application's rows in
+// every owned table, unclaimed ones only when asked, never a peer's; the
+// terminal history moves in batches and a second run finds nothing.
+func testApplicationRename(t *testing.T, db sysdb.SystemDatabase) {
+	ctx := t.Context()
+	owner := func(id string) *string {
+		w, err := db.WorkflowGet(ctx, id)
+		require.NoError(t, err)
+		return w.ApplicationName
+	}
+	for app, suffix := range map[string]string{"old-app": "old", "peer-app": "peer"} {
+		_, _, err := db.QueueRegister(ctx, sysdb.QueueRegisterParams{Config: sysdb.QueueConfig{Name: "q-" + suffix, ApplicationName: Ptr(app)}})
+		require.NoError(t, err)
+		require.NoError(t, db.ScheduleCreate(ctx, sysdb.Schedule{Name: "s-" + suffix, WorkflowName: "wf", Cron: "0 0 * * *", ApplicationName: Ptr(app)}))
+		require.NoError(t, db.VersionRegister(ctx, "v-"+suffix, Ptr(app)))
+	}
+	// Three finished workflows with a step each, one enqueued, one of a
+	// peer and one unclaimed.
+	for i := range 3 {
+		id := fmt.Sprintf("done-%d", i)
+		tok := start(t, db, id, func(p *sysdb.WorkflowInsertParams) { p.ApplicationName = Ptr("old-app") })
+		require.NoError(t, db.StepRecord(ctx, sysdb.StepRecordParams{WorkflowID: id, OwnerXID: tok, FunctionID: 1, Name: "step", Output: Ptr("1"), ApplicationName: Ptr("old-app")}))
+		finish(t, db, id, tok, "1")
+	}
+	insert(t, db, sysdb.WorkflowInsertParams{ID: "waiting", Status: sysdb.StatusEnqueued, QueueName: Ptr("q-old"), ApplicationName: Ptr("old-app")})
+	insert(t, db, sysdb.WorkflowInsertParams{ID: "peer", ApplicationName: Ptr("peer-app")})
+	insert(t, db, sysdb.WorkflowInsertParams{ID: "unclaimed"})
+
+	moved, err := db.ApplicationRename(ctx, sysdb.ApplicationRenameParams{OldName: Ptr("old-app"), NewName: "new-app", BatchSize: 2})
+	require.NoError(t, err)
+	require.Equal(t, sysdb.ApplicationRowCounts{Queues: 1, Schedules: 1, Versions: 1, Workflows: 4, Steps: 3}, moved)
+	for _, id := range []string{"done-0", "done-1", "done-2", "waiting"} {
+		require.Equal(t, Ptr("new-app"), owner(id), id)
+	}
+	require.Equal(t, Ptr("peer-app"), owner("peer"), "a peer nobody named stays")
+	require.Nil(t, owner("unclaimed"), "unclaimed rows move only when asked")
+	s, err := db.ScheduleGet(ctx, "s-old")
+	require.NoError(t, err)
+	require.Equal(t, Ptr("new-app"), s.ApplicationName)
+	require.Equal(t, []string{"v-old"}, versionNames(t, db, Ptr("new-app")))
+
+	again, err := db.ApplicationRename(ctx, sysdb.ApplicationRenameParams{OldName: Ptr("old-app"), NewName: "new-app", BatchSize: 1})
+	require.NoError(t, err)
+	require.Equal(t, sysdb.ApplicationRowCounts{}, again, "idempotent, so an interrupted rename resumes")
+
+	adopted, err := db.ApplicationRename(ctx, sysdb.ApplicationRenameParams{NewName: "adopter", AdoptUnclaimed: true})
+	require.NoError(t, err)
+	require.Equal(t, int64(1), adopted.Workflows)
+	require.Equal(t, Ptr("adopter"), owner("unclaimed"))
+	require.Equal(t, Ptr("new-app"), owner("waiting"), "adoption takes only unclaimed rows")
 }

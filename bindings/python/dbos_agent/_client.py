@@ -209,16 +209,16 @@ def _create_schedule(
     application_name: Optional[str] = None,
     shard_key: Optional[str] = None,
 ) -> "Op[None]":
-    """Create a cron schedule of a workflow by name; it belongs to the
-    client's application (``DBOSClient(application_name=...)``; a client
-    without one creates an unclaimed schedule)."""
+    """Create a cron schedule of a workflow by name; it belongs to
+    ``application_name``, else the client's application
+    (``DBOSClient(application_name=...)``; with neither, an unclaimed
+    schedule, which every application fires)."""
     sched.refuse_shard_key(scope.name("create_schedule"), shard_key)
-    sched.refuse_other_application(scope.name("create_schedule"), application_name, scope.app_name)
     return sched.create_schedule(
         sched.schedule_message(
             schedule_name=schedule_name, workflow_name=workflow_name, schedule=schedule, context=context,
             workflow_class_name=workflow_class_name, automatic_backfill=automatic_backfill,
-            cron_timezone=cron_timezone, queue_name=queue_name,
+            cron_timezone=cron_timezone, queue_name=queue_name, application_name=application_name,
         )
     )
 
@@ -231,7 +231,6 @@ def _apply_schedules(scope: Scope, /, schedules: List[ClientScheduleInput]) -> "
             if required not in entry:
                 raise DBOSException(f"Schedule entry {i} is missing required field '{required}'")
         sched.refuse_shard_key(scope.name("apply_schedules"), entry.get("shard_key"))
-        sched.refuse_other_application(scope.name("apply_schedules"), entry.get("application_name"), scope.app_name)
         messages.append(
             sched.schedule_message(
                 schedule_name=entry["schedule_name"], workflow_name=entry["workflow_name"],
@@ -239,9 +238,26 @@ def _apply_schedules(scope: Scope, /, schedules: List[ClientScheduleInput]) -> "
                 workflow_class_name=entry.get("workflow_class_name"),
                 automatic_backfill=entry.get("automatic_backfill", False),
                 cron_timezone=entry.get("cron_timezone"), queue_name=entry.get("queue_name"),
+                application_name=entry.get("application_name"),
             )
         )
     return ops.apply_schedule_messages(scope, messages)
+
+
+def _rename_application(
+    scope: Scope,
+    /,
+    old_name: Optional[str],
+    new_name: str,
+    *,
+    batch_size: Optional[int] = sched.DEFAULT_RENAME_BATCH_SIZE,
+    adopt_unclaimed_rows: bool = False,
+) -> "Op[sched.ApplicationRowCounts]":
+    """Give ``new_name`` the rows ``old_name`` owns, the unclaimed ones
+    (``adopt_unclaimed_rows``), or both, in every owned table; terminal
+    workflows and steps move ``batch_size`` at a time (None: in one
+    transaction). Stop the renamed application's workers first."""
+    return sched.rename_application(old_name, new_name, batch_size, adopt_unclaimed_rows)
 
 
 class DBOSClient(ops.SharedOperations, ClientExtras):
@@ -315,6 +331,7 @@ class DBOSClient(ops.SharedOperations, ClientExtras):
     register_queue, register_queue_async = twins(_register_queue)
     create_schedule, create_schedule_async = twins(_create_schedule)
     apply_schedules, apply_schedules_async = twins(_apply_schedules)
+    rename_application, rename_application_async = twins(_rename_application)
     send, send_async = twins(_send)
 
     def wait_first(

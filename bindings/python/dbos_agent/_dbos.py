@@ -449,7 +449,7 @@ class DBOS(ops.SharedOperations, DBOSExtras):
         message = sched.schedule_message(
             schedule_name=reg.name, workflow_name=reg.name, schedule=reg.scheduled_cron, context=None
         )
-        drive(self._engine, sched.upsert_schedule(self._serializer, message, keep_status=True))
+        drive(self._engine, sched.upsert_schedule(self._serializer, message, keep_status=True, own=self._app_name))
 
     def _on_lost(self, conn: Connection, reason: BaseException) -> None:
         # The agent hands this connection's runs to another worker: stop them

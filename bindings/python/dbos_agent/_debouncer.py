@@ -199,7 +199,7 @@ class Debouncer(Generic[R]):
         self, key: str, period_sec: float, args: Tuple[Any, ...], kwargs: Dict[str, Any]
     ) -> Tuple[Engine, Optional[_Ctx], Dict[str, Any]]:
         from ._registry import _dbos, _workflows
-        from ._scheduling import get_queue, refuse_other_application
+        from ._scheduling import check_application_name, get_queue
 
         dbos = _dbos()
         ctx = current_ctx()
@@ -207,7 +207,7 @@ class Debouncer(Generic[R]):
             # From inside a step, as in DBOS: a bounce of its own, not a
             # step of the workflow (the step's outcome is what is recorded).
             ctx = None
-        refuse_other_application("Debouncer", self.application_name, dbos._app_name)
+        check_application_name("application_name", self.application_name)
         opts = _enqueue_options.get()
         assigned = take_assigned()
         pinned = assigned.workflow_id if assigned is not None else None
@@ -243,6 +243,9 @@ class Debouncer(Generic[R]):
             body["workflow_timeout_ms"] = timeout_ms
         # A first call records the caller's identity, as an enqueue does.
         body.update(auth.start_fields())
+        # Another application's workflow (DBOS's application_name): the agent
+        # writes it for that application and bounces that one's pending call.
+        body["application_name"] = self.application_name or None
         return dbos._engine, ctx, body
 
     def debounce(self, debounce_key: str, debounce_period_sec: float, *args: Any, **kwargs: Any) -> "WorkflowHandle[R]":
@@ -314,7 +317,7 @@ class DebouncerClient(Generic[R]):
         self.application_name = application_name
 
     def _body(self, key: str, period_sec: float, args: Tuple[Any, ...], kwargs: Dict[str, Any]) -> Dict[str, Any]:
-        from ._scheduling import refuse_other_application
+        from ._scheduling import check_application_name
 
         opts: Dict[str, Any] = dict(self.workflow_options)
         _reject_conflicting_options(
@@ -325,8 +328,10 @@ class DebouncerClient(Generic[R]):
             has_return_existing=opts.get("duplication_policy") == "return-existing",
             has_reject_reuse_policy=opts.get("workflow_id_reuse_policy") == "reject",
         )
+        # The debouncer's application, else the workflow options', else the
+        # client's own (the agent's default), as DBOS picks the owner.
         app = self.application_name if self.application_name is not None else opts.get("application_name")
-        refuse_other_application("DebouncerClient", app, self.client._app_name)
+        check_application_name("application_name", app)
         for key_name in ("shard_key",):
             if opts.get(key_name) is not None:
                 raise DBOSNotSupportedError(f"DebouncerClient(workflow_options[{key_name!r}])")
@@ -344,6 +349,7 @@ class DebouncerClient(Generic[R]):
         timeout = opts.get("workflow_timeout")
         if timeout:
             body["workflow_timeout_ms"] = int(timeout * 1000)  # its deadline is set when it is dequeued
+        body["application_name"] = app or None
         return body
 
     def debounce(self, debounce_key: str, debounce_period_sec: float, *args: Any, **kwargs: Any) -> "WorkflowHandle[R]":

@@ -252,17 +252,6 @@ class ClientExtras:
 
     # Refusals: they take DBOS's arguments as they come and raise.
 
-    def rename_application(self, *args: Any, **kwargs: Any) -> Any:
-        """Raises DBOSNotSupportedError: moving rows between applications is
-        an operation on the agent's database the agent does not offer."""
-        raise DBOSNotSupportedError(
-            "DBOSClient.rename_application",
-            "re-owning rows of the system database is not an operation of the agent",
-        )
-
-    async def rename_application_async(self, *args: Any, **kwargs: Any) -> Any:
-        return self.rename_application(*args, **kwargs)
-
     def enqueue_in_transaction(self, *args: Any, **kwargs: Any) -> Any:
         """Raises DBOSNotSupportedError (see the README)."""
         raise DBOSNotSupportedError("DBOSClient.enqueue_in_transaction", _IN_TRANSACTION_REASON)

@@ -305,10 +305,10 @@ def retrieve_queue(scope: Scope, /, name: str) -> "Op[Optional[Queue]]":
 
 
 def list_queues(scope: Scope, /, *, application_name: StrOrList = None) -> "Op[List[Queue]]":
-    """The queues registered in the system database. (The agent does not
-    report a queue's owner, so every application's queues are listed.)"""
-    sched.refuse_other_application(scope.name("list_queues"), application_name, scope.app_name)
-    infos = yield from sched.list_queues()
+    """The queues registered in the system database that these applications
+    own, and the unclaimed ones; unset, the caller's application's (every
+    queue for a client with no application)."""
+    infos = yield from sched.list_queues(sched.application_filter(application_name, scope.app_name))
     return [Queue._from_info(i) for i in infos if i.get("registered")]
 
 
@@ -328,10 +328,11 @@ def list_schedules(
     scope: Scope, *, status: StrOrList = None, workflow_name: StrOrList = None,
     schedule_name_prefix: StrOrList = None, application_name: StrOrList = None,
 ) -> "Op[List[WorkflowSchedule]]":
-    """This application's schedules, optionally filtered."""
+    """This application's schedules (or ``application_name``'s) and the
+    unclaimed ones, optionally filtered."""
     call = scope.name("list_schedules")
-    sched.refuse_other_application(call, application_name, scope.app_name)
-    op = sched.list_schedules(scope.serializer, call, status, workflow_name, schedule_name_prefix)
+    apps = None if application_name is None else sched.application_filter(application_name, scope.app_name)
+    op = sched.list_schedules(scope.serializer, call, status, workflow_name, schedule_name_prefix, apps)
     return (yield from _step(scope, "DBOS.listSchedules", op))
 
 
@@ -376,7 +377,7 @@ def apply_schedule_messages(scope: Scope, /, messages: List[Dict[str, Any]]) -> 
         if queue_name is not None and queue_name not in scope.declared_queues:
             yield from sched.check_queue_declared(queue_name)
     for m in messages:
-        yield from sched.upsert_schedule(scope.serializer, m, keep_status=False)
+        yield from sched.upsert_schedule(scope.serializer, m, keep_status=False, own=scope.app_name)
 
 
 def backfill_schedule(scope: Scope, /, schedule_name: str, start: datetime, end: datetime) -> "Op[List[str]]":
@@ -410,9 +411,10 @@ def get_latest_application_version(scope: Scope, /) -> "Op[VersionInfo]":
 
 def set_latest_application_version(scope: Scope, /, version_name: str, *, application_name: Optional[str] = None) -> "Op[None]":
     """Make a registered version the latest (roll forward or back): from
-    now on, workers of that version take the unversioned work."""
-    sched.refuse_other_application(scope.name("set_latest_application_version"), application_name, scope.app_name)
-    return sched.promote_version(version_name)
+    now on, workers of that version take the unversioned work. Acting for
+    ``application_name`` (default the caller's), a version another
+    application registered raises, as in DBOS."""
+    return sched.promote_version(version_name, application_name)
 
 
 # ---------------------------------------------------------------------------

@@ -55,6 +55,7 @@ OP_TRIGGER_SCHEDULE = "trigger_schedule"
 # Application versions.
 OP_LIST_VERSIONS = "list_versions"
 OP_PROMOTE_VERSION = "promote_version"
+OP_RENAME_APPLICATION = "rename_application"
 
 # Messages, events, streams, durable sleep and steering.
 OP_SEND = "send"

@@ -64,6 +64,10 @@ class Queue(QueueConfig):
     stored limits. Queues may be declared before or after ``DBOS.launch()``;
     this process serves every queue it declares."""
 
+    # The application that registered the queue, as the agent reports it
+    # (DBOS's Queue.application_name); None for a queue declared here.
+    application_name: Optional[str] = None
+
     def __init__(
         self,
         name: str,
@@ -156,6 +160,7 @@ class Queue(QueueConfig):
         q._partition_worker_concurrency = info.get("partition_worker_concurrency")
         q._partition_limiter = _limiter_of(info.get("partition_rate_limit_max"), info.get("partition_rate_limit_period_sec"))
         q._partition_queue = bool(info.get("partition_queue"))
+        q.application_name = info.get("application_name") or None
         q._polling_interval_sec = 1.0
         q.database_backed_queue = bool(info.get("registered", True))
         q._explicit = False

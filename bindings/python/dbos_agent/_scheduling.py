@@ -25,8 +25,8 @@ logger = logging.getLogger("dbos_agent")
 
 
 class WorkflowSchedule(TypedDict):
-    """A schedule, with DBOS Python's keys. The agent does not report a
-    schedule's id, owner or shard key: those are None."""
+    """A schedule, with DBOS Python's keys. The agent's system database is
+    unsharded: ``shard_key`` is None."""
 
     schedule_id: Optional[str]
     schedule_name: str
@@ -113,7 +113,7 @@ def _decode_stored_context(text: Optional[str], serializer: Serializer, name: st
 def schedule_from_message(m: Dict[str, Any], serializer: Serializer) -> WorkflowSchedule:
     name = m.get("schedule_name", "")
     return {
-        "schedule_id": None,
+        "schedule_id": m.get("schedule_id") or None,
         "schedule_name": name,
         "workflow_name": m.get("workflow_name", ""),
         "workflow_class_name": m.get("workflow_class_name") or None,
@@ -124,7 +124,7 @@ def schedule_from_message(m: Dict[str, Any], serializer: Serializer) -> Workflow
         "automatic_backfill": bool(m.get("automatic_backfill")),
         "cron_timezone": m.get("cron_timezone") or None,
         "queue_name": m.get("queue_name") or None,
-        "application_name": None,
+        "application_name": m.get("application_name") or None,
         "shard_key": None,
     }
 
@@ -139,10 +139,13 @@ def schedule_message(
     automatic_backfill: bool = False,
     cron_timezone: Optional[str] = None,
     queue_name: Optional[str] = None,
+    application_name: Optional[str] = None,
 ) -> Dict[str, Any]:
     if not schedule_name:
         raise DBOSException("a schedule needs a schedule_name")
+    check_application_name("application_name", application_name)
     return {
+        "application_name": application_name or None,
         "schedule_name": schedule_name,
         "workflow_name": workflow_name,
         "workflow_class_name": workflow_class_name,
@@ -159,15 +162,33 @@ def refuse_shard_key(call: str, shard_key: Optional[str]) -> None:
         raise DBOSNotSupportedError(f"{call}(shard_key=...)", "sharded system databases")
 
 
-def refuse_other_application(call: str, requested: Optional[Union[str, List[str]]], own: str) -> None:
-    """The agent acts for the caller's application only."""
+# The agent's bounds (PROTOCOL.md, Limits): a name, and how many one
+# listing names. Checked here too, so a caller gets DBOS's error type.
+MAX_NAME_BYTES = 255
+MAX_APPLICATION_NAMES = 1000
+
+
+def check_application_name(what: str, name: Optional[str]) -> None:
+    if name is not None and len(name.encode("utf-8", "surrogatepass")) > MAX_NAME_BYTES:
+        raise DBOSException(f"{what} is longer than {MAX_NAME_BYTES} bytes")
+
+
+def application_filter(requested: Optional[Union[str, List[str]]], own: str) -> Dict[str, Any]:
+    """The ``application_name`` of a listing, as DBOS's observability filter
+    reads it: unset, the caller's application's rows (every application's
+    for a caller with none); ``""`` or ``[]``, every application's; else
+    the rows of these applications. Named applications' listings include
+    the unclaimed rows (the agent's rule, as DBOS's)."""
     if requested is None:
-        return
-    names = [requested] if isinstance(requested, str) else list(requested)
-    if names != [own]:
-        raise DBOSNotSupportedError(
-            f"{call}(application_name=...)", "the agent acts for the caller's own application"
-        )
+        names = [own] if own else []
+    else:
+        names = [requested] if isinstance(requested, str) else list(requested)
+        names = [n for n in names if n]
+    if len(names) > MAX_APPLICATION_NAMES:
+        raise DBOSException(f"application_name names {len(names)} applications; at most {MAX_APPLICATION_NAMES}")
+    for n in names:
+        check_application_name("application_name", n)
+    return {"application_name": names or None, "all_applications": True if not names else None}
 
 
 def check_queue_declared(queue_name: Optional[str]) -> "Op[None]":
@@ -181,7 +202,11 @@ def check_queue_declared(queue_name: Optional[str]) -> "Op[None]":
 
 
 def create_schedule(message: Dict[str, Any]) -> "Op[None]":
-    yield Call(proto.OP_CREATE_SCHEDULE, message)
+    try:
+        yield Call(proto.OP_CREATE_SCHEDULE, message, raw=True)
+    except AgentErrorReply as e:
+        owned = owned_elsewhere(e, "Schedule", message["schedule_name"])
+        raise (DBOSException(owned) if owned is not None else _mapped(e)) from None
 
 
 def get_schedule(serializer: Serializer, name: str) -> "Op[Optional[WorkflowSchedule]]":
@@ -200,7 +225,10 @@ def list_schedules(
     status: Optional[Union[str, List[str]]],
     workflow_name: Optional[Union[str, List[str]]],
     schedule_name_prefix: Optional[Union[str, List[str]]],
+    applications: Optional[Dict[str, Any]] = None,
 ) -> "Op[List[WorkflowSchedule]]":
+    """``applications`` is ``application_filter``'s; None, the agent's
+    default (the caller's application's schedules and the unclaimed)."""
     prefixes = [schedule_name_prefix] if isinstance(schedule_name_prefix, str) else schedule_name_prefix
     if prefixes is not None and len(prefixes) > 1:
         raise DBOSNotSupportedError(f"{call}(schedule_name_prefix=<more than one prefix>)")
@@ -208,6 +236,7 @@ def list_schedules(
         "status": [status] if isinstance(status, str) else status,
         "workflow_name": [workflow_name] if isinstance(workflow_name, str) else workflow_name,
         "schedule_name_prefix": prefixes[0] if prefixes else None,
+        **(applications or {}),
     }
     reply = yield Call(proto.OP_LIST_SCHEDULES, body)
     return [schedule_from_message(m, serializer) for m in reply.get("schedules") or []]
@@ -235,36 +264,50 @@ def _same_definition(existing: WorkflowSchedule, message: Dict[str, Any], serial
     )
 
 
-def upsert_schedule(serializer: Serializer, message: Dict[str, Any], *, keep_status: bool) -> "Op[None]":
+def upsert_schedule(serializer: Serializer, message: Dict[str, Any], *, keep_status: bool, own: str = "") -> "Op[None]":
     """Create a schedule or replace its definition. The agent has no upsert,
     so a changed schedule is deleted and created again (not atomically: a
     tick falling in between is not fired). An unchanged one is left as it is
-    (with its status when ``keep_status``, else made ACTIVE)."""
+    (with its status when ``keep_status``, else made ACTIVE), unless it is
+    unclaimed and the writer (``message``'s application, else ``own``, the
+    caller's) has an application: re-registering claims it, as in DBOS
+    (the row is created again, with a new schedule_id)."""
     name = message["schedule_name"]
+    owner = message.get("application_name")
     for _ in range(5):
-        # The listing holds this application's (and unclaimed) schedules
-        # only: a schedule of that name not in it is another application's,
-        # which is not replaced.
-        listed = yield from list_schedules(serializer, "upsert", None, None, name)
-        own = [s for s in listed if s["schedule_name"] == name]
-        existing = own[0] if own else None
-        if existing is None and (yield from get_schedule(serializer, name)) is not None:
-            raise DBOSException(f"Schedule {name} belongs to another application")
+        # The listing holds the writer's application's (and unclaimed)
+        # schedules only, or every one for a writer with none: a schedule
+        # of that name not in it is another application's, not replaced.
+        apps = None if not owner else {"application_name": [owner]}
+        listed = yield from list_schedules(serializer, "upsert", None, None, name, apps)
+        found = [s for s in listed if s["schedule_name"] == name]
+        existing = found[0] if found else None
+        if existing is None:
+            other = yield from get_schedule(serializer, name)
+            if other is not None:
+                raise DBOSException(already_registered("Schedule", name, other["application_name"] or "", owner or ""))
         if existing is not None:
-            if _same_definition(existing, message, serializer):
+            claims = existing["application_name"] is None and bool(owner or own)
+            if _same_definition(existing, message, serializer) and not claims and (owner is None or existing["application_name"] == owner):
                 if not keep_status and existing["status"] != "ACTIVE":
                     yield from by_name(proto.OP_RESUME_SCHEDULE, name)
                 return
             yield from by_name(proto.OP_DELETE_SCHEDULE, name)
             if keep_status and existing["status"] == "PAUSED":
                 message = dict(message, status="PAUSED")
+            if owner is None and existing["application_name"]:
+                # A writer with no application updates the row without
+                # stripping its owner (DBOS's rule); a named one claims an
+                # unclaimed row.
+                message = dict(message, application_name=existing["application_name"])
         try:
             yield Call(proto.OP_CREATE_SCHEDULE, message, raw=True)
             return
         except AgentErrorReply as e:
             if e.name == "invalid_argument" and "already exists" in e.message:
                 continue  # created meanwhile by another process: compare again
-            raise _mapped(e) from None
+            owned = owned_elsewhere(e, "Schedule", name)
+            raise (DBOSException(owned) if owned is not None else _mapped(e)) from None
     raise DBOSException(f"schedule {name} kept changing while it was being applied")
 
 
@@ -304,6 +347,31 @@ def trigger_schedule(name: str) -> "Op[str]":
 # -- application versions
 
 
+def already_registered(kind: str, name: str, owner: str, requester: str) -> str:
+    """DBOS's message for a name another application holds."""
+    remedy = (
+        f"set a distinct application_version for '{requester}'"
+        if kind == "Application version"
+        else f"give '{requester}' a different {kind.lower()} name"
+    )
+    return (
+        f"{kind} '{name}' is already registered by application '{owner}' in this system database. "
+        f"{kind} names must be unique across applications sharing a system database. Either {remedy}, "
+        f"or, if '{owner}' was renamed to '{requester}', re-own its rows first with dbos rename-application"
+    )
+
+
+def owned_elsewhere(e: AgentErrorReply, kind: str, name: str) -> Optional[str]:
+    """DBOS's message for the agent's "<kind> <name> belongs to application
+    <owner>, not <requester>", else None."""
+    marker = " belongs to application "
+    if e.name != "invalid_argument" or marker not in e.message:
+        return None
+    owner, _, requester = e.message.split(marker, 1)[1].partition(", not ")
+    requester = requester.split(" (", 1)[0]  # the agent may say what it left unwritten
+    return already_registered(kind, name, owner, requester)
+
+
 def list_versions() -> "Op[List[VersionInfo]]":
     reply = yield Call(proto.OP_LIST_VERSIONS, {})
     return [
@@ -312,7 +380,7 @@ def list_versions() -> "Op[List[VersionInfo]]":
             "version_name": v.get("version_name", ""),
             "version_timestamp": int(v.get("version_timestamp") or 0),
             "created_at": int(v.get("created_at") or 0),
-            "application_name": None,
+            "application_name": v.get("application_name") or None,
         }
         for v in reply.get("versions") or []
     ]
@@ -325,8 +393,18 @@ def latest_version() -> "Op[VersionInfo]":
     return versions[0]
 
 
-def promote_version(version_name: str) -> "Op[None]":
-    yield Call(proto.OP_PROMOTE_VERSION, {"version_name": version_name})
+def promote_version(version_name: str, application_name: Optional[str] = None) -> "Op[None]":
+    """Make a version the latest of the caller's application, or of
+    ``application_name``'s (DBOS's set_latest_application_version)."""
+    check_application_name("application_name", application_name)
+    body = {"version_name": version_name, "application_name": application_name or None}
+    try:
+        yield Call(proto.OP_PROMOTE_VERSION, body, raw=True)
+    except AgentErrorReply as e:
+        message = owned_elsewhere(e, "Application version", version_name)
+        if message is not None:
+            raise DBOSException(message) from None
+        raise _mapped(e) from None
 
 
 # -- queues
@@ -344,9 +422,56 @@ def get_queue(name: str) -> "Op[Optional[Dict[str, Any]]]":
         raise _mapped(e) from None
 
 
-def list_queues() -> "Op[List[Dict[str, Any]]]":
-    reply = yield Call(proto.OP_LIST_QUEUES, {})
+def list_queues(applications: Optional[Dict[str, Any]] = None) -> "Op[List[Dict[str, Any]]]":
+    """Every queue, or those of ``application_filter``'s applications."""
+    body = {"application_name": (applications or {}).get("application_name")}
+    reply = yield Call(proto.OP_LIST_QUEUES, body)
     return list(reply.get("queues") or [])
+
+
+class ApplicationRowCounts(TypedDict):
+    """The rows a rename moved, by table (DBOS's ApplicationRowCounts)."""
+
+    queues: int
+    schedules: int
+    versions: int
+    workflows: int
+    steps: int
+
+
+DEFAULT_RENAME_BATCH_SIZE = 10_000
+_APP_NAME_CHARS = frozenset("abcdefghijklmnopqrstuvwxyz0123456789-_")
+
+
+def rename_application(
+    old_name: Optional[str], new_name: str, batch_size: Optional[int], adopt_unclaimed_rows: bool
+) -> "Op[ApplicationRowCounts]":
+    """DBOS's rename_application, its checks and messages first (the agent
+    checks the same rules)."""
+    if old_name is not None and not old_name:
+        raise DBOSException("The application's previous name cannot be empty.")
+    if old_name is None and not adopt_unclaimed_rows:
+        raise DBOSException("Nothing to re-own: name the application to rename, adopt unclaimed rows, or both.")
+    if not (3 <= len(new_name) <= MAX_NAME_BYTES and set(new_name) <= _APP_NAME_CHARS):
+        raise DBOSException(
+            f"Invalid application name '{new_name}'. Application names must be between 3 and 256 characters "
+            "long and contain only lowercase letters, numbers, dashes, and underscores."
+        )
+    if old_name == new_name:
+        raise DBOSException(f"Application '{new_name}' already holds that name; nothing to rename.")
+    if batch_size is not None and batch_size < 1:
+        raise ValueError(f"batch_size must be a positive integer, got {batch_size}")
+    check_application_name("old_name", old_name)
+    body = {
+        "old_name": old_name, "new_name": new_name, "batch_size": batch_size,
+        "adopt_unclaimed_rows": adopt_unclaimed_rows or None,
+    }
+    reply = yield Call(proto.OP_RENAME_APPLICATION, body)
+    return {
+        "queues": int(reply.get("queues") or 0), "schedules": int(reply.get("schedules") or 0),
+        "versions": int(reply.get("versions") or 0), "workflows": int(reply.get("workflows") or 0),
+        "steps": int(reply.get("steps") or 0),
+    }
 
 
 def set_workflow_delay(

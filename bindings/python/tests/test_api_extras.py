@@ -330,8 +330,6 @@ def test_refusals_are_raised_when_used(dbos: Any, agent_env: AgentEnv) -> None:
             client.enqueue_in_transaction(None, {"workflow_name": "plain_workflow", "queue_name": "step_queue"})
         with pytest.raises(DBOSNotSupportedError, match="transaction"):
             client.send_in_transaction(None, "wf", "msg")
-        with pytest.raises(DBOSNotSupportedError):
-            client.rename_application("a", "b")
     finally:
         client.destroy()
     # DBOS's rule for alert handlers: declared before launch.

@@ -304,7 +304,7 @@ def test_the_scheduled_decorator_writes_and_updates_its_schedule(agent_env: Agen
         # the schedule over: its launch fails, the schedule stays.
         intruder = Worker("queue_worker.py", queue_env(agent_env.socket, "pytest-other", DECORATED_CRON="0 0 1 1 *"))
         workers.append(intruder)
-        intruder.out.wait_for("belongs to another application")
+        intruder.out.wait_for("is already registered by application 'pytest-d'")
         assert intruder.proc.wait(30) != 0
         s = client.get_schedule("decorated_tick")
         assert s is not None and (s["schedule"], s["status"]) == ("*/2 * * * * *", "ACTIVE")

@@ -68,7 +68,9 @@ def test_version_calls_list_get_and_promote(agent_env: AgentEnv) -> None:
         DBOS.set_latest_application_version("v-b")
         DBOS.register_queue("ver_q", global_concurrency=3)
         assert client.retrieve_queue("ver_q").global_concurrency == 3  # type: ignore[union-attr]
-    with pytest.raises(DBOSNotSupportedError):
+    # Acting for another application, a version this one registered is a
+    # collision, as in DBOS.
+    with pytest.raises(DBOSException, match="already registered by application 'pytest-ver'"):
         DBOS.set_latest_application_version("v-a", application_name="someone-else")
     with DBOSClient(agent_socket=agent_env.socket, application_name="pytest-ver") as client:
         assert names(client.list_application_versions()) == ["v-b", "v-a"]
