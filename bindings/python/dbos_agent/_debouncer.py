@@ -32,6 +32,8 @@ from ._core import (
 )
 from . import _auth as auth
 from ._error import DBOSException, DBOSNotSupportedError, DBOSQueueDeduplicatedError
+from ._registry import _dbos, _queues, _registration_of, _workflows
+from ._scheduling import check_application_name, get_queue
 from ._serialization import WorkflowSerializationFormat, serialize_args, tag_for
 
 if TYPE_CHECKING:
@@ -172,7 +174,6 @@ class Debouncer(Generic[R]):
         queue: "Optional[Union[Queue, str]]" = None,
         application_name: Optional[str] = None,
     ) -> "Debouncer[R]":
-        from ._registry import _registration_of
 
         if isinstance(workflow, types.MethodType):
             raise TypeError("Only workflow functions may be debounced, not methods")
@@ -198,8 +199,6 @@ class Debouncer(Generic[R]):
     def _body(
         self, key: str, period_sec: float, args: Tuple[Any, ...], kwargs: Dict[str, Any]
     ) -> Tuple[Engine, Optional[_Ctx], Dict[str, Any]]:
-        from ._registry import _dbos, _workflows
-        from ._scheduling import check_application_name, get_queue
 
         dbos = _dbos()
         ctx = current_ctx()
@@ -223,7 +222,6 @@ class Debouncer(Generic[R]):
         if reg is None:
             raise Exception(f"Invalid workflow name provided to debouncer: {self.func_name}")
         if self.queue_name is not None:
-            from ._registry import _queues
 
             if self.queue_name not in _queues and drive(dbos._engine, get_queue(self.queue_name)) is None:
                 raise Exception(f"Invalid queue name provided to debouncer: {self.queue_name}")
@@ -317,7 +315,6 @@ class DebouncerClient(Generic[R]):
         self.application_name = application_name
 
     def _body(self, key: str, period_sec: float, args: Tuple[Any, ...], kwargs: Dict[str, Any]) -> Dict[str, Any]:
-        from ._scheduling import check_application_name
 
         opts: Dict[str, Any] = dict(self.workflow_options)
         _reject_conflicting_options(
