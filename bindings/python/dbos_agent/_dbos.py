@@ -952,7 +952,9 @@ class DBOS(ops.SharedOperations, DBOSExtras):
             options = cast("EnqueueOptions", dict(options, workflow_id=pinned.workflow_id))
             if options.get("workflow_id_reuse_policy") is None and pinned.reuse_policy is not None:
                 options["workflow_id_reuse_policy"] = pinned.reuse_policy
-        body = enqueue_request(self._engine, self._serializer, options, args, kwargs, call, self._app_name, parent)
+        body = enqueue_request(
+            self._engine, self._serializer, options, args, kwargs, call, self._app_name, parent, ambient_trace=True
+        )
         return parent, body, body["workflow_id"]
 
     @classmethod
