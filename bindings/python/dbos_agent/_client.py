@@ -205,6 +205,7 @@ def _register_queue(
         partition_concurrency=partition_concurrency, partition_worker_concurrency=partition_worker_concurrency,
         partition_limiter=partition_limiter, limiter=limiter, worker_concurrency=worker_concurrency,
         polling_interval_sec=polling_interval_sec, on_conflict=on_conflict, concurrency=concurrency,
+        client=scope.engine,
     )
 
 
