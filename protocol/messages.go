@@ -531,9 +531,13 @@ type QueueInfo struct {
 	PartitionWorkerConcurrency  *int     `msgpack:"partition_worker_concurrency,omitempty"`
 	PartitionRateLimitMax       *int     `msgpack:"partition_rate_limit_max,omitempty"`
 	PartitionRateLimitPeriodSec *float64 `msgpack:"partition_rate_limit_period_sec,omitempty"`
-	Enqueued                    int64    `msgpack:"enqueued"`
-	Pending                     int64    `msgpack:"pending"`
-	Delayed                     int64    `msgpack:"delayed"`
+	// PollingIntervalSec and ApplicationName are the row's polling interval
+	// (for the SDKs' pollers) and owner (get_queue only).
+	PollingIntervalSec float64 `msgpack:"polling_interval_sec,omitempty"`
+	ApplicationName    string  `msgpack:"application_name,omitempty"`
+	Enqueued           int64   `msgpack:"enqueued"`
+	Pending            int64   `msgpack:"pending"`
+	Delayed            int64   `msgpack:"delayed"`
 }
 
 // ListQueuesReply lists queues.

@@ -41,6 +41,10 @@ def row(agent_env: AgentEnv, name: str) -> Tuple[Any, ...]:
     return tuple(rows[0])
 
 
+def stored_owner(agent_env: AgentEnv, name: str) -> Any:
+    return query(f"SELECT application_name FROM {agent_env.schema}.queues WHERE name = %s", (name,))[0][0]
+
+
 def test_only_dbos_s_own_token_builds_a_queue_value_object(dbos: Any, agent_env: AgentEnv) -> None:
     name = new_id("value-queue")
     # DBOS's internal options without its token, or a guessed token: DBOS's error.
@@ -91,6 +95,9 @@ def test_setters_check_and_write_as_dbos_does(dbos: Any, agent_env: AgentEnv) ->
     assert (fresh.global_concurrency, fresh.worker_concurrency, fresh.limiter) == (8, 3, {"limit": 7, "period": 2.0})
     assert (fresh.partition_concurrency, fresh.partition_worker_concurrency) == (6, 2)
     assert fresh.partition_limiter == {"limit": 4, "period": 3.0}
+    # The polling interval and the owner are read back from the row too.
+    assert fresh.polling_interval_sec == 0.5 and asyncio.run(fresh.get_polling_interval_sec_async()) == 0.5
+    assert fresh.application_name == "pytest"
 
     # Each setter's own checks, in DBOS's words.
     cases = [
@@ -144,7 +151,8 @@ def test_a_client_s_queues_read_and_write_through_the_client(dbos: Any, agent_en
     assert retrieved is not None and len(listed) == 1
     for q in (registered, retrieved, listed[0]):
         assert q.database_backed_queue is True
-        assert (q.global_concurrency, q.partition_concurrency) == (4, 2)
+        assert (q.global_concurrency, q.partition_concurrency, q.polling_interval_sec) == (4, 2, 2.5)
+        assert q.application_name == stored_owner(agent_env, name)  # a client without a name stores none
     retrieved.set_concurrency(8)
     listed[0].set_partition_worker_concurrency(2)
     asyncio.run(registered.set_polling_interval_sec_async(0.25))
