@@ -311,13 +311,23 @@ class Queue(QueueConfig):
 
     # Enqueueing.
 
+    def _require_dbos_bound(self) -> None:
+        """A client's queue enqueues nothing itself, as in DBOS."""
+        if self._client_system_database is not None:
+            raise DBOSException(
+                f"Cannot enqueue on queue {self.name} from a client-bound Queue "
+                "object. Use DBOSClient.enqueue instead."
+            )
+
     def enqueue(self, func: Callable[..., R], *args: Any, **kwargs: Any) -> "WorkflowHandle[R]":
         """Enqueue a workflow; a worker serving this queue runs it when the
         queue's limits allow. ``SetEnqueueOptions`` and ``SetWorkflowTimeout``
         around the call apply to it."""
+        self._require_dbos_bound()
         reg, args = _started(func, args)
         return cast("WorkflowHandle[R]", _dbos()._start(reg, args, kwargs, self.name, f"enqueueing workflow {reg.name}"))
 
     async def enqueue_async(self, func: Callable[..., Any], *args: Any, **kwargs: Any) -> "WorkflowHandleAsync[Any]":
+        self._require_dbos_bound()
         reg, args = _started(func, args)
         return await _dbos()._start_async(reg, args, kwargs, self.name, f"enqueueing workflow {reg.name}")

@@ -161,6 +161,11 @@ def test_a_client_s_queues_read_and_write_through_the_client(dbos: Any, agent_en
     assert registered.global_concurrency == 8 and retrieved.partition_worker_concurrency == 2
     with pytest.raises(ValueError, match="^partition_worker_concurrency must be less than or equal to partition_concurrency$"):
         registered.set_partition_worker_concurrency(3)
+    # A client's queue enqueues nothing itself (DBOS's error).
+    with pytest.raises(DBOSException, match=f"Cannot enqueue on queue {name} from a client-bound Queue object"):
+        retrieved.enqueue(config_noop)
+    with pytest.raises(DBOSException, match="Use DBOSClient.enqueue instead"):
+        asyncio.run(registered.enqueue_async(config_noop))
     # Deleted, the queue has no row to configure.
     client.delete_queue(name)
     with pytest.raises(DBOSException, match=f"Queue {name} not found in the database$"):
