@@ -170,3 +170,15 @@ def test_a_client_s_queues_read_and_write_through_the_client(dbos: Any, agent_en
     client.delete_queue(name)
     with pytest.raises(DBOSException, match=f"Queue {name} not found in the database$"):
         retrieved.set_concurrency(1)
+
+
+def test_register_queue_on_a_running_loop_is_dbos_s_error(dbos: Any, agent_env: AgentEnv) -> None:
+    name = new_id("loop-queue")
+
+    async def main() -> Queue:
+        with pytest.raises(RuntimeError, match=r"register_queue\(\) was called while an event loop is running"):
+            DBOS.register_queue(name)
+        return await DBOS.register_queue_async(name, concurrency=3)
+
+    queue = asyncio.run(main())
+    assert queue.database_backed_queue is True and row(agent_env, name)[0] == 3
