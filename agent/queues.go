@@ -200,6 +200,12 @@ func queueInfo(q sysdb.QueueSummary, cfg *sysdb.QueueConfig) protocol.QueueInfo 
 		info.PartitionWorkerConcurrency = cfg.PartitionWorkerConcurrency
 		info.PartitionRateLimitMax = cfg.PartitionRateLimitMax
 		info.PartitionRateLimitPeriodSec = cfg.PartitionRateLimitPeriodSec
+		// What DBOS's retrieve_queue reads back too: the SDKs' polling
+		// interval and the row's owner.
+		info.PollingIntervalSec = cfg.PollingIntervalSec
+		if cfg.ApplicationName != nil {
+			info.ApplicationName = *cfg.ApplicationName
+		}
 	}
 	return info
 }

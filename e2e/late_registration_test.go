@@ -111,7 +111,8 @@ func TestLateRegisteredQueueIsServedWithItsLimits(t *testing.T) {
 	require.Equal(t, 1, g.max("all"))
 	var q protocol.QueueInfo
 	require.NoError(t, c.Call(context.Background(), protocol.OpGetQueue, &protocol.QueueRef{Name: "lq"}, &q))
-	require.Equal(t, protocol.QueueInfo{Name: "lq", Registered: true, WorkerConcurrency: intp(1), ApplicationName: "e2e"}, q)
+	// The row as stored, with the SDKs' default polling interval and its owner.
+	require.Equal(t, protocol.QueueInfo{Name: "lq", Registered: true, WorkerConcurrency: intp(1), PollingIntervalSec: 1, ApplicationName: "e2e"}, q)
 }
 
 // TestRegisterBounds: register is validated as hello is (each field, each

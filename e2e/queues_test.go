@@ -1022,7 +1022,7 @@ func TestRegisterQueuesAfterHello(t *testing.T) {
 
 	var registered protocol.QueueInfo
 	require.NoError(t, c.Call(ctx, protocol.OpGetQueue, &protocol.QueueRef{Name: "late"}, &registered))
-	require.Equal(t, protocol.QueueInfo{Name: "late", Registered: true, Concurrency: intp(1), ApplicationName: "e2e"}, registered, "the registering worker's application owns it")
+	require.Equal(t, protocol.QueueInfo{Name: "late", Registered: true, Concurrency: intp(1), PollingIntervalSec: 1, ApplicationName: "e2e"}, registered, "the registering worker's application owns it")
 	var list protocol.ListQueuesReply
 	require.NoError(t, c.Call(ctx, protocol.OpListQueues, &protocol.Empty{}, &list))
 	// The internal queue is listed too while a clock tick is on it.

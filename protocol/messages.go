@@ -539,9 +539,12 @@ type QueueInfo struct {
 	PartitionWorkerConcurrency  *int     `msgpack:"partition_worker_concurrency,omitempty"`
 	PartitionRateLimitMax       *int     `msgpack:"partition_rate_limit_max,omitempty"`
 	PartitionRateLimitPeriodSec *float64 `msgpack:"partition_rate_limit_period_sec,omitempty"`
-	Enqueued                    int64    `msgpack:"enqueued"`
-	Pending                     int64    `msgpack:"pending"`
-	Delayed                     int64    `msgpack:"delayed"`
+	// PollingIntervalSec is the row's polling interval (for the SDKs'
+	// pollers).
+	PollingIntervalSec float64 `msgpack:"polling_interval_sec,omitempty"`
+	Enqueued           int64   `msgpack:"enqueued"`
+	Pending            int64   `msgpack:"pending"`
+	Delayed            int64   `msgpack:"delayed"`
 	// ApplicationName is the application that registered the queue (none:
 	// unclaimed, or not registered).
 	ApplicationName string `msgpack:"application_name,omitempty"`

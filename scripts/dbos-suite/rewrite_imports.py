@@ -44,7 +44,13 @@ _MISSING = object()
 # the binding's same state: which DBOS instance this process runs (a helper module
 # of the tests, client_collateral.py, registers its queues only once DBOS is
 # launched; read from the real dbos it would always say "not launched").
-PROCESS_STATE = {("dbos._dbos", "_dbos_global_instance"): "_dbos._dbos_global_instance"}
+# DBOS's private construction token for Queue (its own path for a queue read from or
+# registered in the database, which DBOS's tests take to build a queue value object) is
+# mapped to the binding's token, the one its Queue accepts for that path.
+PROCESS_STATE = {
+    ("dbos._dbos", "_dbos_global_instance"): "_dbos._dbos_global_instance",
+    ("dbos._queue", "_INTERNAL_QUEUE_CONSTRUCTION"): "_queue._INTERNAL_QUEUE_CONSTRUCTION",
+}
 
 
 class Rewriter:

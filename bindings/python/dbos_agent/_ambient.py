@@ -94,6 +94,34 @@ class PropagateOtelContext(_Block):
         return carrier if carrier else None
 
 
+def attributes_with_otel_context(attributes: Optional[Dict[str, Any]], context: Any) -> Optional[Dict[str, Any]]:
+    """An ``otel_context`` enqueue option folded into the workflow's
+    attributes, as DBOS folds it: the context's W3C trace carrier under
+    ``dbos.otelContext`` (winning over one written by hand), nothing when
+    there is no valid span context to propagate. The worker that runs the
+    workflow reads it back (``RunTrace``), so the workflow's span joins the
+    caller's trace."""
+    if context is None:
+        return attributes
+    carrier = inject_trace_context(context)
+    if not carrier:
+        return attributes
+    merged = dict(attributes) if attributes else {}
+    merged[OTEL_CARRIER_ATTRIBUTE] = carrier
+    return merged
+
+
+def attributes_under_ambient(attributes: Optional[Dict[str, Any]]) -> Optional[Dict[str, Any]]:
+    """An enqueue's own attributes over the ambient ``PropagateOtelContext``
+    carrier, as DBOS merges them for ``enqueue_workflow_with_options``: the
+    block's carrier applies unless the options carry their own (their
+    ``otel_context`` or a ``dbos.otelContext`` attribute)."""
+    carrier = _otel_carrier.get()
+    if carrier is None:
+        return attributes
+    return {OTEL_CARRIER_ATTRIBUTE: carrier, **(attributes or {})}
+
+
 def apply_start(body: Dict[str, Any]) -> None:
     """Fold the ambient blocks into a start_workflow request."""
     if _shard_key.get() is not None:

@@ -7,6 +7,7 @@ import logging
 import time
 from typing import TYPE_CHECKING, Any, Dict, Iterable, List, Optional, TypedDict, TypeVar, Union
 
+from . import _ambient as ambient
 from . import _ops as ops
 from . import _protocol as proto
 from . import _scheduling as sched
@@ -63,13 +64,14 @@ class EnqueueOptions(_EnqueueOptionsRequired, total=False):
     attributes: Dict[str, Any]
     authenticated_roles: List[str]
     application_name: Optional[str]
-    # Accepted by DBOS Python; refused here until the agent serves them.
+    # The OpenTelemetry context the workflow's span joins when it runs
+    # (DBOS's client-side PropagateOtelContext).
     otel_context: Any
+    # Accepted by DBOS Python; refused here until the agent serves it.
     shard_key: str
 
 
 _UNSUPPORTED_OPTIONS = {
-    "otel_context": None,
     "shard_key": "sharded system databases",
 }
 
@@ -83,10 +85,14 @@ def enqueue_request(
     call: str,
     own_app: str,
     parent: Optional[ParentStep] = None,
+    ambient_trace: bool = False,
 ) -> Dict[str, Any]:
     """The start_workflow request for ``EnqueueOptions``, as DBOS Python
     builds the row: a timeout starts counting when the workflow is dequeued,
-    ``delay_seconds`` keeps it DELAYED that long first."""
+    ``delay_seconds`` keeps it DELAYED that long first, ``otel_context`` is
+    stored as the trace carrier the run joins. With ``ambient_trace`` (DBOS's
+    own enqueue by name) an enclosing ``PropagateOtelContext`` applies too,
+    under the options' own attributes."""
     opts: Dict[str, Any] = dict(options)
     for key, what in _UNSUPPORTED_OPTIONS.items():
         if opts.get(key) is not None:
@@ -116,7 +122,7 @@ def enqueue_request(
         ),
         authenticated_user=opts.get("authenticated_user"),
         timeout_ms=int(timeout * 1000) if timeout else None,
-        attributes=opts.get("attributes"),
+        attributes=_attributes(opts, ambient_trace),
         parent=parent,
     )
     # The roles the user was granted, recorded as DBOS records them (the
@@ -131,6 +137,11 @@ def enqueue_request(
     if app and app != own_app:
         body["application_name"] = app
     return body
+
+
+def _attributes(opts: Dict[str, Any], ambient_trace: bool) -> Optional[Dict[str, Any]]:
+    attributes = ambient.attributes_with_otel_context(opts.get("attributes"), opts.get("otel_context"))
+    return ambient.attributes_under_ambient(attributes) if ambient_trace else attributes
 
 
 # ---------------------------------------------------------------------------
@@ -191,6 +202,7 @@ def _register_queue(
         partition_concurrency=partition_concurrency, partition_worker_concurrency=partition_worker_concurrency,
         partition_limiter=partition_limiter, limiter=limiter, worker_concurrency=worker_concurrency,
         polling_interval_sec=polling_interval_sec, on_conflict=on_conflict, concurrency=concurrency,
+        client=scope.engine,
     )
 
 

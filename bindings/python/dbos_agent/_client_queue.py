@@ -13,7 +13,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any, Dict, Optional
 
 from . import _protocol as proto
-from ._core import Call, Op
+from ._core import Call, Engine, Op
 from ._error import DBOSException
 
 if TYPE_CHECKING:
@@ -42,10 +42,12 @@ def register_queue_op(
     polling_interval_sec: float,
     on_conflict: str,
     concurrency: Optional[int],
+    client: Optional[Engine] = None,
 ) -> "Op[Queue]":
     """Validate as DBOS's Queue does, write the row by ``on_conflict``
     ("always_update" overwrites a stored configuration, "never_update"
-    keeps it), and return the queue as stored."""
+    keeps it), and return the queue as stored (its getters and setters
+    going through ``client``)."""
     from ._queue import Queue
 
     q = Queue.__new__(Queue)
@@ -75,6 +77,9 @@ def register_queue_op(
     stored = _registered((yield Call(proto.OP_LIST_QUEUES, {})), name)
     if stored is None:  # deleted meanwhile by another caller
         raise DBOSException(f"Queue {name} missing from database after upsert")
-    queue = Queue._from_info(stored)
-    queue._polling_interval_sec = float(polling_interval_sec)
+    queue = Queue._from_info(stored, client)
+    if queue.application_name is None:
+        queue.application_name = application_name
+    if not stored.get("polling_interval_sec"):  # an agent that does not report it
+        queue._polling_interval_sec = float(polling_interval_sec)
     return queue

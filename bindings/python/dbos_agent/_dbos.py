@@ -709,6 +709,7 @@ class DBOS(ops.SharedOperations, DBOSExtras):
         ``priority_enabled=`` is taken too, for DBOS Python 2 code (DBOS 3.4's
         signature has it no more: it always stores True and always orders
         by priority): it is stored in the row's column the other SDKs read."""
+        check_no_running_loop("register_queue")  # as DBOS: await register_queue_async on a loop
         priority_enabled = _legacy_priority_enabled("register_queue", legacy)
         if on_conflict not in _CONFLICT_POLICIES:
             raise ValueError(f"on_conflict must be one of {', '.join(_CONFLICT_POLICIES)}")

@@ -22,6 +22,7 @@ from . import _scheduling as sched
 from ._comm import SendMessage
 from ._core import (
     Call,
+    Engine,
     Op,
     StepInfo,
     WorkflowStatus,
@@ -301,7 +302,7 @@ def retrieve_queue(scope: Scope, /, name: str) -> "Op[Optional[Queue]]":
     info = yield from sched.get_queue(name)
     if info is None or not info.get("registered"):
         return None
-    return Queue._from_info(info)
+    return Queue._from_info(info, _client_engine(scope))
 
 
 def list_queues(scope: Scope, /, *, application_name: StrOrList = None) -> "Op[List[Queue]]":
@@ -309,7 +310,13 @@ def list_queues(scope: Scope, /, *, application_name: StrOrList = None) -> "Op[L
     own, and the unclaimed ones; unset, the caller's application's (every
     queue for a client with no application)."""
     infos = yield from sched.list_queues(sched.application_filter(application_name, scope.app_name))
-    return [Queue._from_info(i) for i in infos if i.get("registered")]
+    return [Queue._from_info(i, _client_engine(scope)) for i in infos if i.get("registered")]
+
+
+def _client_engine(scope: Scope) -> Optional[Engine]:
+    """The connection a client's queues read and write their row through
+    (DBOS's client_system_database); a DBOS process's go through its own."""
+    return scope.engine if scope.who == "DBOSClient" else None
 
 
 def delete_queue(scope: Scope, /, name: str) -> "Op[None]":

@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Any, Callable, Dict, Optional, TypedDict, TypeVar, cast
 
 from ._core import Engine, WorkflowHandle, WorkflowHandleAsync, drive
-from ._error import DBOSNotSupportedError
+from ._error import DBOSException, DBOSNotSupportedError
 from ._queue_config import QueueConfig, _validate_queue
 from ._registry import _dbos, _declare_queue, _started
 from . import _scheduling as sched
@@ -22,6 +22,18 @@ class QueueRateLimit(TypedDict):
 
 
 _CONFLICT_POLICIES = ("update_if_latest_version", "always_update", "never_update")
+
+# DBOS 3.4's proof that DBOS itself builds a Queue (from register_queue,
+# retrieve_queue, list_queues, a client's): a Queue so built is a value
+# object of a stored configuration, declared nowhere and served by no one.
+# Module-private, so no other token passes.
+_INTERNAL_QUEUE_CONSTRUCTION = object()
+
+_CONSTRUCTED_DIRECTLY = (
+    "Queue objects cannot be constructed directly. Declare a queue "
+    "with DBOS.register_queue(name, ...) and look one up with "
+    "DBOS.retrieve_queue(name)."
+)
 
 
 def _legacy_priority_enabled(call: str, legacy: Dict[str, Any]) -> bool:
@@ -62,7 +74,13 @@ class Queue(QueueConfig):
     only when this process runs the latest application version); declared
     with its name alone, it serves a queue configured elsewhere with the
     stored limits. Queues may be declared before or after ``DBOS.launch()``;
-    this process serves every queue it declares."""
+    this process serves every queue it declares.
+
+    DBOS 3.4 builds its queues itself, with a private ``token``, as value
+    objects of a stored configuration (``database_backed_queue``: their
+    getters read the row, their setters write it; ``client_system_database``:
+    the client connection they do it through; ``application_name``: the
+    row's owner). So does this binding; any other token is DBOS's error."""
 
     # The application that registered the queue, as the agent reports it
     # (DBOS's Queue.application_name); None for a queue declared here.
@@ -82,19 +100,42 @@ class Queue(QueueConfig):
         partition_worker_concurrency: Optional[int] = None,
         partition_limiter: "Optional[QueueRateLimit]" = None,
         polling_interval_sec: Optional[float] = None,
+        database_backed_queue: bool = False,
+        client_system_database: Optional[Engine] = None,
+        application_name: Optional[str] = None,
+        token: object = None,
         **unsupported: Any,
     ) -> None:
         given = sorted(k for k, v in unsupported.items() if v not in (None, False))
         if given:
             raise DBOSNotSupportedError("Queue(" + ", ".join(given) + "=...)")
-        self._configure(
-            name, concurrency, limiter,
+        internal = token is _INTERNAL_QUEUE_CONSTRUCTION
+        # DBOS 3.4 refuses every construction but its own; the binding keeps
+        # DBOS 2's declaration in code (no token), but not with the options
+        # only DBOS's own construction takes, nor with a guessed token.
+        if not internal and (
+            token is not None or database_backed_queue or client_system_database is not None
+            or application_name is not None
+        ):
+            raise DBOSException(_CONSTRUCTED_DIRECTLY)
+        fields: Dict[str, Any] = dict(
             worker_concurrency=worker_concurrency, global_concurrency=global_concurrency,
             priority_enabled=priority_enabled, partition_queue=partition_queue,
             partition_concurrency=partition_concurrency, partition_worker_concurrency=partition_worker_concurrency,
             partition_limiter=partition_limiter, polling_interval_sec=polling_interval_sec,
         )
-        _declare_queue(self, "update_if_latest_version")
+        if not internal:
+            self._configure(name, concurrency, limiter, **fields)
+            _declare_queue(self, "update_if_latest_version")
+            return
+        # A value object, as DBOS builds it: no checks (the row it mirrors
+        # was checked when written), declared nowhere.
+        self._configure(name, concurrency, limiter, validate=False, **fields)
+        self.database_backed_queue = bool(database_backed_queue)
+        self.application_name = application_name
+        self._client_system_database = client_system_database
+        self._explicit = False
+        self._on_conflict = "never_update"
 
     def _configure(
         self,
@@ -110,17 +151,24 @@ class Queue(QueueConfig):
         partition_worker_concurrency: Optional[int],
         partition_limiter: "Optional[QueueRateLimit]",
         polling_interval_sec: Optional[float],
+        validate: bool = True,
     ) -> None:
-        _validate_queue(
-            name=name, concurrency=concurrency, global_concurrency=global_concurrency,
-            worker_concurrency=worker_concurrency, limiter=limiter, partition_concurrency=partition_concurrency,
-            partition_worker_concurrency=partition_worker_concurrency, partition_limiter=partition_limiter,
-            polling_interval_sec=polling_interval_sec,
-        )
-        self.name = name
+        """A queue's configuration, checked with DBOS's rules (ValueError)
+        unless ``validate`` is off (a value object of a stored row), for a
+        declaration (register_queue builds its queue with it)."""
+        if validate:
+            _validate_queue(
+                name=name, concurrency=concurrency, global_concurrency=global_concurrency,
+                worker_concurrency=worker_concurrency, limiter=limiter, partition_concurrency=partition_concurrency,
+                partition_worker_concurrency=partition_worker_concurrency, partition_limiter=partition_limiter,
+                polling_interval_sec=polling_interval_sec,
+            )
         # DBOS 3.4's flag: the queue's configuration lives in the queues
         # table (register_queue, or read from it), not only in this code.
         self.database_backed_queue = False
+        self.application_name = None
+        self._client_system_database = None
+        self.name = name
         self._concurrency = concurrency if global_concurrency is None else global_concurrency
         self._worker_concurrency = worker_concurrency
         self._limiter = limiter
@@ -128,10 +176,8 @@ class Queue(QueueConfig):
         self._partition_concurrency = partition_concurrency
         self._partition_worker_concurrency = partition_worker_concurrency
         self._partition_limiter = partition_limiter
-        self._partition_queue = partition_queue or any(
-            v is not None for v in (partition_concurrency, partition_worker_concurrency, partition_limiter)
-        )
-        self._polling_interval_sec = polling_interval_sec if polling_interval_sec is not None else 1.0
+        self._partition_queue = partition_queue or self._has_partition_limits()
+        self._polling_interval_sec = float(polling_interval_sec) if polling_interval_sec is not None else 1.0
         # Whether this declaration configures the queue, or only names it.
         self._explicit = (
             any(
@@ -148,43 +194,46 @@ class Queue(QueueConfig):
         self._registered: Optional[Dict[str, Any]] = None
 
     @classmethod
-    def _from_info(cls, info: Dict[str, Any]) -> "Queue":
-        """A queue as the agent reports it (not declared in this process)."""
-        q = cls.__new__(cls)
-        q.name = info["name"]
-        q._concurrency = info.get("concurrency")
-        q._worker_concurrency = info.get("worker_concurrency")
-        q._limiter = _limiter_of(info.get("rate_limit_max"), info.get("rate_limit_period_sec"))
-        q._priority_enabled = bool(info.get("priority_enabled"))
-        q._partition_concurrency = info.get("partition_concurrency")
-        q._partition_worker_concurrency = info.get("partition_worker_concurrency")
-        q._partition_limiter = _limiter_of(info.get("partition_rate_limit_max"), info.get("partition_rate_limit_period_sec"))
-        q._partition_queue = bool(info.get("partition_queue"))
-        q.application_name = info.get("application_name") or None
-        q._polling_interval_sec = 1.0
-        q.database_backed_queue = bool(info.get("registered", True))
-        q._explicit = False
-        q._on_conflict = "never_update"
-        q._registered = None
-        return q
+    def _from_info(cls, info: Dict[str, Any], client: Optional[Engine] = None) -> "Queue":
+        """A queue as the agent reports it (not declared in this process),
+        built as DBOS builds a queue read from the database; ``client``: the
+        DBOSClient connection its getters and setters go through."""
+        return cls(
+            info["name"],
+            worker_concurrency=info.get("worker_concurrency"),
+            global_concurrency=info.get("concurrency"),
+            limiter=_limiter_of(info.get("rate_limit_max"), info.get("rate_limit_period_sec")),
+            priority_enabled=bool(info.get("priority_enabled")),
+            partition_queue=bool(info.get("partition_queue")),
+            partition_concurrency=info.get("partition_concurrency"),
+            partition_worker_concurrency=info.get("partition_worker_concurrency"),
+            partition_limiter=_limiter_of(info.get("partition_rate_limit_max"), info.get("partition_rate_limit_period_sec")),
+            polling_interval_sec=info.get("polling_interval_sec") or None,
+            database_backed_queue=bool(info.get("registered", True)),
+            client_system_database=client,
+            application_name=info.get("application_name") or None,
+            token=_INTERNAL_QUEUE_CONSTRUCTION,
+        )
 
-    # DBOS Python's read-only view of the configuration.
+    # DBOS Python's view of the configuration: a database-backed queue's
+    # getters read the stored row afresh (DBOS's), the others the declaration.
 
     @property
     def concurrency(self) -> Optional[int]:
-        return self._concurrency
+        """Deprecated in DBOS; use global_concurrency."""
+        return self._fresh("Queue.concurrency", "Queue.get_concurrency_async")._concurrency
 
     @property
     def global_concurrency(self) -> Optional[int]:
-        return self._concurrency
+        return self._fresh("Queue.global_concurrency", "Queue.get_global_concurrency_async")._concurrency
 
     @property
     def worker_concurrency(self) -> Optional[int]:
-        return self._worker_concurrency
+        return self._fresh("Queue.worker_concurrency", "Queue.get_worker_concurrency_async")._worker_concurrency
 
     @property
     def limiter(self) -> "Optional[QueueRateLimit]":
-        return self._limiter
+        return self._fresh("Queue.limiter", "Queue.get_limiter_async")._limiter
 
     @property
     def priority_enabled(self) -> bool:
@@ -196,19 +245,20 @@ class Queue(QueueConfig):
 
     @property
     def partition_concurrency(self) -> Optional[int]:
-        return self._partition_concurrency
+        return self._fresh("Queue.partition_concurrency", "Queue.get_partition_concurrency_async")._partition_concurrency
 
     @property
     def partition_worker_concurrency(self) -> Optional[int]:
-        return self._partition_worker_concurrency
+        fresh = self._fresh("Queue.partition_worker_concurrency", "Queue.get_partition_worker_concurrency_async")
+        return fresh._partition_worker_concurrency
 
     @property
     def partition_limiter(self) -> "Optional[QueueRateLimit]":
-        return self._partition_limiter
+        return self._fresh("Queue.partition_limiter", "Queue.get_partition_limiter_async")._partition_limiter
 
     @property
     def polling_interval_sec(self) -> float:
-        return self._polling_interval_sec
+        return self._fresh("Queue.polling_interval_sec", "Queue.get_polling_interval_sec_async")._polling_interval_sec
 
     def __repr__(self) -> str:
         return f"Queue({self.name!r})"
@@ -265,13 +315,23 @@ class Queue(QueueConfig):
 
     # Enqueueing.
 
+    def _require_dbos_bound(self) -> None:
+        """A client's queue enqueues nothing itself, as in DBOS."""
+        if self._client_system_database is not None:
+            raise DBOSException(
+                f"Cannot enqueue on queue {self.name} from a client-bound Queue "
+                "object. Use DBOSClient.enqueue instead."
+            )
+
     def enqueue(self, func: Callable[..., R], *args: Any, **kwargs: Any) -> "WorkflowHandle[R]":
         """Enqueue a workflow; a worker serving this queue runs it when the
         queue's limits allow. ``SetEnqueueOptions`` and ``SetWorkflowTimeout``
         around the call apply to it."""
+        self._require_dbos_bound()
         reg, args = _started(func, args)
         return cast("WorkflowHandle[R]", _dbos()._start(reg, args, kwargs, self.name, f"enqueueing workflow {reg.name}"))
 
     async def enqueue_async(self, func: Callable[..., Any], *args: Any, **kwargs: Any) -> "WorkflowHandleAsync[Any]":
+        self._require_dbos_bound()
         reg, args = _started(func, args)
         return await _dbos()._start_async(reg, args, kwargs, self.name, f"enqueueing workflow {reg.name}")

@@ -172,6 +172,6 @@ def enqueue_by_name_op(
         options = cast("EnqueueOptions", dict(options, workflow_id=pinned.workflow_id))
         if options.get("workflow_id_reuse_policy") is None and pinned.reuse_policy is not None:
             options["workflow_id_reuse_policy"] = pinned.reuse_policy
-    body = enqueue_request(engine, engine.serializer, options, args, kwargs, call, app_name, parent)
+    body = enqueue_request(engine, engine.serializer, options, args, kwargs, call, app_name, parent, ambient_trace=True)
     reply, _ = yield from start_request_op(engine, body, parent)
     return str(reply.get("workflow_id") or body["workflow_id"])

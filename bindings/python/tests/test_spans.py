@@ -20,6 +20,7 @@ from typing import Any, Dict, Iterator, List, Optional, Tuple
 
 import pytest
 import sqlalchemy
+from opentelemetry import context as otel_context
 from opentelemetry import trace
 from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
@@ -29,7 +30,7 @@ from opentelemetry.sdk._logs import LoggerProvider
 from opentelemetry.sdk._logs.export import InMemoryLogRecordExporter, SimpleLogRecordProcessor
 from opentelemetry.trace import StatusCode
 
-from dbos_agent import DBOS, DBOSContextSetAuth, PropagateOtelContext, SetWorkflowID, SQLAlchemyDatasource
+from dbos_agent import DBOS, DBOSClient, DBOSContextSetAuth, PropagateOtelContext, SetWorkflowID, SQLAlchemyDatasource
 
 from conftest import AgentEnv, new_id
 
@@ -325,6 +326,54 @@ def test_background_children_and_queued_runs_join_their_callers_trace(traced: In
     assert parent_id(joined_span) == enqueuer.get_span_context().span_id
     assert alone_span.parent is None and alone_span.context is not None
     assert alone_span.context.trace_id != enqueuer.get_span_context().trace_id
+
+
+def test_a_client_enqueue_with_otel_context_joins_the_callers_trace(
+    traced: InMemorySpanExporter, agent_env: AgentEnv
+) -> None:
+    traced.clear()
+    name = span_plain_traced.__qualname__
+    client = DBOSClient(agent_socket=agent_env.socket)
+    try:
+        with user_tracer.start_as_current_span("client_caller") as caller:
+            joined = client.enqueue(
+                {"queue_name": "span_queue", "workflow_name": name, "otel_context": otel_context.get_current(),
+                 "attributes": {"customer": "acme", "dbos.otelContext": {"traceparent": "written by hand"}}}
+            )
+        # An empty context has nothing to propagate: no carrier, no attributes.
+        empty = client.enqueue({"queue_name": "span_queue", "workflow_name": name, "otel_context": otel_context.Context()})
+        assert joined.get_result() == "done" and empty.get_result() == "done"
+        attrs = client.retrieve_workflow(joined.workflow_id).get_status().attributes
+        # The caller's own attributes stay beside the carrier, which wins over one written by hand.
+        assert attrs is not None and attrs["customer"] == "acme"
+        assert attrs["dbos.otelContext"]["traceparent"].split("-")[2] == format(caller.get_span_context().span_id, "016x")
+        assert client.retrieve_workflow(empty.workflow_id).get_status().attributes is None
+    finally:
+        client.destroy()
+    spans = list(traced.get_finished_spans())
+    joined_span = one(spans, name, joined.workflow_id)
+    assert parent_id(joined_span) == caller.get_span_context().span_id
+    assert joined_span.context is not None and joined_span.context.trace_id == caller.get_span_context().trace_id
+    assert one(spans, name, empty.workflow_id).parent is None
+
+    # DBOS.enqueue_workflow_with_options: an enclosing PropagateOtelContext
+    # applies, and the options' own otel_context wins over it.
+    traced.clear()
+    with user_tracer.start_as_current_span("ambient") as ambient_span:
+        with PropagateOtelContext():
+            under_block = DBOS.enqueue_workflow_with_options(
+                {"queue_name": "span_queue", "workflow_name": name, "attributes": {"k": 1}}
+            )
+            with user_tracer.start_as_current_span("explicit") as explicit_span:
+                explicit = otel_context.get_current()
+            own = DBOS.enqueue_workflow_with_options(
+                {"queue_name": "span_queue", "workflow_name": name, "otel_context": explicit}
+            )
+    assert under_block.get_result() == "done" and own.get_result() == "done"
+    assert (under_block.get_status().attributes or {})["k"] == 1
+    spans = list(traced.get_finished_spans())
+    assert parent_id(one(spans, name, under_block.workflow_id)) == ambient_span.get_span_context().span_id
+    assert parent_id(one(spans, name, own.workflow_id)) == explicit_span.get_span_context().span_id
 
 
 def test_authenticated_identity_is_on_the_spans(traced: InMemorySpanExporter) -> None:
