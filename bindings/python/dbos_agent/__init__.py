@@ -9,7 +9,8 @@ the agent sends with each run.
 
 from . import _error as error
 from ._classes import DBOSConfiguredInstance
-from ._client import DBOSClient, EnqueueOptions
+from ._client import DBOSClient
+from ._start import EnqueueOptions
 from ._comm import SendMessage
 from ._context import (
     DuplicationPolicy,

@@ -4,32 +4,29 @@ wait for them and manage them (a web frontend, a script)."""
 from __future__ import annotations
 
 import logging
-import time
-from typing import TYPE_CHECKING, Any, Dict, Iterable, List, Optional, TypedDict, TypeVar, Union
+from typing import TYPE_CHECKING, Any, Dict, Iterable, List, Optional, TypeVar, Union
 
-from . import _ambient as ambient
 from . import _ops as ops
 from . import _protocol as proto
 from . import _scheduling as sched
 from ._client_queue import register_queue_op
-from ._context import _EnqueueOptions, validate_duplication_policy, validate_priority, validate_workflow_id_reuse_policy
 from ._core import (
     DEFAULT_POLLING_INTERVAL,
     Call,
     Engine,
     Op,
-    ParentStep,
     WorkflowHandle,
     WorkflowHandleAsync,
     wait_first,
     wait_first_async,
 )
-from ._error import DBOSException, DBOSNotSupportedError
+from ._error import DBOSException
 from ._extras import ClientExtras
 from ._facade import Scope, handle_twins, twins
 from ._scheduling import ClientScheduleInput
-from ._serialization import DBOSDefaultSerializer, Serializer, WorkflowSerializationFormat, tag_for
+from ._serialization import DBOSDefaultSerializer, Serializer, WorkflowSerializationFormat
 from ._transport import AgentLink, Connection, resolve_socket_path, resolve_trusted_uids
+from ._start import EnqueueOptions, enqueue_request
 from ._version import client_hello
 
 if TYPE_CHECKING:
@@ -37,111 +34,6 @@ if TYPE_CHECKING:
 
 R = TypeVar("R")
 logger = logging.getLogger("dbos_agent")
-
-
-class _EnqueueOptionsRequired(TypedDict):
-    workflow_name: str
-    queue_name: str
-
-
-class EnqueueOptions(_EnqueueOptionsRequired, total=False):
-    """What ``DBOSClient.enqueue`` (and ``DBOS.enqueue_workflow_with_options``)
-    takes, as in DBOS Python."""
-
-    workflow_id: str
-    workflow_id_reuse_policy: str
-    app_version: str
-    workflow_timeout: float
-    delay_seconds: float
-    deduplication_id: str
-    duplication_policy: str
-    priority: int
-    queue_partition_key: str
-    authenticated_user: str
-    serialization_type: WorkflowSerializationFormat
-    class_name: str
-    instance_name: str
-    attributes: Dict[str, Any]
-    authenticated_roles: List[str]
-    application_name: Optional[str]
-    # The OpenTelemetry context the workflow's span joins when it runs
-    # (DBOS's client-side PropagateOtelContext).
-    otel_context: Any
-    # Accepted by DBOS Python; refused here until the agent serves it.
-    shard_key: str
-
-
-_UNSUPPORTED_OPTIONS = {
-    "shard_key": "sharded system databases",
-}
-
-
-def enqueue_request(
-    engine: Engine,
-    serializer: Serializer,
-    options: EnqueueOptions,
-    args: Any,
-    kwargs: Dict[str, Any],
-    call: str,
-    own_app: str,
-    parent: Optional[ParentStep] = None,
-    ambient_trace: bool = False,
-) -> Dict[str, Any]:
-    """The start_workflow request for ``EnqueueOptions``, as DBOS Python
-    builds the row: a timeout starts counting when the workflow is dequeued,
-    ``delay_seconds`` keeps it DELAYED that long first, ``otel_context`` is
-    stored as the trace carrier the run joins. With ``ambient_trace`` (DBOS's
-    own enqueue by name) an enclosing ``PropagateOtelContext`` applies too,
-    under the options' own attributes."""
-    opts: Dict[str, Any] = dict(options)
-    for key, what in _UNSUPPORTED_OPTIONS.items():
-        if opts.get(key) is not None:
-            raise DBOSNotSupportedError(f"{call}(options[{key!r}])", what)
-    validate_workflow_id_reuse_policy(opts.get("workflow_id_reuse_policy"))
-    if "workflow_name" not in opts or "queue_name" not in opts:
-        raise DBOSException(f"{call} needs options workflow_name and queue_name")
-    validate_priority(opts.get("priority"))
-    validate_duplication_policy(opts.get("duplication_policy"), opts["queue_name"], opts.get("deduplication_id"))
-    delay = opts.get("delay_seconds")
-    timeout = opts.get("workflow_timeout")
-    body = engine.start_request(
-        opts["workflow_name"], tuple(args), kwargs,
-        tag=tag_for(opts.get("serialization_type"), serializer),
-        workflow_id=opts.get("workflow_id") or (parent.child_id() if parent is not None else None),
-        queue_name=opts["queue_name"],
-        run_here=False,
-        class_name=opts.get("class_name"),
-        config_name=opts.get("instance_name"),
-        enqueue=_EnqueueOptions(
-            deduplication_id=opts.get("deduplication_id"),
-            priority=opts.get("priority"),
-            app_version=opts.get("app_version"),
-            queue_partition_key=opts.get("queue_partition_key"),
-            delay_until_epoch_ms=int((time.time() + delay) * 1000) if delay is not None else None,
-            duplication_policy=opts.get("duplication_policy"),
-        ),
-        authenticated_user=opts.get("authenticated_user"),
-        timeout_ms=int(timeout * 1000) if timeout else None,
-        attributes=_attributes(opts, ambient_trace),
-        parent=parent,
-    )
-    # The roles the user was granted, recorded as DBOS records them (the
-    # worker checks the workflow's required roles against them).
-    if opts.get("authenticated_roles"):
-        body["authenticated_roles"] = list(opts["authenticated_roles"])
-    if opts.get("workflow_id_reuse_policy") == "reject":
-        body["workflow_id_reuse_policy"] = "reject"
-    # Another application's workflow (DBOS's application_name option): its
-    # row, run by that application's workers.
-    app = opts.get("application_name")
-    if app and app != own_app:
-        body["application_name"] = app
-    return body
-
-
-def _attributes(opts: Dict[str, Any], ambient_trace: bool) -> Optional[Dict[str, Any]]:
-    attributes = ambient.attributes_with_otel_context(opts.get("attributes"), opts.get("otel_context"))
-    return ambient.attributes_under_ambient(attributes) if ambient_trace else attributes
 
 
 # ---------------------------------------------------------------------------

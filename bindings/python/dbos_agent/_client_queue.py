@@ -16,8 +16,10 @@ from . import _protocol as proto
 from ._core import Call, Engine, Op
 from ._error import DBOSException
 
+from ._queue import Queue
+
 if TYPE_CHECKING:
-    from ._queue import Queue, QueueRateLimit
+    from ._queue import QueueRateLimit
 
 _ON_CONFLICT = ("always_update", "never_update")
 
@@ -48,8 +50,6 @@ def register_queue_op(
     ("always_update" overwrites a stored configuration, "never_update"
     keeps it), and return the queue as stored (its getters and setters
     going through ``client``)."""
-    from ._queue import Queue
-
     q = Queue.__new__(Queue)
     q._configure(  # DBOS's checks (ValueError), as Queue(...) runs them
         name, concurrency, limiter,

@@ -102,7 +102,7 @@ from ._announce import announcer as _announcer
 from ._scheduling import ScheduleInput
 
 if TYPE_CHECKING:
-    from ._client import EnqueueOptions
+    from ._start import EnqueueOptions
 
 F = TypeVar("F", bound=Callable[..., Any])
 R = TypeVar("R")

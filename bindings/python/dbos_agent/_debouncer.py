@@ -37,7 +37,8 @@ from ._scheduling import check_application_name, get_queue
 from ._serialization import WorkflowSerializationFormat, serialize_args, tag_for
 
 if TYPE_CHECKING:
-    from ._client import DBOSClient, EnqueueOptions
+    from ._client import DBOSClient
+    from ._start import EnqueueOptions
     from ._queue import Queue
 
 R = TypeVar("R")

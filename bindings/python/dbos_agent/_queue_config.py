@@ -19,6 +19,10 @@ import asyncio
 import logging
 from typing import TYPE_CHECKING, Any, Callable, Dict, Optional, cast
 
+from . import _protocol as proto
+from . import _registry as d
+from . import _scheduling as sched
+from ._core import Call, drive
 from ._error import DBOSException
 
 if TYPE_CHECKING:
@@ -77,7 +81,6 @@ class QueueConfig:
         unless ``required``: DBOS's "not launched" error)."""
         if self._client_system_database is not None:
             return self._client_system_database
-        from . import _registry as d
 
         if required:
             return d._dbos()._engine
@@ -87,8 +90,6 @@ class QueueConfig:
     def _refresh(self) -> None:
         """Every cached field from the stored row (DBOS's _refresh_fields);
         a queue without a row is DBOS's error."""
-        from . import _scheduling as sched
-        from ._core import drive
 
         info = drive(self._engine(required=True), sched.get_queue(self.name))
         if info is None or not info.get("registered"):
@@ -214,9 +215,6 @@ class QueueConfig:
         registration that serves nothing; through this process's worker
         connection, the queue declared here (always_update), so a
         reconnection stores it again."""
-        from . import _protocol as proto
-        from . import _registry as d
-        from ._core import Call, drive
 
         client = self._client_system_database
         if client is None:
