@@ -20,7 +20,7 @@ from ._core import (
     wait_first,
     wait_first_async,
 )
-from ._error import DBOSException
+from ._error import check_no_shard_key, DBOSException
 from ._extras import ClientExtras
 from ._facade import Scope, handle_twins, twins
 from ._scheduling import ClientScheduleInput
@@ -117,7 +117,7 @@ def _create_schedule(
     ``application_name``, else the client's application
     (``DBOSClient(application_name=...)``; with neither, an unclaimed
     schedule, which every application fires)."""
-    sched.refuse_shard_key(scope.name("create_schedule"), shard_key)
+    check_no_shard_key(shard_key)
     return sched.create_schedule(
         sched.schedule_message(
             schedule_name=schedule_name, workflow_name=workflow_name, schedule=schedule, context=context,
@@ -134,7 +134,7 @@ def _apply_schedules(scope: Scope, /, schedules: List[ClientScheduleInput]) -> "
         for required in ("schedule_name", "workflow_name", "schedule"):
             if required not in entry:
                 raise DBOSException(f"Schedule entry {i} is missing required field '{required}'")
-        sched.refuse_shard_key(scope.name("apply_schedules"), entry.get("shard_key"))
+        check_no_shard_key(entry.get("shard_key"))
         messages.append(
             sched.schedule_message(
                 schedule_name=entry["schedule_name"], workflow_name=entry["workflow_name"],

@@ -40,10 +40,10 @@ from ._core import (
     record_call,
 )
 from ._error import (
+    check_no_shard_key,
     DBOSAgentError,
     DBOSException,
     DBOSNonExistentWorkflowError,
-    DBOSNotSupportedError,
     DBOSPatchNondeterminismError,
     DBOSStreamTimeoutError,
 )
@@ -159,8 +159,8 @@ def send_op(
     send_to_forks: bool,
 ) -> "Op[None]":
     """``send`` and ``send_bulk``: all the messages in one transaction."""
-    if any(m.shard_key is not None for m in messages):
-        raise DBOSNotSupportedError("SendMessage(shard_key=...)", "sharded system databases")
+    for m in messages:
+        check_no_shard_key(m.shard_key)
     keys = [m.idempotency_key for m in messages if m.idempotency_key]
     if len(keys) != len(set(keys)):
         dups = sorted({k for k in keys if keys.count(k) > 1})

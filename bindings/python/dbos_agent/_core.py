@@ -47,6 +47,7 @@ from . import _tracing as tracing
 from . import _protocol as proto
 from ._classes import Method
 from ._error import (
+    check_no_shard_key,
     AgentErrorReply,
     DBOSAgentUnavailableError,
     DBOSAwaitedWorkflowCancelledError,
@@ -54,7 +55,6 @@ from ._error import (
     DBOSException,
     DBOSMaxStepRetriesExceeded,
     DBOSNonExistentWorkflowError,
-    DBOSNotSupportedError,
     DBOSUnexpectedStepError,
     DBOSWorkflowCancelledError,
     DBOSWorkflowConflictIDError,
@@ -1741,8 +1741,8 @@ def _first_candidates(call: str, handles: List[H], recorded: bool) -> Tuple[Dict
     by_id = {h.workflow_id: h for h in handles}
     if len(by_id) != len(handles):
         raise ValueError("handles must not contain duplicate workflow IDs")
-    if any(getattr(h, "shard_key", None) is not None for h in handles):
-        raise DBOSNotSupportedError(f"{call}(<handles with a shard_key>)", "sharded system databases")
+    for h in handles:
+        check_no_shard_key(getattr(h, "shard_key", None))
     ctx = _current.get()
     run = ctx.run if recorded and ctx is not None and ctx.step_id is None else None
     return by_id, run

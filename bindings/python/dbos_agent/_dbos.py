@@ -77,6 +77,7 @@ from ._core import (
     wait_first_async,
 )
 from ._error import (
+    check_no_shard_key,
     DBOSException,
     DBOSInitializationError,
     DBOSNotSupportedError,
@@ -172,7 +173,7 @@ def _unsupported(call: str, reason: Optional[str] = None) -> Callable[..., Any]:
 
 def _schedule_of(scope: Scope, /, call: str, entry: Mapping[str, Any]) -> Dict[str, Any]:
     """The schedule message of a schedule naming its workflow function."""
-    sched.refuse_shard_key(scope.name(call), entry.get("shard_key"))
+    check_no_shard_key(entry.get("shard_key"))
     workflow_fn = entry["workflow_fn"]
     step = getattr(workflow_fn, "__dbos_step__", None)
     if isinstance(step, StepConfig):

@@ -13,7 +13,7 @@ import json
 from datetime import datetime
 from typing import Any, Dict, FrozenSet, List, Optional, Union
 
-from ._error import DBOSNotSupportedError
+from ._error import DBOSException
 
 # DBOS 3.4's keyword arguments of list_workflows (DBOS and DBOSClient).
 LIST_FILTERS: FrozenSet[str] = frozenset(
@@ -69,7 +69,8 @@ def list_workflows_request(call: str, filters: Dict[str, Any], own_app: str = ""
     application, or ``application_name=[]``, sees every application's)."""
     for key in ("shard_key", "parent_shard_key"):
         if filters.get(key) is not None:
-            raise DBOSNotSupportedError(f"{call}({key}=...)", "sharded system databases")
+            # DBOS's error on an unsharded database (the agent's).
+            raise DBOSException("Filtering by shard key requires a sharded system database")
     workflow_ids = filters.get("workflow_ids")
     named = filters.get("application_name")
     apps = [] if named == "" else _as_list(named)  # DBOS: "" names every application

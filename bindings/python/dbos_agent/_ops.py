@@ -34,7 +34,7 @@ from ._core import (
     resume_op,
     workflow_status_op,
 )
-from ._error import DBOSException, DBOSNonExistentWorkflowError
+from ._error import check_no_shard_key, DBOSException, DBOSNonExistentWorkflowError
 from ._facade import Scope, Shared, handle_twins, handles_twins, stream_twins, twins
 from ._list_filters import queued_filters
 from ._queue import Queue
@@ -50,10 +50,6 @@ def _step(scope: Scope, /, name: str, op: "Op[T]") -> "Op[T]":
     return as_step(scope.ctx, name, op)
 
 
-def _no_shard(scope: Scope, /, method: str, shard_key: Optional[str]) -> None:
-    sched.refuse_shard_key(scope.name(method), shard_key)
-
-
 def _not_in_workflow(scope: Scope, /, method: str) -> None:
     if scope.ctx is not None:
         raise DBOSException(f"{scope.name(method)} cannot be called from within a workflow")
@@ -66,7 +62,7 @@ def _not_in_workflow(scope: Scope, /, method: str) -> None:
 def retrieve_workflow(scope: Scope, /, workflow_id: str, existing_workflow: bool = True, *, shard_key: Optional[str] = None) -> "Op[str]":
     """A handle to a workflow by id; raises DBOSNonExistentWorkflowError
     for an unknown id unless ``existing_workflow=False``."""
-    _no_shard(scope, "retrieve_workflow", shard_key)
+    check_no_shard_key(shard_key)
     if existing_workflow:
         stat = yield from _step(scope, "DBOS.getStatus", workflow_status_op(scope.serializer, workflow_id))
         if stat is None:
@@ -76,13 +72,13 @@ def retrieve_workflow(scope: Scope, /, workflow_id: str, existing_workflow: bool
 
 def get_result(scope: Scope, /, workflow_id: str, *, shard_key: Optional[str] = None) -> "Op[Any]":
     """Wait for a workflow and return its output (or raise its error)."""
-    _no_shard(scope, "get_result", shard_key)
+    check_no_shard_key(shard_key)
     return (yield from get_result_op(scope.engine, scope.ctx, workflow_id))
 
 
 def get_workflow_status(scope: Scope, /, workflow_id: str, *, shard_key: Optional[str] = None) -> "Op[Optional[WorkflowStatus]]":
     """A workflow's status, or None for an unknown id."""
-    _no_shard(scope, "get_workflow_status", shard_key)
+    check_no_shard_key(shard_key)
     return (yield from _step(scope, "DBOS.getStatus", workflow_status_op(scope.serializer, workflow_id)))
 
 
@@ -92,7 +88,7 @@ def cancel_workflows(
     """Cancel workflows: each stops at its next step and is not recovered.
     With ``cancel_children``, every workflow they started is cancelled too,
     recursively."""
-    _no_shard(scope, "cancel_workflows", shard_key)
+    check_no_shard_key(shard_key)
     yield from _step(scope, "DBOS.cancelWorkflow", cancel_op(workflow_ids, cancel_children))
 
 
@@ -104,7 +100,7 @@ def cancel_workflow(scope: Scope, /, workflow_id: str, *, cancel_children: bool 
 def resume_workflow(scope: Scope, /, workflow_id: str, *, queue_name: Optional[str] = None, shard_key: Optional[str] = None) -> "Op[str]":
     """Resume a cancelled (or dead-lettered) workflow from its last
     recorded step."""
-    _no_shard(scope, "resume_workflow", shard_key)
+    check_no_shard_key(shard_key)
     yield from _step(scope, "DBOS.resumeWorkflow", resume_op(workflow_id, queue_name))
     return workflow_id
 
@@ -121,7 +117,7 @@ def resume_workflows(
     """Resume several workflows, all or none: a missing id raises
     DBOSNonExistentWorkflowError naming the missing ones and resumes
     nothing. In a workflow it is the step DBOS.resumeWorkflow."""
-    _no_shard(scope, "resume_workflows", shard_key)
+    check_no_shard_key(shard_key)
     yield from _step(scope, "DBOS.resumeWorkflow", _resume_all(workflow_ids, queue_name))
     return list(workflow_ids)
 
@@ -181,7 +177,7 @@ def list_workflow_steps(
     offset: Optional[int] = None, shard_key: Optional[str] = None,
 ) -> "Op[List[StepInfo]]":
     """The recorded steps of a workflow, in order."""
-    _no_shard(scope, "list_workflow_steps", shard_key)
+    check_no_shard_key(shard_key)
     op = list_steps_op(scope.serializer, workflow_id, load_output, limit, offset)
     return (yield from _step(scope, "DBOS.listWorkflowSteps", op))
 
@@ -192,7 +188,7 @@ def set_workflow_delay(
 ) -> "Op[None]":
     """Move a DELAYED workflow's release time (``delay_seconds`` from now,
     or ``delay_until_epoch_ms``); other workflows are left as they are."""
-    _no_shard(scope, "set_workflow_delay", shard_key)
+    check_no_shard_key(shard_key)
     op = sched.set_workflow_delay(workflow_id, delay_seconds, delay_until_epoch_ms)
     yield from _step(scope, "DBOS.setWorkflowDelay", op)
 
@@ -213,7 +209,7 @@ def fork_workflow(
     """Start a new workflow (SetWorkflowID's id, else a new one) that
     replays the steps of ``workflow_id`` below ``start_step`` and runs
     the rest anew, on ``queue_name`` (default the internal queue)."""
-    _no_shard(scope, "fork_workflow", shard_key)
+    check_no_shard_key(shard_key)
     op = comm.fork_op(
         workflow_id, start_step, application_version=application_version, queue_name=queue_name,
         queue_partition_key=queue_partition_key, replacement_children=replacement_children,
@@ -238,7 +234,7 @@ def rewind_workflow(
     (default the first): the steps from there on are forgotten, with the
     data sources' checkpoints of those steps. An active workflow cannot be
     rewound (cancel it first)."""
-    _no_shard(scope, "rewind_workflow", shard_key)
+    check_no_shard_key(shard_key)
 
     def rewind() -> "Op[None]":
         # DBOS's checks, in its words, before anything is deleted.
@@ -267,7 +263,7 @@ def delete_workflows(
 ) -> "Op[None]":
     """Delete workflows with everything stored under them (with
     ``delete_children``, the workflows they started too, recursively)."""
-    _no_shard(scope, "delete_workflows", shard_key)
+    check_no_shard_key(shard_key)
     yield from _step(scope, "DBOS.deleteWorkflow", comm.delete_op(workflow_ids, delete_children))
 
 
@@ -282,7 +278,7 @@ def update_workflow_attributes(
 ) -> "Op[None]":
     """Replace a workflow's attributes (None clears them), or with
     ``merge`` set the given top-level keys and keep the others."""
-    _no_shard(scope, "update_workflow_attributes", shard_key)
+    check_no_shard_key(shard_key)
     op = comm.update_attributes_op(workflow_id, attributes, merge)
     yield from _step(scope, "DBOS.updateWorkflowAttributes", op)
 
@@ -481,13 +477,13 @@ def set_event(
 def get_event(scope: Scope, /, workflow_id: str, key: str, timeout_seconds: float = 60, *, shard_key: Optional[str] = None) -> "Op[Any]":
     """A workflow's event, waiting up to ``timeout_seconds`` for it to be
     set (None when it was not)."""
-    _no_shard(scope, "get_event", shard_key)
+    check_no_shard_key(shard_key)
     return comm.get_event_op(scope.serializer, scope.ctx, workflow_id, key, timeout_seconds)
 
 
 def get_all_events(scope: Scope, /, workflow_id: str, *, shard_key: Optional[str] = None) -> "Op[Dict[str, Any]]":
     """Every event a workflow has set, by key."""
-    _no_shard(scope, "get_all_events", shard_key)
+    check_no_shard_key(shard_key)
     return (yield from _step(scope, "DBOS.get_events", comm.get_all_events_op(scope.serializer, workflow_id)))
 
 
@@ -512,7 +508,7 @@ def read_stream_offset(
     (DBOSStreamTimeoutError past the timeout, or when the stream ends
     before it)."""
     comm.check_stream_read_args(timeout_seconds, polling_interval_sec)
-    _no_shard(scope, "read_stream_offset", shard_key)
+    check_no_shard_key(shard_key)
     return comm.read_stream_offset_op(scope.serializer, scope.ctx, workflow_id, key, offset, timeout_seconds)
 
 
@@ -526,7 +522,7 @@ def read_stream(
     is a step. (The agent wakes readers: ``polling_interval_sec`` is
     accepted for compatibility.)"""
     comm.check_stream_read_args(timeout_seconds, polling_interval_sec)
-    _no_shard(scope, "read_stream", shard_key)
+    check_no_shard_key(shard_key)
     return comm.read_stream_op(scope.serializer, scope.ctx, workflow_id, key, offset, timeout_seconds)
 
 

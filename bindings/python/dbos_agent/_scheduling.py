@@ -157,9 +157,6 @@ def schedule_message(
     }
 
 
-def refuse_shard_key(call: str, shard_key: Optional[str]) -> None:
-    if shard_key is not None:
-        raise DBOSNotSupportedError(f"{call}(shard_key=...)", "sharded system databases")
 
 
 # The agent's bounds (PROTOCOL.md, Limits): a name, and how many one

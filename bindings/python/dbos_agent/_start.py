@@ -38,7 +38,7 @@ from ._core import (
     start_position,
     start_request_op,
 )
-from ._error import DBOSException, DBOSNotSupportedError, DBOSWorkflowCancelledError, DBOSWorkflowConflictIDError
+from ._error import DBOSException, check_no_shard_key, DBOSWorkflowCancelledError, DBOSWorkflowConflictIDError
 from ._serialization import Serializer, WorkflowSerializationFormat, tag_for
 
 # A run that stopped here (cancelled, or taken over by another worker): the
@@ -211,13 +211,9 @@ class EnqueueOptions(_EnqueueOptionsRequired, total=False):
     # The OpenTelemetry context the workflow's span joins when it runs
     # (DBOS's client-side PropagateOtelContext).
     otel_context: Any
-    # Accepted by DBOS Python; refused here until the agent serves it.
+    # DBOS Enterprise's sharded system databases; the agent's is unsharded
+    # (check_no_shard_key).
     shard_key: str
-
-
-_UNSUPPORTED_OPTIONS = {
-    "shard_key": "sharded system databases",
-}
 
 
 def enqueue_request(
@@ -238,9 +234,7 @@ def enqueue_request(
     own enqueue by name) an enclosing ``PropagateOtelContext`` applies too,
     under the options' own attributes."""
     opts: Dict[str, Any] = dict(options)
-    for key, what in _UNSUPPORTED_OPTIONS.items():
-        if opts.get(key) is not None:
-            raise DBOSNotSupportedError(f"{call}(options[{key!r}])", what)
+    check_no_shard_key(opts.get("shard_key"))
     validate_workflow_id_reuse_policy(opts.get("workflow_id_reuse_policy"))
     if "workflow_name" not in opts or "queue_name" not in opts:
         raise DBOSException(f"{call} needs options workflow_name and queue_name")

@@ -17,6 +17,7 @@ from typing import Any, Dict, List
 import pytest
 
 from dbos_agent import (
+    SendMessage,
     DBOS,
     DBOSClient,
     DBOSException,
@@ -224,8 +225,15 @@ def test_shard_keys_on_the_unsharded_system_database(dbos: Any, agent_env: Agent
             with SetWorkflowID(wid):
                 plain_workflow()
     assert DBOS.get_workflow_status(wid) is None
-    with pytest.raises(DBOSNotSupportedError, match="sharded system databases"):
+    # Where a call takes a shard key: DBOS's errors on an unsharded database.
+    with pytest.raises(DBOSException, match="A shard key was given, but this system database is not sharded"):
         DBOS.get_workflow_status(wid, shard_key="tenant-1")
+    with pytest.raises(DBOSException, match="Invalid shard key ''"):
+        DBOS.get_workflow_status(wid, shard_key="")
+    with pytest.raises(DBOSException, match="Filtering by shard key requires a sharded system database"):
+        DBOS.list_workflows(shard_key=["tenant-1"])
+    with pytest.raises(DBOSException, match="not sharded"):
+        DBOS.send_bulk([SendMessage(wid, "m", shard_key="tenant-1")])
 
 
 def test_otel_context_is_propagated_in_the_attributes(dbos: Any, agent_env: AgentEnv) -> None:
