@@ -54,10 +54,11 @@ trap cleanup EXIT
 trap 'exit 143' TERM
 trap 'exit 130' INT
 
-# Two free ports (client listener, controller listener) and a cluster id
-# (16 random bytes, base64url without padding, as Kafka's own tool makes them).
-read -r port cport cluster_id < <(python3 - <<'PY'
-import base64, socket, uuid
+# Two free ports (client listener, controller listener; KAFKA_BROKER_PORT fixes
+# the client's, for code that expects a known address) and a cluster id (16
+# random bytes, base64url without padding, as Kafka's own tool makes them).
+read -r port cport cluster_id < <(KAFKA_BROKER_PORT="${KAFKA_BROKER_PORT:-}" python3 - <<'PY'
+import base64, os, socket, uuid
 socks = []
 for _ in range(2):
     s = socket.socket()
@@ -66,7 +67,8 @@ for _ in range(2):
 ports = [s.getsockname()[1] for s in socks]
 for s in socks:
     s.close()
-print(ports[0], ports[1], base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("="))
+fixed = os.environ.get("KAFKA_BROKER_PORT")
+print(int(fixed) if fixed else ports[0], ports[1], base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("="))
 PY
 )
 

@@ -28,6 +28,7 @@ import functools
 import logging
 import re
 import threading
+import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Callable, Dict, List, Optional, Tuple, TypeVar
 
@@ -55,6 +56,9 @@ _MAX_RETRY_WAIT_SEC = 60.0
 # How long DBOS.destroy waits for one consumer thread (a consume() call lasts
 # at most a second; an enqueue in flight is waited for).
 _JOIN_TIMEOUT_SEC = 30.0
+# How long a stopped consumer still waits for the enqueue in flight before it
+# gives it up (safe either way: nothing is stored, so Kafka delivers again).
+_STOP_GRACE_SEC = 5.0
 # Unordered messages of one batch are enqueued on this many lanes at once.
 _UNORDERED_LANES = 16
 # A queue takes its workflows in created_at order (milliseconds, stamped by
@@ -383,8 +387,14 @@ _Planned = Tuple[KafkaMessage, str, Optional[str]]
 def _plan(reg: KafkaConsumerRegistration, cmsgs: List[Any]) -> List[_Planned]:
     """Each message's workflow input, id and partition key; a message that
     cannot be turned into one (deterministic, so retrying would wedge the
-    consumer) is dropped with an error."""
+    consumer), or a consumer whose function is no workflow, is dropped with
+    an error."""
     planned: List[_Planned] = []
+    try:
+        _registry._registration_of(reg.func)
+    except Exception as e:
+        logger.error(f"Dropping {len(cmsgs)} Kafka messages of consumer {reg.func_name}: {e}")
+        return planned
     for cmsg in cmsgs:
         try:
             msg = _message_of(cmsg)
@@ -437,12 +447,17 @@ def _enqueue_batch(inst: "DBOS", reg: KafkaConsumerRegistration, planned: List[_
     if loop is None:
         raise RuntimeError("DBOS is not launched")
     fut = asyncio.run_coroutine_threadsafe(_enqueue_all(inst, wf, reg.consumer_queue, planned), loop)
+    stopped_at: Optional[float] = None
     while True:
         try:
             fut.result(timeout=0.5)
             return True
         except concurrent.futures.TimeoutError:
-            if stop.is_set() and not inst._launched:
+            if not stop.is_set():
+                continue
+            now = time.monotonic()
+            stopped_at = now if stopped_at is None else stopped_at
+            if now - stopped_at >= _STOP_GRACE_SEC or not inst._launched:
                 fut.cancel()
                 raise _Stopped() from None
 
