@@ -275,6 +275,7 @@ class DBOS(ops.SharedOperations, DBOSExtras):
         ignored = sorted(set(config) & _AGENT_OWNED_KEYS)
         if ignored:
             logger.info("dbos-agent: config keys %s are the agent's business and are ignored here", ", ".join(ignored))
+        kafka.check_config(config)
         self._config = config
         tracing.dbos_tracer.config(config)
         self._app_name: str = name

@@ -26,6 +26,7 @@ import asyncio
 import concurrent.futures
 import functools
 import logging
+import math
 import re
 import threading
 import time
@@ -187,6 +188,16 @@ def validate_consumers() -> None:
     for reg in list(_registrations):
         if reg.queue_name is not None:
             _check_custom_queue(reg.func_name, reg.queue_name)
+
+
+def check_config(config: Dict[str, Any]) -> None:
+    """DBOSConfig's kafka_queue_polling_interval_sec, checked as DBOS checks
+    it (NaN and infinity too, which a bare comparison lets through)."""
+    interval = config.get("kafka_queue_polling_interval_sec")
+    if interval is not None and (not math.isfinite(interval) or interval < 0.001):
+        raise DBOSInitializationError(
+            f"kafka_queue_polling_interval_sec must be a finite number at least 0.001 seconds, got {interval}"
+        )
 
 
 def _internal_queue(name: str, **limits: Any) -> "Queue":

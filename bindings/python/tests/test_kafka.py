@@ -327,6 +327,13 @@ def test_decorator_checks(dbos: type) -> None:
             pass
 
 
+def test_polling_interval_config_is_checked() -> None:
+    for bad in (0.0, float("nan"), float("inf")):
+        with pytest.raises(DBOSInitializationError, match="kafka_queue_polling_interval_sec must be a finite number"):
+            _kafka.check_config({"name": "x", "kafka_queue_polling_interval_sec": bad})
+    _kafka.check_config({"name": "x", "kafka_queue_polling_interval_sec": 0.5})
+
+
 def test_generated_group_id() -> None:
     name = _kafka.safe_group_name("my_func", ["topic.a", "^b*"])
     assert name == "dbos-kafka-group-myfunc-topica-b"
