@@ -418,7 +418,7 @@ class DBOS(ops.SharedOperations, DBOSExtras):
                 self._write_decorated_schedule(reg)
             # A consumer's custom queue may be declared after it: checked now,
             # before any consumer starts.
-            kafka.validate_consumers()
+            kafka.validate_consumers(self)
         except BaseException:
             _announcer.detach()
             link.close()

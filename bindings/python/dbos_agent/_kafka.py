@@ -34,8 +34,9 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Callable, Dict, List, Optional, Tuple, TypeVar
 
 from . import _registry
+from . import _scheduling as sched
 from ._context import SetEnqueueOptions, SetWorkflowID
-from ._core import WorkflowRegistration
+from ._core import WorkflowRegistration, drive
 from ._error import DBOSInitializationError
 from ._types import KafkaMessage
 
@@ -169,12 +170,25 @@ def _func_name(func: Any) -> str:
     return str(getattr(func, "__qualname__", getattr(func, "__name__", repr(func))))
 
 
-def _check_custom_queue(func_name: str, queue_name: str) -> None:
+def _check_custom_queue(func_name: str, queue_name: str, inst: "DBOS") -> None:
     """A custom queue must not be partitioned: ordering="none" enqueues no
     partition key, and a partitioned queue never dequeues a keyless
-    workflow. Checked on the queues declared in this process."""
-    q = _registry._queues.get(queue_name)
-    if q is not None and q._has_partition_limits():
+    workflow. Checked on the queue declared in this process, else on its
+    stored configuration (a queue stored nowhere is allowed; one that cannot
+    be read is warned about, as DBOS does)."""
+    from ._queue import Queue
+
+    q: "Optional[Queue]" = _registry._queues.get(queue_name)
+    if q is None:
+        try:
+            info = drive(inst._engine, sched.get_queue(queue_name))
+        except Exception as e:
+            logger.warning(f"Could not check the configuration of Kafka consumer {func_name}'s queue {queue_name}: {e}")
+            return
+        if info is None or not info.get("registered"):
+            return
+        q = Queue._from_info(info)
+    if q._has_partition_limits():
         raise DBOSInitializationError(
             f"Error: Kafka consumer {func_name}'s queue {queue_name} is a "
             "partitioned queue, which a custom Kafka queue must not be; "
@@ -182,12 +196,12 @@ def _check_custom_queue(func_name: str, queue_name: str) -> None:
         )
 
 
-def validate_consumers() -> None:
-    """At launch: the custom queue of every consumer declared before it (its
-    queue may have been declared after the consumer)."""
+def validate_consumers(inst: "DBOS") -> None:
+    """At launch, connected: the custom queue of every consumer declared
+    before it (its queue may have been declared after the consumer)."""
     for reg in list(_registrations):
         if reg.queue_name is not None:
-            _check_custom_queue(reg.func_name, reg.queue_name)
+            _check_custom_queue(reg.func_name, reg.queue_name, inst)
 
 
 def check_config(config: Dict[str, Any]) -> None:
@@ -261,8 +275,9 @@ def kafka_consumer(
         func_name = _func_name(func)
         # Checked before anything is declared, so a refused consumer leaves
         # no trace; one declared before launch is checked at launch.
-        if _registry._is_launched() and queue_name is not None:
-            _check_custom_queue(func_name, queue_name)
+        inst = _registry._instance
+        if inst is not None and inst._launched and queue_name is not None:
+            _check_custom_queue(func_name, queue_name, inst)
         cfg = _consumer_config(config, func_name, topics)
         group_id = str(cfg["group.id"])
         with _lock:
