@@ -34,6 +34,7 @@ from . import _auth as auth
 from . import _protocol as proto
 from . import _tracing as tracing
 from . import _datasource as dsrc
+from . import _kafka as kafka
 from . import _ops as ops
 from . import _start as start
 from . import _registry
@@ -137,6 +138,7 @@ _KNOWN_KEYS = {
     "agent_socket",
     "agent_trusted_uids",
     "serializer",
+    "kafka_queue_polling_interval_sec",
 } | _AGENT_OWNED_KEYS | tracing.CONFIG_KEYS
 
 # How long the handshake of the version probe may take (AgentLink's default).
@@ -273,6 +275,7 @@ class DBOS(ops.SharedOperations, DBOSExtras):
         ignored = sorted(set(config) & _AGENT_OWNED_KEYS)
         if ignored:
             logger.info("dbos-agent: config keys %s are the agent's business and are ignored here", ", ".join(ignored))
+        kafka.check_config(config)
         self._config = config
         tracing.dbos_tracer.config(config)
         self._app_name: str = name
@@ -413,6 +416,9 @@ class DBOS(ops.SharedOperations, DBOSExtras):
                         self._register_queue(q, None)
             for reg in list(_scheduled.values()):
                 self._write_decorated_schedule(reg)
+            # A consumer's custom queue may be declared after it: checked now,
+            # before any consumer starts.
+            kafka.validate_consumers(self)
         except BaseException:
             _announcer.detach()
             link.close()
@@ -420,6 +426,7 @@ class DBOS(ops.SharedOperations, DBOSExtras):
             self._engine.link = None
             raise
         self._launched = True
+        kafka.start_consumers(self)
         logger.info(
             "DBOS launched on dbos-agent %s (%s): application %s, version %r, executor %s",
             reply.get("agent_version", "?"), self._socket, self._app_name, self._app_version, self._executor_id,
@@ -497,6 +504,8 @@ class DBOS(ops.SharedOperations, DBOSExtras):
             for q in _queues.values():
                 q._registered = None  # a new launch decides again
         tracing.teardown_logs()
+        # The consumers stop first, while their enqueues can still reach the agent.
+        kafka.stop_consumers(forget=destroy_registry)
         if inst is None:
             return
         _announcer.detach()

@@ -158,12 +158,17 @@ class DBOSExtras:
         batch_size: int = 250,
         queue_name: Optional[str] = None,
     ) -> Callable[[F], F]:
-        """Raises DBOSNotSupportedError (when the decorator is applied)."""
-        raise DBOSNotSupportedError(
-            "DBOS.kafka_consumer",
-            "the Kafka integration (a confluent-kafka consumer that enqueues one workflow per message) "
-            "is not in this binding",
-        )
+        """Consume ``topics`` with confluent-kafka (``config`` is its consumer
+        configuration) and enqueue the decorated workflow once per message,
+        with the message (``KafkaMessage``) as its argument; put it above
+        ``@DBOS.workflow()``. ``ordering``: "none" (default), "partition"
+        (one workflow at a time per partition, in offset order, partitions in
+        parallel) or "topic" (one at a time per topic); ``queue_name``: a
+        queue of your own for ordering="none". A message delivered again
+        starts no second workflow. Needs ``dbos-agent[kafka]``."""
+        from ._kafka import kafka_consumer
+
+        return kafka_consumer(config, topics, ordering=ordering, batch_size=batch_size, queue_name=queue_name)
 
     # -- step reservations
 

@@ -22,9 +22,8 @@ class WorkflowStatusString(Enum):
 
 @dataclass
 class KafkaMessage:
-    """A Kafka message as a DBOS Kafka consumer workflow receives it
-    (``DBOS.kafka_consumer`` is refused by this binding; the type is here for
-    code that names it)."""
+    """A Kafka message as a ``DBOS.kafka_consumer`` workflow receives it
+    (the fields of confluent-kafka's Message)."""
 
     headers: Optional[List[Tuple[str, Union[str, bytes]]]]
     key: Optional[Union[str, bytes]]

@@ -331,8 +331,6 @@ def test_refusals_are_raised_when_used(dbos: Any, agent_env: AgentEnv) -> None:
             call()
     with pytest.raises(DBOSNotSupportedError, match="belongs to the agent"):
         DBOS.reset_system_database(truncate=True)
-    with pytest.raises(DBOSNotSupportedError, match="Kafka"):
-        DBOS.kafka_consumer({"bootstrap.servers": "localhost:9092"}, ["orders"])
     client = DBOSClient(agent_socket=agent_env.socket)
     try:
         with pytest.raises(DBOSNotSupportedError, match="transaction"):
