@@ -67,8 +67,7 @@ class SetWorkflowID:
     """
 
     def __init__(self, wfid: str, *, workflow_id_reuse_policy: Optional[str] = None) -> None:
-        if not isinstance(wfid, str) or wfid == "":
-            raise DBOSException("a workflow id must be a non-empty string")
+        validate_workflow_id(wfid)
         validate_workflow_id_reuse_policy(workflow_id_reuse_policy)
         self.wfid = wfid
         self.workflow_id_reuse_policy = workflow_id_reuse_policy
@@ -185,6 +184,15 @@ def take_assigned() -> Optional[_AssignedID]:
         return None
     a.used = True
     return a
+
+
+def validate_workflow_id(workflow_id: Optional[str]) -> None:
+    """DBOS's check of a workflow id given by the caller (SetWorkflowID, an
+    enqueue's options): not empty, not only whitespace."""
+    if not isinstance(workflow_id, str) or not workflow_id.strip():
+        raise DBOSException(
+            f"Invalid workflow ID {workflow_id!r}: workflow IDs must be non-empty and cannot be only whitespace."
+        )
 
 
 def validate_workflow_id_reuse_policy(policy: Optional[str]) -> None:

@@ -21,6 +21,7 @@ from ._context import (
     take_assigned,
     validate_duplication_policy,
     validate_priority,
+    validate_workflow_id,
     validate_workflow_id_reuse_policy,
 )
 from ._core import (
@@ -235,6 +236,8 @@ def enqueue_request(
     under the options' own attributes."""
     opts: Dict[str, Any] = dict(options)
     check_no_shard_key(opts.get("shard_key"))
+    if "workflow_id" in opts and opts["workflow_id"] is not None:
+        validate_workflow_id(opts["workflow_id"])
     validate_workflow_id_reuse_policy(opts.get("workflow_id_reuse_policy"))
     if "workflow_name" not in opts or "queue_name" not in opts:
         raise DBOSException(f"{call} needs options workflow_name and queue_name")

@@ -515,3 +515,16 @@ def test_binding_client_enqueues_waits_and_manages(dbos: Any, agent_env: AgentEn
             client.enqueue({"workflow_name": "order_workflow", "queue_name": "pytest_limited", "shard_key": "s"})
     finally:
         client.destroy()
+
+
+@pytest.mark.parametrize("bad_id", ["", "   ", "\t\n"])
+def test_an_empty_or_blank_workflow_id_is_refused_in_dbos_words(dbos: Any, agent_env: AgentEnv, bad_id: str) -> None:
+    with pytest.raises(DBOSException, match="Invalid workflow ID .*workflow IDs must be non-empty and cannot be only whitespace"):
+        SetWorkflowID(bad_id)
+    client = DBOSClient(agent_socket=agent_env.socket)
+    try:
+        with pytest.raises(DBOSException, match="Invalid workflow ID"):
+            client.enqueue({"workflow_name": "order_workflow", "queue_name": "pytest_limited", "workflow_id": bad_id}, 1)
+        assert client.list_workflows(workflow_ids=[bad_id]) == []
+    finally:
+        client.destroy()
