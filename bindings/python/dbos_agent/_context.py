@@ -58,7 +58,34 @@ _assigned_id: "contextvars.ContextVar[Optional[_AssignedID]]" = contextvars.Cont
 )
 
 
-class SetWorkflowID:
+class _Setting:
+    """What the ``Set...`` blocks share: one context variable set for the
+    length of a ``with`` block. As in DBOS, an instance is in one block at a
+    time (re-entering it is an error, reusing it after is fine), and its
+    exit may run in another ``contextvars`` Context than its entry (a
+    threadpool-run generator dependency's): the value before the block is
+    restored there."""
+
+    _token: "Optional[contextvars.Token[Any]]" = None
+    _previous: Any = None
+
+    def _enter(self, var: "contextvars.ContextVar[Any]", value: Any) -> None:
+        if self._token is not None:
+            raise DBOSException(f"This {type(self).__name__} is already in use; create a new one for each with block.")
+        self._previous = var.get()
+        self._token = var.set(value)
+
+    def _exit(self, var: "contextvars.ContextVar[Any]") -> None:
+        token, self._token = self._token, None
+        if token is None:
+            return
+        try:
+            var.reset(token)
+        except ValueError:  # created in another Context
+            var.set(self._previous)
+
+
+class SetWorkflowID(_Setting):
     """Set the id of the next workflow started in the block (only the first
     one takes it), as in DBOS Python::
 
@@ -71,15 +98,13 @@ class SetWorkflowID:
         validate_workflow_id_reuse_policy(workflow_id_reuse_policy)
         self.wfid = wfid
         self.workflow_id_reuse_policy = workflow_id_reuse_policy
-        self._token: Optional[contextvars.Token[Optional[_AssignedID]]] = None
 
     def __enter__(self) -> "SetWorkflowID":
-        self._token = _assigned_id.set(_AssignedID(self.wfid, self.workflow_id_reuse_policy))
+        self._enter(_assigned_id, _AssignedID(self.wfid, self.workflow_id_reuse_policy))
         return self
 
     def __exit__(self, *exc: Any) -> None:
-        assert self._token is not None
-        _assigned_id.reset(self._token)
+        self._exit(_assigned_id)
 
 
 _workflow_timeout: "contextvars.ContextVar[Optional[int]]" = contextvars.ContextVar(
@@ -87,7 +112,7 @@ _workflow_timeout: "contextvars.ContextVar[Optional[int]]" = contextvars.Context
 )
 
 
-class SetWorkflowTimeout:
+class SetWorkflowTimeout(_Setting):
     """Set the timeout (in seconds) of the workflows started, called or
     enqueued in the block, as in DBOS Python::
 
@@ -107,15 +132,13 @@ class SetWorkflowTimeout:
         self.workflow_timeout_ms: Optional[int] = (
             int(workflow_timeout_sec * 1000) if workflow_timeout_sec is not None else None
         )
-        self._token: Optional[contextvars.Token[Optional[int]]] = None
 
     def __enter__(self) -> "SetWorkflowTimeout":
-        self._token = _workflow_timeout.set(self.workflow_timeout_ms)
+        self._enter(_workflow_timeout, self.workflow_timeout_ms)
         return self
 
     def __exit__(self, *exc: Any) -> None:
-        assert self._token is not None
-        _workflow_timeout.reset(self._token)
+        self._exit(_workflow_timeout)
 
 
 _workflow_attributes: "contextvars.ContextVar[Optional[Dict[str, Any]]]" = contextvars.ContextVar(
@@ -136,7 +159,7 @@ def validate_workflow_attributes(attributes: Optional[Dict[str, Any]]) -> Option
         raise DBOSException(f"Invalid workflow attributes {attributes}. Attributes must be JSON-serializable.") from e
 
 
-class SetWorkflowAttributes:
+class SetWorkflowAttributes(_Setting):
     """Attach attributes (a JSON-serializable dict) to the workflows started
     or enqueued in the block, as in DBOS Python::
 
@@ -150,15 +173,13 @@ class SetWorkflowAttributes:
     def __init__(self, attributes: Optional[Dict[str, Any]]) -> None:
         validate_workflow_attributes(attributes)
         self.attributes = dict(attributes) if attributes is not None else None
-        self._token: Optional[contextvars.Token[Optional[Dict[str, Any]]]] = None
 
     def __enter__(self) -> "SetWorkflowAttributes":
-        self._token = _workflow_attributes.set(self.attributes)
+        self._enter(_workflow_attributes, self.attributes)
         return self
 
     def __exit__(self, *exc: Any) -> None:
-        assert self._token is not None
-        _workflow_attributes.reset(self._token)
+        self._exit(_workflow_attributes)
 
 
 def current_attributes() -> Optional[Dict[str, Any]]:
@@ -273,7 +294,7 @@ _enqueue_options: "contextvars.ContextVar[Optional[_EnqueueOptions]]" = contextv
 )
 
 
-class SetEnqueueOptions:
+class SetEnqueueOptions(_Setting):
     """Options for the workflows enqueued in the block, as in DBOS Python:
     ``deduplication_id`` (with ``duplication_policy`` "reject", the default,
     or "return-existing"), ``priority`` (1 is the highest; workflows without
@@ -302,12 +323,10 @@ class SetEnqueueOptions:
         self._opts = _EnqueueOptions(
             deduplication_id, priority, app_version, queue_partition_key, delay_until, duplication_policy
         )
-        self._token: Optional[contextvars.Token[Optional[_EnqueueOptions]]] = None
 
     def __enter__(self) -> "SetEnqueueOptions":
-        self._token = _enqueue_options.set(self._opts)
+        self._enter(_enqueue_options, self._opts)
         return self
 
     def __exit__(self, *exc: Any) -> None:
-        assert self._token is not None
-        _enqueue_options.reset(self._token)
+        self._exit(_enqueue_options)

@@ -528,3 +528,31 @@ def test_an_empty_or_blank_workflow_id_is_refused_in_dbos_words(dbos: Any, agent
         assert client.list_workflows(workflow_ids=[bad_id]) == []
     finally:
         client.destroy()
+
+
+def test_a_set_block_is_in_one_block_at_a_time_and_may_exit_in_another_context() -> None:
+    import contextvars
+
+    from dbos_agent._context import _enqueue_options, current_timeout_ms
+
+    from dbos_agent import SetEnqueueOptions, SetWorkflowTimeout
+
+    timeout = SetWorkflowTimeout(5)
+    with timeout:
+        with pytest.raises(DBOSException, match="This SetWorkflowTimeout is already in use; create a new one"):
+            with timeout:
+                pass
+        assert current_timeout_ms() == 5000  # the refused entry changed nothing
+    assert current_timeout_ms() is None
+    with timeout:  # used again after its block: fine
+        assert current_timeout_ms() == 5000
+    # Entered in one Context and exited in another (a threadpool-run
+    # generator dependency): each Context keeps or gets back its own value.
+    options = SetEnqueueOptions(priority=1)
+    entered = contextvars.copy_context()
+    entered.run(options.__enter__)
+    assert entered.run(_enqueue_options.get).priority == 1
+    assert _enqueue_options.get() is None
+    exited = contextvars.copy_context()
+    exited.run(options.__exit__, None, None, None)
+    assert exited.run(_enqueue_options.get) is None
