@@ -132,6 +132,7 @@ _AGENT_OWNED_KEYS = {
 }
 _KNOWN_KEYS = {
     "name",
+    "enable_patching",
     "max_executor_threads",
     "application_version",
     "executor_id",
@@ -283,6 +284,16 @@ class DBOS(ops.SharedOperations, DBOSExtras):
         # the first hello computes one from the workflows' source, as DBOS
         # Python does at launch (compute_app_version).
         self._app_version: str = str(config.get("application_version") or os.environ.get("DBOS__APPVERSION") or "")
+        if config.get("enable_patching") is True:
+            # DBOS 3.4's deprecated flag: one version for every deployment,
+            # unless a version is configured.
+            if config.get("application_version") is None:
+                self._app_version = "PATCHING_ENABLED"
+            logging.getLogger("dbos").warning(
+                "enable_patching is deprecated and will be removed in a future release. "
+                "DBOS.patch and DBOS.deprecate_patch no longer require it. "
+                "To keep every deployment on one application version, as the flag does, set application_version explicitly."
+            )
         self._executor_id_wanted: Optional[str] = config.get("executor_id") or os.environ.get("DBOS__VMID") or None
         self._executor_id: str = self._executor_id_wanted or "local"
         self._socket = resolve_socket_path(config.get("agent_socket"))

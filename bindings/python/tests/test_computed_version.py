@@ -214,3 +214,25 @@ def test_a_worker_without_a_version_behaves_as_a_dbos_process(agent_env: AgentEn
         # unversioned work again.
         assert f"version {version} is the latest" in version_cli(agent_env, "promote", version, "--app-name", app)
         assert waiting.get_result() == f"u1@{version}"
+
+
+def test_enable_patching_pins_the_version_with_dbos_deprecation_warning(
+    agent_env: AgentEnv, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    monkeypatch.delenv("DBOS__APPVERSION", raising=False)
+    with caplog.at_level("WARNING"):
+        DBOS(config={"name": "pytest-cv-patching", "agent_socket": agent_env.socket, "enable_patching": True})
+    assert "enable_patching is deprecated and will be removed in a future release" in caplog.text
+    DBOS.launch()
+    try:
+        assert DBOS.application_version == "PATCHING_ENABLED"
+    finally:
+        DBOS.destroy()
+    # A configured version wins over the flag, as in DBOS.
+    DBOS(config={"name": "pytest-cv-patching", "agent_socket": agent_env.socket, "enable_patching": True,
+                 "application_version": "v-pinned"})
+    DBOS.launch()
+    try:
+        assert DBOS.application_version == "v-pinned"
+    finally:
+        DBOS.destroy()
