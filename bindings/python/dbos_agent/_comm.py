@@ -467,7 +467,7 @@ def fork_op(
     new_id = take_assigned_id() or str(uuid.uuid4())
     body = {
         "workflow_id": workflow_id,
-        "start_step": start_step,
+        "start_step": max(start_step, 1),  # as DBOS: a step below 1 means the first
         "new_workflow_id": new_id,
         "app_version": application_version,
         "queue_name": queue_name,

@@ -76,6 +76,8 @@ def test_fork_copies_the_steps_below_its_start(dbos: Any) -> None:
     assert DBOS.retrieve_workflow(wid).get_result() == [f"{tag}-1-1", f"{tag}-2-1", f"{tag}-3-1"]
     # From step 1 nothing is copied: a fresh run under a new id.
     assert DBOS.fork_workflow(wid, 1).get_result() == [f"{tag}-1-2", f"{tag}-2-2", f"{tag}-3-3"]
+    # Below 1 is the first step, as in DBOS.
+    assert DBOS.fork_workflow(wid, -1).get_result() == [f"{tag}-1-3", f"{tag}-2-3", f"{tag}-3-4"]
 
 
 def test_fork_for_another_version_waits_for_its_workers(dbos: Any, agent_env: AgentEnv) -> None:
