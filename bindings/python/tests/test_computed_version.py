@@ -219,9 +219,11 @@ def test_a_worker_without_a_version_behaves_as_a_dbos_process(agent_env: AgentEn
 def test_enable_patching_pins_the_version_with_dbos_deprecation_warning(
     agent_env: AgentEnv, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:
+    # The application the other tests here launch as: the queues declared
+    # in this process belong to it.
     monkeypatch.delenv("DBOS__APPVERSION", raising=False)
     with caplog.at_level("WARNING"):
-        DBOS(config={"name": "pytest-cv-patching", "agent_socket": agent_env.socket, "enable_patching": True})
+        DBOS(config={"name": "pytest-cv-inproc", "agent_socket": agent_env.socket, "enable_patching": True})
     assert "enable_patching is deprecated and will be removed in a future release" in caplog.text
     DBOS.launch()
     try:
@@ -229,7 +231,7 @@ def test_enable_patching_pins_the_version_with_dbos_deprecation_warning(
     finally:
         DBOS.destroy()
     # A configured version wins over the flag, as in DBOS.
-    DBOS(config={"name": "pytest-cv-patching", "agent_socket": agent_env.socket, "enable_patching": True,
+    DBOS(config={"name": "pytest-cv-inproc", "agent_socket": agent_env.socket, "enable_patching": True,
                  "application_version": "v-pinned"})
     DBOS.launch()
     try:
