@@ -790,12 +790,6 @@ class Engine:
             _current.reset(token)
             self.unregister_run(run)
 
-    def execute_sync(self, run: WorkflowRun, reg: WorkflowRegistration, args: Tuple[Any, ...], kwargs: Dict[str, Any]) -> Any:
-        return drive(self, self.execute_op(run, reg, args, kwargs))
-
-    async def execute_async(self, run: WorkflowRun, reg: WorkflowRegistration, args: Tuple[Any, ...], kwargs: Dict[str, Any]) -> Any:
-        return await drive_async(self, self.execute_op(run, reg, args, kwargs))
-
     def run_in_background(
         self, run: WorkflowRun, reg: WorkflowRegistration, inputs: Optional[WorkflowInputs] = None
     ) -> "Future[Any]":
@@ -1288,7 +1282,7 @@ async def _perform_async(engine: Optional[Engine], item: Performed) -> Any:
         if item.reg.is_async:
             # On the caller's loop, as a task of it.
             engine.register_run(item.run)
-            task = asyncio.ensure_future(engine.execute_async(item.run, item.reg, item.args, item.kwargs))
+            task = asyncio.ensure_future(drive_async(engine, engine.execute_op(item.run, item.reg, item.args, item.kwargs)))
             engine.keep_task(task)
             return task
         return asyncio.wrap_future(engine.run_in_background(item.run, item.reg, {"args": item.args, "kwargs": item.kwargs}))

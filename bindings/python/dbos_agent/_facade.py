@@ -25,6 +25,7 @@ from typing import (
     Callable,
     Concatenate,
     Coroutine,
+    Dict,
     Generator,
     Generic,
     List,
@@ -92,6 +93,7 @@ class _Binding:
         self._name = op.__name__
         self._facade = ""
         self._on_class = False
+        self._by_class: Dict[Any, Callable[..., Any]] = {}
         sig = inspect.signature(op)
         self._params = list(sig.parameters.values())[1:]
         self._call_signature = sig.replace(parameters=self._params)
@@ -128,13 +130,21 @@ class _Binding:
     def copy_into(self, owner: Any, name: str) -> "_Binding":
         """The same binding in another class (see ``Shared``)."""
         twin = copy.copy(self)
+        twin._by_class = {}
         twin.__set_name__(owner, name)
         return twin
 
     def __get__(self, obj: Any, owner: Any) -> Any:
         if obj is None and not self._on_class:
             return self.__func__
-        bound = self._bind(obj if obj is not None else owner)
+        if obj is None:
+            # A class-level facade (DBOS): one callable per class, made once.
+            cached = self._by_class.get(owner)
+            if cached is None:
+                cached = self._by_class[owner] = self._bind(owner)
+                self._dress(cached)
+            return cached
+        bound = self._bind(obj)
         self._dress(bound)
         return bound
 
