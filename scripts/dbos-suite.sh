@@ -11,7 +11,8 @@
 #
 # DBOS's tests are fetched from PyPI (the dbos 3.4.0 sdist ships them) into a cache under
 # build/, never into the repository. Environment: PGPASSWORD (default dbos; DBOS's conftest
-# uses the databases dbostestpy and dbostestpy_dbos_sys on localhost:5432),
+# uses the databases dbostestpy and dbostestpy_dbos_sys on localhost:5432; DBOS_SUITE_DATABASE=name
+# renames them in the copy, for a second run on one host),
 # DBOS_SUITE_TIMEOUT (per test, default 60 s), DBOS_SUITE_FILE_TIMEOUT (per file, default 1800 s),
 # DBOS_SUITE_LABEL (names the run in the report), DBOS_SUITE_AGENT_FLAGS (extra `serve` flags).
 set -euo pipefail
@@ -62,8 +63,14 @@ tar -xzf "$sdist" -C "$WORK" --strip-components=1 "dbos-$DBOS_VERSION/tests"
 # they only turn on live logging and output capture off).
 printf '[pytest]\nasyncio_default_fixture_loop_scope = function\njunit_family = xunit1\n' >"$WORK/pytest.ini"
 "$VENV/bin/python" "$HARNESS/rewrite_imports.py" "$WORK/tests"
+# DBOS's tests name their databases (dbostestpy, dbostestpy_dbos_sys) in their source; a second
+# measure on the same host renames them in the copy, so two runs never drop each other's.
+database="${DBOS_SUITE_DATABASE:-dbostestpy}"
+if [ "$database" != dbostestpy ]; then
+  grep -rlZ dbostestpy "$WORK/tests" | xargs -0 sed -i "s/dbostestpy/$database/g"
+fi
 
-bash scripts/ensure-postgres.sh "postgres://postgres:$PGPASSWORD@localhost:5432/dbostestpy?sslmode=disable" >/dev/null
+bash scripts/ensure-postgres.sh "postgres://postgres:$PGPASSWORD@localhost:5432/$database?sslmode=disable" >/dev/null
 go build -o bin/dbos-agent ./cmd/dbos-agent
 
 if [ -n "${DBOS_SUITE_FILES:-}" ]; then
