@@ -54,6 +54,11 @@ type MigrateOptions struct {
 	RetryFor time.Duration
 	// Password, when set, replaces the URL's (see PostgresOptions).
 	Password string
+	// ApplicationRole, when set, is granted what an application needs on the
+	// system schema (its tables, sequences and functions, and those created
+	// later), as DBOS's migrate does for a role less privileged than the
+	// migrator's.
+	ApplicationRole string
 }
 
 // MigrateResult says where the schema was and where it is now.
@@ -166,6 +171,39 @@ func Migrate(ctx context.Context, databaseURL string, opts MigrateOptions) (Migr
 	}
 	defer conn.Close(context.WithoutCancel(ctx))
 
+	res, err := migrateSchema(ctx, conn, schema, migrations, log)
+	if err != nil || opts.ApplicationRole == "" {
+		return res, err
+	}
+	if err := grantSchema(ctx, conn, schema, opts.ApplicationRole); err != nil {
+		return res, err
+	}
+	log.Info("system schema granted", zap.String("schema", schema), zap.String("role", opts.ApplicationRole))
+	return res, nil
+}
+
+// grantSchema gives role the use of every object in the system schema, now
+// and to come (the statements DBOS's migrate runs for an application role).
+func grantSchema(ctx context.Context, conn *pgx.Conn, schema, role string) error {
+	s, r := pgx.Identifier{schema}.Sanitize(), pgx.Identifier{role}.Sanitize()
+	for _, stmt := range []string{
+		"GRANT USAGE ON SCHEMA " + s + " TO " + r,
+		"GRANT ALL PRIVILEGES ON ALL TABLES IN SCHEMA " + s + " TO " + r,
+		"GRANT ALL PRIVILEGES ON ALL SEQUENCES IN SCHEMA " + s + " TO " + r,
+		"GRANT EXECUTE ON ALL FUNCTIONS IN SCHEMA " + s + " TO " + r,
+		"ALTER DEFAULT PRIVILEGES IN SCHEMA " + s + " GRANT ALL ON TABLES TO " + r,
+		"ALTER DEFAULT PRIVILEGES IN SCHEMA " + s + " GRANT ALL ON SEQUENCES TO " + r,
+		"ALTER DEFAULT PRIVILEGES IN SCHEMA " + s + " GRANT EXECUTE ON FUNCTIONS TO " + r,
+	} {
+		if _, err := conn.Exec(ctx, stmt); err != nil {
+			return fmt.Errorf("grant the system schema to role %q: %w", role, err)
+		}
+	}
+	return nil
+}
+
+// migrateSchema brings schema to LatestSchemaVersion on conn (see Migrate).
+func migrateSchema(ctx context.Context, conn *pgx.Conn, schema string, migrations []migration, log *zap.Logger) (MigrateResult, error) {
 	quoted := pgx.Identifier{schema}.Sanitize()
 
 	// Cheap check first, so a migrated database costs one query and no lock.

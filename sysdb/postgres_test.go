@@ -337,6 +337,47 @@ func TestPostgresSkipMigrations(t *testing.T) {
 	require.NoError(t, err)
 }
 
+// TestPostgresMigrateGrantsApplicationRole migrates as the privileged user
+// with an application role, as DBOS's migrate does, and checks that the role
+// (which may not create anything) can then run an agent on the schema: its
+// tables, sequences and functions are usable.
+func TestPostgresMigrateGrantsApplicationRole(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	url := pgtest.URL(t)
+	schema := pgtest.Schema(t)
+	role := pgtest.UniqueName("app_role_")
+	admin := pgtest.Connect(t, url)
+	_, err := admin.Exec(ctx, "CREATE ROLE "+pgx.Identifier{role}.Sanitize()+" LOGIN PASSWORD 'app-role-pw'")
+	require.NoError(t, err)
+	t.Cleanup(func() {
+		c := pgtest.Connect(t, url)
+		for _, stmt := range []string{"DROP OWNED BY ", "DROP ROLE "} {
+			_, _ = c.Exec(context.Background(), stmt+pgx.Identifier{role}.Sanitize())
+		}
+	})
+	cfg, err := pgx.ParseConfig(url)
+	require.NoError(t, err)
+	asRole := fmt.Sprintf("postgres://%s:app-role-pw@%s:%d/%s?sslmode=disable", role, cfg.Host, cfg.Port, cfg.Database)
+
+	_, err = sysdb.Migrate(ctx, url, sysdb.MigrateOptions{Schema: schema})
+	require.NoError(t, err)
+	_, err = sysdb.OpenPostgres(ctx, asRole, sysdb.PostgresOptions{Schema: schema, SkipMigrations: true, RetryFor: time.Second})
+	require.ErrorContains(t, err, "permission denied", "without the grant the role reaches nothing")
+
+	// Granting works on a schema already at the latest version, as DBOS's does.
+	_, err = sysdb.Migrate(ctx, url, sysdb.MigrateOptions{Schema: schema, ApplicationRole: role})
+	require.NoError(t, err)
+	db, err := sysdb.OpenPostgres(ctx, asRole, sysdb.PostgresOptions{Schema: schema, SkipMigrations: true, RetryFor: time.Second})
+	require.NoError(t, err)
+	defer db.Close()
+	_, err = db.WorkflowList(ctx, sysdb.WorkflowListParams{})
+	require.NoError(t, err)
+	appConn := pgtest.Connect(t, asRole)
+	_, err = appConn.Exec(ctx, "INSERT INTO "+pgx.Identifier{schema}.Sanitize()+".workflow_status (workflow_uuid, status) VALUES ('granted', 'PENDING')")
+	require.NoError(t, err, "the role writes the system tables")
+}
+
 // TestPostgresDequeueLatestVersion writes application versions as another
 // runtime would, with chosen timestamps, and checks that unversioned rows go
 // to executors of the latest version only (an application's own and

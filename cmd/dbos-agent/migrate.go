@@ -10,12 +10,15 @@ import (
 
 func newMigrateCommand() *cobra.Command {
 	var db databaseFlags
+	var applicationRole string
 	cmd := &cobra.Command{
 		Use:   "migrate",
 		Short: "Create or upgrade the DBOS system database and print its schema version",
 		Long: "Creates the database and the DBOS system schema when missing and brings it to the\n" +
 			"cross-SDK schema version this agent targets. A database at that version or newer\n" +
-			"(migrated by any DBOS SDK) is left as it is.",
+			"(migrated by any DBOS SDK) is left as it is. With --app-role, the role is\n" +
+			"granted the use of the schema's tables, sequences and functions (and of those\n" +
+			"created later), so the agent can then run as that less privileged role.",
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			target, err := db.resolve()
@@ -23,7 +26,9 @@ func newMigrateCommand() *cobra.Command {
 				return err
 			}
 			schema := target.schema
-			res, err := sysdb.Migrate(cmd.Context(), target.url, sysdb.MigrateOptions{Schema: schema, Password: target.password})
+			res, err := sysdb.Migrate(cmd.Context(), target.url, sysdb.MigrateOptions{
+				Schema: schema, Password: target.password, ApplicationRole: applicationRole,
+			})
 			if err != nil {
 				return err
 			}
@@ -36,9 +41,13 @@ func newMigrateCommand() *cobra.Command {
 			default:
 				fmt.Fprintf(out, "system schema %q migrated from version %d to %d\n", schema, res.From, res.To)
 			}
+			if applicationRole != "" {
+				fmt.Fprintf(out, "role %q granted the system schema %q\n", applicationRole, schema)
+			}
 			return nil
 		},
 	}
 	db.register(cmd)
+	cmd.Flags().StringVarP(&applicationRole, "app-role", "r", "", "the `role` to grant the use of the system schema, the one the agent then runs as (dbos migrate's --app-role)")
 	return cmd
 }

@@ -225,6 +225,8 @@ def pytest_configure(config: pytest.Config) -> None:
     socket_path = os.path.join(_sock_dir, "agent.sock")
     # Every DBOS and DBOSClient the tests make finds the agent here.
     os.environ["DBOS_AGENT_SOCKET"] = socket_path
+    # DBOS.migrate and run_dbos_database_migrations run this agent's migrator.
+    os.environ["DBOS_AGENT_BINARY"] = binary
     _agent = Agent(binary, socket_path, open(log_dir / "agent.log", "a"))
     _instrument()
 

@@ -13,6 +13,7 @@ from . import _registry
 from . import _reservation as reservation
 from ._context import current_ctx
 from ._error import DBOSException, DBOSNotSupportedError
+from ._migrate import migrate_system_database
 from ._tracing import DBOSTracer, dbos_tracer
 
 if TYPE_CHECKING:
@@ -22,11 +23,6 @@ F = TypeVar("F", bound=Callable[..., Any])
 T = TypeVar("T")
 
 AlertHandler = Callable[[str, str, Dict[str, str]], None]
-
-_MIGRATE_REASON = (
-    "the agent owns the system database and migrates it itself; "
-    "run `dbos-agent migrate --database-url <url>` (or start `dbos-agent serve`, which migrates at start)"
-)
 
 
 class _classproperty:
@@ -44,10 +40,12 @@ def run_dbos_database_migrations(
     application_role: Optional[str] = None,
     sharding: bool = False,
 ) -> None:
-    """DBOS Python's migration entry point; the agent migrates its own
-    system database, so this raises DBOSNotSupportedError naming the agent's
-    command."""
-    raise DBOSNotSupportedError("run_dbos_database_migrations", _MIGRATE_REASON)
+    """Create or migrate the system database with a privileged role, as
+    ``DBOS.migrate`` does (by the agent's own migrator, ``dbos-agent migrate``)."""
+    migrate_system_database(
+        "run_dbos_database_migrations", system_database_url,
+        schema=schema, application_role=application_role, sharding=sharding,
+    )
 
 
 class DBOSExtras:
@@ -129,9 +127,15 @@ class DBOSExtras:
         application_role: Optional[str] = None,
         sharding: bool = False,
     ) -> None:
-        """Raises DBOSNotSupportedError: the agent migrates its system
-        database (``dbos-agent migrate``)."""
-        raise DBOSNotSupportedError("DBOS.migrate", _MIGRATE_REASON)
+        """Create or migrate the system database with a privileged role,
+        optionally granting ``application_role`` the use of the system schema.
+        The agent's own migrator does it (``dbos-agent migrate``, found on PATH
+        or named by env ``DBOS_AGENT_BINARY``), so the schema is the one the
+        agent serves; ``dbos-agent serve`` also migrates at start."""
+        migrate_system_database(
+            "DBOS.migrate", system_database_url,
+            schema=schema, application_role=application_role, sharding=sharding,
+        )
 
     @classmethod
     def reset_system_database(

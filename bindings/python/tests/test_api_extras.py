@@ -34,10 +34,9 @@ from dbos_agent import (
     error,
     pydantic_args_validator,
     make_pydantic_args_validator,
-    run_dbos_database_migrations,
 )
 
-from conftest import AgentEnv, database_url, new_id, query
+from conftest import AgentEnv, new_id, query
 
 config_queue = DBOS.register_queue("config_queue", worker_concurrency=2, global_concurrency=4)
 step_queue = DBOS.register_queue("step_queue")
@@ -323,12 +322,6 @@ def test_status_strings_client_probe_and_errors(dbos: Any, agent_env: AgentEnv) 
 
 
 def test_refusals_are_raised_when_used(dbos: Any, agent_env: AgentEnv) -> None:
-    for call in (
-        lambda: DBOS.migrate(database_url()),
-        lambda: run_dbos_database_migrations(database_url()),
-    ):
-        with pytest.raises(DBOSNotSupportedError, match="dbos-agent migrate"):
-            call()
     with pytest.raises(DBOSNotSupportedError, match="belongs to the agent"):
         DBOS.reset_system_database(truncate=True)
     client = DBOSClient(agent_socket=agent_env.socket)

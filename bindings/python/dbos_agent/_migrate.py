@@ -1,0 +1,68 @@
+"""DBOS's ``migrate`` and ``run_dbos_database_migrations``, done by the
+agent's own migrator (``dbos-agent migrate``): the schema the agent serves is
+the one its migrations create, and a deployment that migrates with a
+privileged role before starting applications with a lesser one keeps that
+split, the application role granted as DBOS grants it."""
+
+from __future__ import annotations
+
+import logging
+import os
+import shutil
+import subprocess
+from typing import Dict, List, Optional
+
+from ._error import DBOSException
+
+logger = logging.getLogger("dbos")
+
+# The agent binary the binding runs for the calls that need its CLI; else the
+# first `dbos-agent` on PATH.
+AGENT_BINARY_ENV = "DBOS_AGENT_BINARY"
+
+
+def agent_binary(purpose: str) -> str:
+    path = os.environ.get(AGENT_BINARY_ENV) or shutil.which("dbos-agent")
+    if not path:
+        raise DBOSException(
+            f"{purpose} runs the agent's `dbos-agent migrate`, but no dbos-agent binary was found: "
+            f"put it on PATH or name it in {AGENT_BINARY_ENV}"
+        )
+    return path
+
+
+def agent_database_url(system_database_url: str) -> str:
+    """A SQLAlchemy URL (``postgresql+psycopg://...``) as the agent reads it:
+    the same URL without its driver."""
+    scheme, sep, rest = system_database_url.partition("://")
+    if not sep:
+        raise DBOSException(f"Invalid system database URL: {system_database_url!r}")
+    return scheme.split("+", 1)[0] + "://" + rest
+
+
+def migrate_system_database(
+    purpose: str, system_database_url: str, *, schema: str, application_role: Optional[str], sharding: bool
+) -> None:
+    if sharding:
+        raise DBOSException(
+            "A sharded system database is DBOS Enterprise's; the agent's system database is unsharded"
+        )
+    if system_database_url.startswith("sqlite"):
+        if application_role:
+            raise DBOSException("application_role is only supported for Postgres system databases")
+        raise DBOSException(
+            "The agent's system database is on Postgres: a SQLite system database is not supported yet"
+        )
+    args: List[str] = [agent_binary(purpose), "migrate", "--schema", schema]
+    if application_role:
+        args += ["--app-role", application_role]
+    # The URL (and its password) goes in the environment, which other users
+    # cannot read, not on the command line, which they can.
+    env: Dict[str, str] = dict(os.environ)
+    env["DBOS_SYSTEM_DATABASE_URL"] = agent_database_url(system_database_url)
+    done = subprocess.run(args, env=env, stdin=subprocess.DEVNULL, capture_output=True, text=True)
+    if done.returncode != 0:
+        reason = (done.stderr.strip() or done.stdout.strip() or f"exit status {done.returncode}").splitlines()[-1]
+        raise DBOSException(f"DBOS migrations failed: {reason}")
+    for line in done.stdout.splitlines():
+        logger.info(line)
