@@ -378,6 +378,45 @@ func TestPostgresMigrateGrantsApplicationRole(t *testing.T) {
 	require.NoError(t, err, "the role writes the system tables")
 }
 
+// TestPostgresReset empties a system schema (keeping its migration record)
+// while a pool is open on it, then drops the database, as DBOS's
+// reset_system_database does; on a database of its own, since a reset ends
+// every other session on its database.
+func TestPostgresReset(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	url := pgtest.Database(t)
+	schema := "reset_sys"
+	db, err := sysdb.OpenPostgres(ctx, url, sysdb.PostgresOptions{Schema: schema})
+	require.NoError(t, err)
+	defer db.Close()
+	conn := pgtest.Connect(t, url)
+	table := pgx.Identifier{schema}.Sanitize()
+	_, err = conn.Exec(ctx, "INSERT INTO "+table+".workflow_status (workflow_uuid, status) VALUES ('before', 'SUCCESS')")
+	require.NoError(t, err)
+
+	require.NoError(t, sysdb.Reset(ctx, url, sysdb.ResetOptions{Schema: schema, Truncate: true}))
+	conn = pgtest.Connect(t, url) // the reset ended every other session
+	var rows, version int64
+	require.NoError(t, conn.QueryRow(ctx, "SELECT count(*) FROM "+table+".workflow_status").Scan(&rows))
+	require.Zero(t, rows)
+	require.NoError(t, conn.QueryRow(ctx, "SELECT version FROM "+table+".dbos_migrations").Scan(&version))
+	require.Equal(t, sysdb.LatestSchemaVersion, version, "the migration record stays")
+	_, err = db.WorkflowList(ctx, sysdb.WorkflowListParams{})
+	require.NoError(t, err, "an open pool reconnects to the emptied schema")
+	conn.Close(ctx)
+
+	require.ErrorContains(t, sysdb.Reset(ctx, url, sysdb.ResetOptions{Schema: "no_such_schema", Truncate: true}), "no tables")
+	require.NoError(t, sysdb.Reset(ctx, url, sysdb.ResetOptions{}))
+	var exists bool
+	cfg, err := pgx.ParseConfig(url)
+	require.NoError(t, err)
+	require.NoError(t, pgtest.Connect(t, pgtest.URL(t)).QueryRow(ctx,
+		"SELECT EXISTS (SELECT 1 FROM pg_database WHERE datname = $1)", cfg.Database).Scan(&exists))
+	require.False(t, exists)
+	require.NoError(t, sysdb.Reset(ctx, url, sysdb.ResetOptions{}), "a missing database is not an error")
+}
+
 // TestPostgresDequeueLatestVersion writes application versions as another
 // runtime would, with chosen timestamps, and checks that unversioned rows go
 // to executors of the latest version only (an application's own and

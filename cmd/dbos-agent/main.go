@@ -36,7 +36,7 @@ func newRootCommand() *cobra.Command {
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
-	root.AddCommand(newServeCommand(), newMigrateCommand(), newWorkflowCommand(), newQueueCommand(),
+	root.AddCommand(newServeCommand(), newMigrateCommand(), newResetCommand(), newWorkflowCommand(), newQueueCommand(),
 		newScheduleCommand(), newVersionCommand())
 	return root
 }

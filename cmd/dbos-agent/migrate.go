@@ -51,3 +51,41 @@ func newMigrateCommand() *cobra.Command {
 	cmd.Flags().StringVarP(&applicationRole, "app-role", "r", "", "the `role` to grant the use of the system schema, the one the agent then runs as (dbos migrate's --app-role)")
 	return cmd
 }
+
+func newResetCommand() *cobra.Command {
+	var db databaseFlags
+	var truncate, yes bool
+	cmd := &cobra.Command{
+		Use:   "reset",
+		Short: "Destroy the DBOS system database, or empty its tables (for tests)",
+		Long: "Drops the system database, or with --truncate empties every table of its schema and\n" +
+			"keeps the schema and its migration record, as DBOS's reset_system_database does.\n" +
+			"Other sessions on the database are ended first. Destructive: for test environments\n" +
+			"only, and only with --yes.",
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			target, err := db.resolve()
+			if err != nil {
+				return err
+			}
+			if !yes {
+				return fmt.Errorf("reset destroys every workflow in the system database; pass --yes to do it")
+			}
+			if err := sysdb.Reset(cmd.Context(), target.url, sysdb.ResetOptions{
+				Schema: target.schema, Truncate: truncate, Password: target.password,
+			}); err != nil {
+				return err
+			}
+			if truncate {
+				fmt.Fprintf(cmd.OutOrStdout(), "system schema %q emptied\n", target.schema)
+			} else {
+				fmt.Fprintln(cmd.OutOrStdout(), "system database dropped")
+			}
+			return nil
+		},
+	}
+	db.register(cmd)
+	cmd.Flags().BoolVar(&truncate, "truncate", false, "empty the tables and keep the database and schema (faster than dropping)")
+	cmd.Flags().BoolVarP(&yes, "yes", "y", false, "confirm the destruction")
+	return cmd
+}

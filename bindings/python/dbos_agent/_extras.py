@@ -5,6 +5,7 @@ raises when called, never when imported). ``DBOS`` inherits them."""
 
 from __future__ import annotations
 
+import logging
 import uuid
 from typing import TYPE_CHECKING, Any, Callable, Dict, List, Optional, Type, TypeVar
 
@@ -13,7 +14,7 @@ from . import _registry
 from . import _reservation as reservation
 from ._context import current_ctx
 from ._error import DBOSException, DBOSNotSupportedError
-from ._migrate import migrate_system_database
+from ._migrate import migrate_system_database, reset_system_database
 from ._tracing import DBOSTracer, dbos_tracer
 
 if TYPE_CHECKING:
@@ -141,14 +142,34 @@ class DBOSExtras:
     def reset_system_database(
         cls, *, system_database_url: Optional[str] = None, schema: Optional[str] = None, truncate: bool = False
     ) -> None:
-        """Raises DBOSNotSupportedError: the system database is the agent's
-        and shared by every process it serves, so no worker may destroy or
-        empty it."""
-        raise DBOSNotSupportedError(
-            "DBOS.reset_system_database",
-            "the system database belongs to the agent and every process it serves; "
-            "reset it with the agent stopped (drop the database, then `dbos-agent migrate`)",
-        )
+        """Destroy the system database, or with ``truncate=True`` empty its
+        tables (faster, and the schema stays): for tests only, before
+        ``DBOS.launch()``. The agent's ``dbos-agent reset`` does it, on
+        ``system_database_url`` or the configured one; an agent serving the
+        database sees its sessions ended and reconnects."""
+        inst = _registry._instance
+        if inst is None:
+            if system_database_url is None:
+                logging.getLogger("dbos").warning(
+                    "reset_system_database has no effect because global DBOS object does not exist"
+                )
+                return
+            url = system_database_url
+        else:
+            if inst._launched:
+                raise DBOSException(
+                    "The system database cannot be reset after DBOS is launched. Resetting the system "
+                    "database is a destructive operation that should only be used in a test environment."
+                )
+            config = inst._config
+            url = system_database_url or config.get("system_database_url") or ""
+            if not url:
+                raise DBOSException(
+                    "DBOS.reset_system_database needs the system database's URL: pass system_database_url= "
+                    "or configure system_database_url"
+                )
+            schema = schema if schema is not None else config.get("dbos_system_schema")
+        reset_system_database("DBOS.reset_system_database", url, schema=schema, truncate=truncate)
 
     # -- Kafka
 

@@ -13,7 +13,7 @@ import pytest
 
 from dbos_agent import DBOS, DBOSException, run_dbos_database_migrations
 
-from conftest import database_url, pg_connect
+from conftest import AgentEnv, database_url, pg_connect, query
 
 LATEST_SCHEMA_VERSION = 125
 
@@ -105,3 +105,46 @@ def test_migrate_errors(
     monkeypatch.setenv("PATH", "")
     with pytest.raises(DBOSException, match="no dbos-agent binary was found"):
         DBOS.migrate(_url_with(fresh_database))
+
+
+def test_reset_system_database_truncates_then_drops(binary_on_env: None, fresh_database: str) -> None:
+    url = _url_with(fresh_database)
+    run_dbos_database_migrations(url)
+    plain = url.replace("postgresql+psycopg", "postgresql")
+    with psycopg.connect(plain, autocommit=True) as conn:
+        conn.execute("INSERT INTO dbos.workflow_status (workflow_uuid, status) VALUES ('before-reset', 'SUCCESS')")
+
+    DBOS.reset_system_database(system_database_url=url, truncate=True)
+    with psycopg.connect(plain, autocommit=True) as conn:
+        assert conn.execute("SELECT count(*) FROM dbos.workflow_status").fetchone() == (0,)
+    assert _schema_version(url, "dbos") == LATEST_SCHEMA_VERSION, "the migration record stays"
+
+    DBOS.reset_system_database(system_database_url=url)
+    with pg_connect() as conn:
+        assert conn.execute("SELECT count(*) FROM pg_database WHERE datname = %s", (fresh_database,)).fetchone() == (0,)
+    DBOS.reset_system_database(system_database_url=url)  # a missing database is not an error
+
+
+def test_reset_system_database_on_a_live_agent_empties_it(binary_on_env: None, agent_env: AgentEnv) -> None:
+    """An agent serving the database sees its sessions ended, reconnects, and
+    serves the emptied schema."""
+    from dbos_agent import DBOSClient
+
+    client = DBOSClient(agent_socket=agent_env.socket)
+    try:
+        options = {"workflow_name": "never_served", "queue_name": "reset_queue"}
+        client.enqueue(options)
+        table = f'"{agent_env.schema}".workflow_status'
+        assert query(f"SELECT count(*) FROM {table}") == [(1,)]
+        url = "postgresql+psycopg://" + database_url().split("://", 1)[1]
+        DBOS.reset_system_database(system_database_url=url, schema=agent_env.schema, truncate=True)
+        assert query(f"SELECT count(*) FROM {table}") == [(0,)]
+        client.enqueue(options)
+        assert query(f"SELECT count(*) FROM {table}") == [(1,)]
+    finally:
+        client.destroy()
+
+
+def test_reset_system_database_refused_after_launch(dbos: type) -> None:
+    with pytest.raises(DBOSException, match="cannot be reset after DBOS is launched"):
+        DBOS.reset_system_database(truncate=True)
