@@ -418,7 +418,7 @@ def status_from_info(info: Dict[str, Any], serializer: Serializer) -> WorkflowSt
     st.application_name = _opt(info, "app_name")
     st.shard_key = None
     st.parent_shard_key = None
-    st.app_id = None
+    st.app_id = info.get("app_id")
     st.recovery_attempts = info.get("recovery_attempts")
     return st
 
