@@ -9,7 +9,28 @@
 -- compares creator_xid to learn whether this request made it, and the inputs
 -- are written only by the request that made it (again, harmlessly, by its
 -- retry). A duplicate deduplication id fails the whole statement.
-WITH stored AS (
+--
+-- created_at is a queue's order: every DBOS SDK's dequeue takes the ENQUEUED
+-- rows by (priority, created_at) with no tie-break (the schema is DBOS's: no
+-- sequence may be added, and workflow_uuid is random), and a millisecond
+-- holds many enqueues. So an enqueued (or delayed) row is stamped at least
+-- one above every row of its queue and priority that waits ENQUEUED
+-- (whoever wrote it, on whatever clock), else at the database clock: an
+-- enqueue made after another's returned sorts after it for every reader;
+-- two in flight at once may tie, as concurrent enqueues have no order.
+-- Values run ahead of the clock only while a queue and priority gets more
+-- than an enqueue a millisecond. The maximum is a top-1 probe of the
+-- dequeue index (queue_name, status, priority, created_at).
+WITH clock AS (
+    SELECT (EXTRACT(epoch FROM now()) * 1000)::bigint AS now_ms
+), stamp AS (
+    SELECT CASE WHEN $6::text IS NOT NULL AND $2 IN ('ENQUEUED', 'DELAYED') THEN GREATEST(clock.now_ms, (
+        SELECT w.created_at + 1 FROM {{schema}}.workflow_status w
+        WHERE w.queue_name = $6 AND w.status = 'ENQUEUED' AND w.priority = $9
+        ORDER BY w.created_at DESC LIMIT 1
+    )) ELSE clock.now_ms END AS created_at, clock.now_ms
+    FROM clock
+), stored AS (
     INSERT INTO {{schema}}.workflow_status (
         workflow_uuid, status, name, class_name, config_name,
         queue_name, queue_partition_key, deduplication_id, priority,
@@ -25,7 +46,7 @@ WITH stored AS (
         $6, $7, $8, $9,
         $10, $11, $12,
         $13, $14, $15, $16,
-        (EXTRACT(epoch FROM now()) * 1000)::bigint, (EXTRACT(epoch FROM now()) * 1000)::bigint,
+        (SELECT created_at FROM stamp), (SELECT now_ms FROM stamp),
         CASE WHEN $2 = 'PENDING' THEN 1 ELSE 0 END,
         $17, $18, $19,
         $20, $21::jsonb, $22,
