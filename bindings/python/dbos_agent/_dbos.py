@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import functools
 import inspect
+import json
 import logging
 import os
 import threading
@@ -277,6 +278,13 @@ class DBOS(ops.SharedOperations, DBOSExtras):
         if ignored:
             logger.info("dbos-agent: config keys %s are the agent's business and are ignored here", ", ".join(ignored))
         kafka.check_config(config)
+        metadata = config.get("conductor_executor_metadata")
+        if metadata is not None:
+            # DBOS refuses it at construction, conductor or not.
+            try:
+                json.dumps(metadata)
+            except Exception as e:
+                raise DBOSException(f"conductor_executor_metadata must be JSON-serializable: {e}")
         self._config = config
         tracing.dbos_tracer.config(config)
         self._app_name: str = name

@@ -86,6 +86,13 @@ def test_config_needs_a_name() -> None:
         DBOS(config={"agent_socket": "/nowhere"})  # type: ignore[typeddict-item]
 
 
+def test_conductor_executor_metadata_must_be_json() -> None:
+    # DBOS refuses it when constructed, and no instance is made.
+    with pytest.raises(DBOSException, match="conductor_executor_metadata must be JSON-serializable"):
+        DBOS(config={"name": "pytest", "agent_socket": "/nowhere", "conductor_executor_metadata": {"bad": object()}})  # type: ignore[typeddict-unknown-key]
+    assert dbos_agent._registry._instance is None
+
+
 def test_executor_id_must_match_the_agents(agent_env: AgentEnv) -> None:
     DBOS(config={"name": "pytest", "agent_socket": agent_env.socket, "executor_id": "host-b"})
     with pytest.raises(DBOSInitializationError, match="--executor-id host-b"):
