@@ -13,6 +13,7 @@ from typing import Any, Dict, List, Optional, Tuple, TypedDict, cast
 from . import _ambient as ambient
 from . import _auth as auth
 from . import _classes
+from . import _dbos_log as dbos_log
 from ._context import (
     _enqueue_options,
     _EnqueueOptions,
@@ -115,7 +116,11 @@ def call_op(engine: Engine, reg: WorkflowRegistration, args: Tuple[Any, ...], kw
         reply, generation = yield from start_request_op(engine, body, parent)
         wid = reply.get("workflow_id") or wid
         grant = reply.get("run")
+        if not grant:
+            # Ended, or running elsewhere: its result is waited for, not run again.
+            dbos_log.dbos_logger.debug(f"Workflow {wid} already run with status {reply.get('status')}")
         if grant:
+            dbos_log.dbos_logger.debug(f"Running workflow, id: {wid}, name: {reg.name}")
             run = WorkflowRun(grant, generation)
             engine.register_run(run)
             if parent is not None:
