@@ -194,19 +194,20 @@ func checkTimeoutFunctionID(op string, caller sysdb.StepCaller, timeoutFunctionI
 }
 
 // timeoutDeadline records (or reads back) the durable deadline of a wait as
-// the step DBOS.sleep at timeoutFunctionID, and returns it on this agent's
-// clock.
-func timeoutDeadline(s *Session, op string, caller sysdb.StepCaller, timeoutFunctionID int, timeoutMS int64) (time.Time, *protocol.Error) {
+// the step DBOS.sleep at timeoutFunctionID, an instant (the wait may end
+// before it), and returns it on this agent's clock with the database clock
+// at the registration, which the wait records as its start.
+func timeoutDeadline(s *Session, op string, caller sysdb.StepCaller, timeoutFunctionID int, timeoutMS int64) (time.Time, int64, *protocol.Error) {
 	if perr := checkTimeoutFunctionID(op, caller, timeoutFunctionID); perr != nil {
-		return time.Time{}, perr
+		return time.Time{}, 0, perr
 	}
 	sleepCaller := caller
 	sleepCaller.FunctionID = timeoutFunctionID
-	times, err := s.agent.db.SleepRecord(s.ctx, sleepCaller, timeoutMS)
+	times, err := s.agent.db.SleepRecord(s.ctx, sysdb.SleepParams{Caller: sleepCaller, DurationMS: timeoutMS})
 	if err != nil {
-		return time.Time{}, runError(s, op, caller.WorkflowID, caller.OwnerXID, err)
+		return time.Time{}, 0, runError(s, op, caller.WorkflowID, caller.OwnerXID, err)
 	}
-	return deadlineAfter(times.RemainingMS), nil
+	return deadlineAfter(times.RemainingMS), times.NowMS, nil
 }
 
 func handleRecv(s *Session, env protocol.Envelope) (any, *protocol.Error) {
@@ -250,10 +251,11 @@ func handleRecv(s *Session, env protocol.Envelope) (any, *protocol.Error) {
 	// A recv recorded already (a retried request) needs no probe of its own:
 	// its deadline is recorded too, so the first take below finds the
 	// record and answers it.
-	deadline, perr := timeoutDeadline(s, env.Op, caller, m.TimeoutFunctionID, m.TimeoutMS)
+	deadline, startedAt, perr := timeoutDeadline(s, env.Op, caller, m.TimeoutFunctionID, m.TimeoutMS)
 	if perr != nil {
 		return nil, perr
 	}
+	consume.StartedAtMS = &startedAt
 	ctx, stop := s.runContext(s.requestContext(env.ID), caller)
 	defer stop()
 	done, err := awaitCondition(ctx, deadline, take, wake)
@@ -287,7 +289,7 @@ func handleSleep(s *Session, env protocol.Envelope) (any, *protocol.Error) {
 	if m.DurationMS < 0 {
 		return nil, protocol.Errorf(protocol.CodeInvalidArgument, "%s: duration_ms must not be negative", env.Op)
 	}
-	times, err := s.agent.db.SleepRecord(s.ctx, caller, m.DurationMS)
+	times, err := s.agent.db.SleepRecord(s.ctx, sysdb.SleepParams{Caller: caller, DurationMS: m.DurationMS, ProjectCompletion: true})
 	if err != nil {
 		return nil, runError(s, env.Op, caller.WorkflowID, caller.OwnerXID, err)
 	}
@@ -331,6 +333,8 @@ func handleGetEvent(s *Session, env protocol.Envelope) (any, *protocol.Error) {
 	defer release()
 
 	var caller *sysdb.StepCaller
+	// The step spans the wait, both ends on this agent's clock.
+	startedAt := time.Now().UnixMilli()
 	deadline := deadlineAfter(m.TimeoutMS)
 	if m.Caller != nil {
 		c, perr := s.stepCaller(env.Op, *m.Caller)
@@ -348,7 +352,7 @@ func handleGetEvent(s *Session, env protocol.Envelope) (any, *protocol.Error) {
 		if st != nil {
 			return &protocol.GetEventReply{Found: st.Output != nil, Value: st.Output, Serialization: deref(st.Serialization)}, nil
 		}
-		if deadline, perr = timeoutDeadline(s, env.Op, c, m.TimeoutFunctionID, m.TimeoutMS); perr != nil {
+		if deadline, _, perr = timeoutDeadline(s, env.Op, c, m.TimeoutFunctionID, m.TimeoutMS); perr != nil {
 			return nil, perr
 		}
 	}
@@ -386,6 +390,7 @@ func handleGetEvent(s *Session, env protocol.Envelope) (any, *protocol.Error) {
 			Name:            protocol.StepGetEvent,
 			Output:          output,
 			Serialization:   serialization,
+			StartedAt:       &startedAt,
 			CompletedAt:     &now,
 			ApplicationName: caller.ApplicationName,
 		})

@@ -239,6 +239,7 @@ func handleStartWorkflow(s *Session, env protocol.Envelope) (any, *protocol.Erro
 		AuthenticatedRoles: rolesColumn(m.AuthenticatedRoles),
 		ExecutorID:         a.cfg.ExecutorID,
 		ApplicationVersion: optional(version),
+		ApplicationID:      m.AppID,
 		ApplicationName:    optional(owner),
 		Serialization:      optional(m.Serialization),
 		Inputs:             m.Inputs,
@@ -497,6 +498,7 @@ func workflowInfo(wf sysdb.Workflow) protocol.WorkflowInfo {
 		// DBOS's identity columns, as the binding checks required roles.
 		AssumedRole:        deref(wf.AssumedRole),
 		AuthenticatedRoles: rolesOf(wf.AuthenticatedRoles),
+		AppID:              wf.ApplicationID,
 	}
 }
 

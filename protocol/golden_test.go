@@ -181,6 +181,7 @@ func vectorDefs() []vectorDef {
 	}
 	// DBOS's identity columns, on a status and a run.
 	info.AuthenticatedUser, info.AssumedRole, info.AuthenticatedRoles = "alice", "admin", []string{"user", "admin"}
+	info.AppID = strp("") // started by DBOS with no DBOS__APPID
 	return append([]vectorDef{
 		// Handshake.
 		{name: "hello_worker", description: "A worker opens its connection: it registers two workflow functions and serves the queue \"orders\".",
@@ -224,7 +225,7 @@ func vectorDefs() []vectorDef {
 		{name: "start_workflow_run_here", description: "A worker that registered \"checkout\" starts it directly and asks to run it itself.",
 			kind: KindRequest, id: 4, op: OpStartWorkflow, message: "StartWorkflow", body: &StartWorkflow{
 				WorkflowID: "order-1002", Name: "checkout", Inputs: strp(exampleInputs), Serialization: "portable_json", RunHere: true,
-				AuthenticatedUser: "alice", AssumedRole: "admin", AuthenticatedRoles: []string{"user", "admin"},
+				AuthenticatedUser: "alice", AssumedRole: "admin", AuthenticatedRoles: []string{"user", "admin"}, AppID: strp(""),
 			}},
 		{name: "start_workflow_run_here_reply", description: "The reply carries the run grant: the caller runs the workflow now with this owner token (history is empty: a new workflow).",
 			kind: KindResponse, id: 4, replyTo: OpStartWorkflow, message: "StartWorkflowReply", body: &StartWorkflowReply{

@@ -184,6 +184,10 @@ type StartWorkflow struct {
 	// than the caller's (DBOS's EnqueueOptions application_name); then
 	// AppVersion defaults to none and the workflow is not run here.
 	ApplicationName string `msgpack:"application_name,omitempty"`
+	// AppID is DBOS's application id (workflow_status.application_id),
+	// stored as given: DBOS writes its DBOS__APPID, or "", for the
+	// workflows it starts, and nothing for a client's. Nil: none.
+	AppID *string `msgpack:"app_id,omitempty"`
 }
 
 // Deduplication policies.
@@ -346,6 +350,8 @@ type WorkflowInfo struct {
 	// roles stored as a JSON list).
 	AssumedRole        string   `msgpack:"assumed_role,omitempty"`
 	AuthenticatedRoles []string `msgpack:"authenticated_roles,omitempty"`
+	// AppID is the stored application id; nil when none ("" is one).
+	AppID *string `msgpack:"app_id,omitempty"`
 }
 
 // ListWorkflows filters workflows; empty fields do not filter. Times are

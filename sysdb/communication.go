@@ -55,8 +55,9 @@ type Communication interface {
 	// duration) as the step Caller.FunctionID named DBOS.sleep, unless one is
 	// recorded already, and returns the wake time that stands with what is
 	// left of it on the database clock. From inside a step nothing is
-	// recorded: the wake time is now plus the duration.
-	SleepRecord(ctx context.Context, caller StepCaller, durationMS int64) (SleepTimes, error)
+	// recorded: the wake time is now plus the duration. A replay leaves the
+	// record (its times too) as it is.
+	SleepRecord(ctx context.Context, p SleepParams) (SleepTimes, error)
 
 	// EventSet upserts the event, appends its history row at
 	// Caller.FunctionID and (not InStep) records the step DBOS.setEvent, in one
@@ -156,6 +157,9 @@ type MessageConsumeParams struct {
 	// EmptyOutput is recorded when no message is waiting.
 	EmptyOutput        *string
 	EmptySerialization *string
+	// StartedAtMS is when the recv began (epoch ms), recorded as the step's
+	// start: its span is the wait, as DBOS records DBOS.recv. Nil: now.
+	StartedAtMS *int64
 }
 
 // Received is what a recv got.
@@ -181,10 +185,24 @@ type Notification struct {
 	ConsumedByFunctionID *int
 }
 
+// SleepParams is one durable sleep.
+type SleepParams struct {
+	Caller     StepCaller
+	DurationMS int64
+	// ProjectCompletion records the wake time as the step's completion, so
+	// its span is the sleep, as DBOS records DBOS.sleep. Without it the step
+	// spans an instant: the deadline of a recv or get_event, which their
+	// wait may abandon early, is registered so.
+	ProjectCompletion bool
+}
+
 // SleepTimes is a recorded sleep.
 type SleepTimes struct {
 	WakeAtMS    int64
 	RemainingMS int64
+	// NowMS is the database clock at the call, which a wait that registered
+	// its deadline here takes as its own start.
+	NowMS int64
 }
 
 // EventSetParams publishes one event.

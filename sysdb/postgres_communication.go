@@ -200,7 +200,7 @@ func (p *Postgres) MessageConsume(ctx context.Context, in MessageConsumeParams) 
 	}
 	var fenceOK, stepped, consumed bool
 	var recordedName, recordedOut, recordedSer, out, ser *string
-	args := []any{c.WorkflowID, c.OwnerXID, c.FunctionID, topicOrNull(in.Topic), in.EmptyOutput, in.EmptySerialization, c.ApplicationName, in.RequireMessage}
+	args := []any{c.WorkflowID, c.OwnerXID, c.FunctionID, topicOrNull(in.Topic), in.EmptyOutput, in.EmptySerialization, c.ApplicationName, in.RequireMessage, in.StartedAtMS}
 	err := p.fenced(ctx, "receive a message for "+c.WorkflowID, &c, p.sql("MessageConsume"), args,
 		&fenceOK, &recordedName, &recordedOut, &recordedSer, &stepped, &consumed, &out, &ser)
 	var pgErr *pgconn.PgError
@@ -269,22 +269,23 @@ func collectAll[T any](ctx context.Context, p *Postgres, what, query string, arg
 // SleepRecord implements Communication. From inside a step (Caller.InStep)
 // nothing is recorded: the wake time is the database clock's now plus the
 // duration.
-func (p *Postgres) SleepRecord(ctx context.Context, caller StepCaller, durationMS int64) (SleepTimes, error) {
+func (p *Postgres) SleepRecord(ctx context.Context, in SleepParams) (SleepTimes, error) {
+	caller := in.Caller
 	if err := checkCaller(&caller); err != nil {
 		return SleepTimes{}, fmt.Errorf("sleep: %w", err)
 	}
-	durationMS = max(durationMS, 0)
+	durationMS := max(in.DurationMS, 0)
 	var fenceOK bool
 	var recordedName, output *string
 	var nowMS int64
-	args := []any{caller.WorkflowID, caller.OwnerXID, caller.FunctionID, durationMS, !caller.InStep, caller.ApplicationName}
+	args := []any{caller.WorkflowID, caller.OwnerXID, caller.FunctionID, durationMS, !caller.InStep, caller.ApplicationName, in.ProjectCompletion}
 	err := p.fenced(ctx, "record a sleep of "+caller.WorkflowID, &caller, p.sql("SleepRecord"), args,
 		&fenceOK, &recordedName, &output, &nowMS)
 	if err != nil {
 		return SleepTimes{}, err
 	}
 	if caller.InStep {
-		return SleepTimes{WakeAtMS: nowMS + durationMS, RemainingMS: durationMS}, nil
+		return SleepTimes{WakeAtMS: nowMS + durationMS, RemainingMS: durationMS, NowMS: nowMS}, nil
 	}
 	if recordedName != nil && *recordedName != StepNameSleep {
 		return SleepTimes{}, &UnexpectedStepError{WorkflowID: caller.WorkflowID, FunctionID: caller.FunctionID, Recorded: *recordedName, Attempted: StepNameSleep}
@@ -304,7 +305,7 @@ func (p *Postgres) SleepRecord(ctx context.Context, caller StepCaller, durationM
 	if err != nil {
 		return SleepTimes{}, fmt.Errorf("workflow %s step %d: %w", caller.WorkflowID, caller.FunctionID, err)
 	}
-	return SleepTimes{WakeAtMS: wakeAt, RemainingMS: max(wakeAt-nowMS, 0)}, nil
+	return SleepTimes{WakeAtMS: wakeAt, RemainingMS: max(wakeAt-nowMS, 0), NowMS: nowMS}, nil
 }
 
 // parseWakeTime reads a recorded DBOS.sleep: JSON epoch seconds, a float as

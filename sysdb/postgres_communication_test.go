@@ -131,7 +131,7 @@ func TestPostgresCommunicationRows(t *testing.T) {
 	require.InDelta(t, dbNow, createdAt, 60_000)
 
 	// A sleep's record is DBOS Python's: epoch seconds as a JSON float.
-	slept, err := db.SleepRecord(ctx, c(1), 90_000)
+	slept, err := db.SleepRecord(ctx, sysdb.SleepParams{Caller: c(1), DurationMS: 90_000})
 	require.NoError(t, err)
 	var output, ser string
 	require.NoError(t, conn.QueryRow(ctx, `SELECT output, serialization FROM `+table("operation_outputs")+
@@ -195,7 +195,7 @@ func TestPostgresCommunicationReconnects(t *testing.T) {
 	kill()
 	require.NoError(t, db.StreamWrite(ctx, sysdb.StreamWriteParams{Caller: c(4), Key: "s", Value: `1`}), "write stream after connection loss")
 	kill()
-	_, err = db.SleepRecord(ctx, c(5), 10)
+	_, err = db.SleepRecord(ctx, sysdb.SleepParams{Caller: c(5), DurationMS: 10})
 	require.NoError(t, err, "sleep after connection loss")
 	kill()
 	_, err = db.WorkflowInsert(ctx, sysdb.WorkflowInsertParams{ID: "wf-6", Name: "child", Status: sysdb.StatusEnqueued, QueueName: sysdbtest.Ptr("q"),

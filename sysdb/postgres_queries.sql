@@ -9,7 +9,28 @@
 -- compares creator_xid to learn whether this request made it, and the inputs
 -- are written only by the request that made it (again, harmlessly, by its
 -- retry). A duplicate deduplication id fails the whole statement.
-WITH stored AS (
+--
+-- created_at is a queue's order: every DBOS SDK's dequeue takes the ENQUEUED
+-- rows by (priority, created_at) with no tie-break (the schema is DBOS's: no
+-- sequence may be added, and workflow_uuid is random), and a millisecond
+-- holds many enqueues. So an enqueued (or delayed) row is stamped at least
+-- one above every row of its queue and priority that waits ENQUEUED
+-- (whoever wrote it, on whatever clock), else at the database clock: an
+-- enqueue made after another's returned sorts after it for every reader;
+-- two in flight at once may tie, as concurrent enqueues have no order.
+-- Values run ahead of the clock only while a queue and priority gets more
+-- than an enqueue a millisecond. The maximum is a top-1 probe of the
+-- dequeue index (queue_name, status, priority, created_at).
+WITH clock AS (
+    SELECT (EXTRACT(epoch FROM now()) * 1000)::bigint AS now_ms
+), stamp AS (
+    SELECT CASE WHEN $6::text IS NOT NULL AND $2 IN ('ENQUEUED', 'DELAYED') THEN GREATEST(clock.now_ms, (
+        SELECT w.created_at + 1 FROM {{schema}}.workflow_status w
+        WHERE w.queue_name = $6 AND w.status = 'ENQUEUED' AND w.priority = $9
+        ORDER BY w.created_at DESC LIMIT 1
+    )) ELSE clock.now_ms END AS created_at, clock.now_ms
+    FROM clock
+), stored AS (
     INSERT INTO {{schema}}.workflow_status (
         workflow_uuid, status, name, class_name, config_name,
         queue_name, queue_partition_key, deduplication_id, priority,
@@ -25,7 +46,7 @@ WITH stored AS (
         $6, $7, $8, $9,
         $10, $11, $12,
         $13, $14, $15, $16,
-        (EXTRACT(epoch FROM now()) * 1000)::bigint, (EXTRACT(epoch FROM now()) * 1000)::bigint,
+        (SELECT created_at FROM stamp), (SELECT now_ms FROM stamp),
         CASE WHEN $2 = 'PENDING' THEN 1 ELSE 0 END,
         $17, $18, $19,
         $20, $21::jsonb, $22,
@@ -654,7 +675,7 @@ SELECT {{> StepGateResult}}, ARRAY(SELECT destination FROM blocked ORDER BY dest
 -- name: MessageConsume
 -- $1 workflow, $2 owner, $3 step id, $4 topic, $5/$6 what to record when no
 -- message waits, $7 application name, $8 record nothing when no message
--- waits. The oldest message is taken with SKIP
+-- waits, $9 when the recv began (epoch ms; NULL: now). The oldest message is taken with SKIP
 -- LOCKED, so concurrent consumers never get the same one, and only when the
 -- step is not recorded yet. The step insert has no ON CONFLICT: meeting a
 -- record fails the statement, which puts the message back.
@@ -682,7 +703,7 @@ WITH fence AS (
     SELECT $1, $3, 'DBOS.recv',
            CASE WHEN c.message IS NULL THEN $5::text ELSE c.message END,
            CASE WHEN c.message IS NULL THEN $6::text ELSE c.serialization END,
-           (EXTRACT(epoch FROM now()) * 1000)::bigint, (EXTRACT(epoch FROM now()) * 1000)::bigint, $7::text
+           COALESCE($9::bigint, (EXTRACT(epoch FROM now()) * 1000)::bigint), (EXTRACT(epoch FROM now()) * 1000)::bigint, $7::text
     FROM fence LEFT JOIN consumed c ON true
     WHERE NOT EXISTS (SELECT 1 FROM recorded) AND (NOT $8::boolean OR c.message IS NOT NULL)
     RETURNING output, serialization
@@ -701,9 +722,14 @@ ORDER BY created_at_epoch_ms, message_uuid
 
 -- name: SleepRecord
 -- $1 workflow, $2 owner, $3 step id, $4 duration in ms, $5 whether to record,
--- $6 application name. The wake time is recorded as DBOS Python does: JSON
--- epoch seconds. Two racing calls agree: the loser reads the winner's.
-WITH fence AS (
+-- $6 application name, $7 record the wake time as the completion (a sleep's
+-- span is the sleep; a wait's deadline is registered as an instant). The
+-- wake time is recorded as DBOS Python does: JSON epoch seconds. Both times
+-- come from one truncated clock reading, so a projected span is exactly the
+-- duration. Two racing calls agree: the loser reads the winner's.
+WITH clock AS (
+    SELECT floor(EXTRACT(epoch FROM now()) * 1000)::bigint AS now_ms
+), fence AS (
     SELECT 1 FROM {{schema}}.workflow_status WHERE workflow_uuid = $1 AND owner_xid = $2
 ), recorded AS (
     SELECT function_name, output FROM {{schema}}.operation_outputs
@@ -714,8 +740,8 @@ WITH fence AS (
         started_at_epoch_ms, completed_at_epoch_ms, application_name
     )
     SELECT $1, $3, 'DBOS.sleep', to_json(round(EXTRACT(epoch FROM now()) + $4::bigint / 1000.0, 6))::text, 'portable_json',
-           (EXTRACT(epoch FROM now()) * 1000)::bigint, (EXTRACT(epoch FROM now()) * 1000)::bigint, $6::text
-    FROM fence
+           clock.now_ms, CASE WHEN $7::boolean THEN clock.now_ms + $4::bigint ELSE clock.now_ms END, $6::text
+    FROM fence, clock
     WHERE $5 AND NOT EXISTS (SELECT 1 FROM recorded)
     ON CONFLICT (workflow_uuid, function_id) DO NOTHING
     RETURNING output

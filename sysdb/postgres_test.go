@@ -441,7 +441,6 @@ func TestPostgresDequeueLatestVersion(t *testing.T) {
 			CreatorXID: id, ExecutorID: "local", ApplicationVersion: version,
 		})
 		require.NoError(t, err)
-		time.Sleep(3 * time.Millisecond) // distinct created_at, for the order
 	}
 	enqueue("unversioned", nil)
 	enqueue("for-v1", sysdbtest.Ptr("v1"))
@@ -463,6 +462,50 @@ func TestPostgresDequeueLatestVersion(t *testing.T) {
 	require.Equal(t, []string{"for-v2"}, claim("v2", nil))
 	// For shop, bank's version does not count: v2 is shop's latest.
 	require.Equal(t, []string{"unversioned", "unversioned-2"}, claim("v2", sysdbtest.Ptr("shop")))
+}
+
+// TestPostgresEnqueueOrderAsSDKsDequeue: the order a DBOS SDK's dequeue
+// reads (ORDER BY priority, created_at, nothing after) is the enqueue order,
+// for back-to-back enqueues in one millisecond and after a row another
+// runtime stamped ahead of this database's clock.
+func TestPostgresEnqueueOrderAsSDKsDequeue(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	db, schema := openFresh(t, sysdb.PostgresOptions{})
+	conn := pgtest.Connect(t, pgtest.URL(t))
+	ws := pgx.Identifier{schema, "workflow_status"}.Sanitize()
+	enqueue := func(id string) {
+		_, err := db.WorkflowInsert(ctx, sysdb.WorkflowInsertParams{
+			ID: id, Name: "wf", Status: sysdb.StatusEnqueued, QueueName: sysdbtest.Ptr("q"), CreatorXID: id, ExecutorID: "local",
+		})
+		require.NoError(t, err)
+	}
+	enqueue("sdk-row")
+	var ahead int64
+	require.NoError(t, conn.QueryRow(ctx, `UPDATE `+ws+` SET created_at = (EXTRACT(epoch FROM now()) * 1000)::bigint + 10000
+		WHERE workflow_uuid = 'sdk-row' RETURNING created_at`).Scan(&ahead))
+	want := []string{"sdk-row"}
+	for i := range 30 {
+		id := fmt.Sprintf("ours-%02d", i)
+		enqueue(id)
+		want = append(want, id)
+	}
+	rows, err := conn.Query(ctx, `SELECT workflow_uuid, created_at FROM `+ws+` WHERE queue_name = 'q' AND status = 'ENQUEUED' ORDER BY priority ASC, created_at ASC`)
+	require.NoError(t, err)
+	var got []string
+	var stamps []int64
+	for rows.Next() {
+		var id string
+		var at int64
+		require.NoError(t, rows.Scan(&id, &at))
+		got, stamps = append(got, id), append(stamps, at)
+	}
+	require.NoError(t, rows.Err())
+	require.Equal(t, want, got)
+	require.Equal(t, ahead+1, stamps[1], "after the row ahead of the clock, not at the clock")
+	for i := 1; i < len(stamps); i++ {
+		require.Greater(t, stamps[i], stamps[i-1])
+	}
 }
 
 // TestPostgresQueueListRegistered writes queue rows as another runtime

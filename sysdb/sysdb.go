@@ -40,7 +40,10 @@ type SystemDatabase interface {
 	// stored row's identity with Created=false, unless the stored name or
 	// queue differ from the request (ConflictingWorkflowError). A duplicate
 	// deduplication id on an active row of the same queue is a
-	// DeduplicatedError.
+	// DeduplicatedError. An enqueued or delayed row's created_at is above
+	// that of every row of its queue and priority waiting ENQUEUED, so an
+	// enqueue made after another returned is dequeued after it by every
+	// DBOS SDK, which order by (priority, created_at) alone.
 	WorkflowInsert(ctx context.Context, p WorkflowInsertParams) (WorkflowInsertResult, error)
 
 	// WorkflowGet returns one workflow with its inputs and outcome, or a

@@ -33,6 +33,8 @@ var communicationCases = []struct {
 	{"CommunicationFencing", testCommunicationFencing},
 	{"SleepRecord", testSleepRecord},
 	{"SleepRecordRacing", testSleepRecordRacing},
+	{"SleepRecordSpan", testSleepRecordSpan},
+	{"MessageConsumeStartedAt", testMessageConsumeStartedAt},
 	{"EventSet", testEventSet},
 	{"StreamWriteAndRead", testStreamWriteAndRead},
 	{"StreamReplayAndSteps", testStreamReplayAndSteps},
@@ -541,7 +543,7 @@ func testCommunicationFencing(t *testing.T, db sysdb.SystemDatabase) {
 			_, err = db.MessageConsume(ctx, sysdb.MessageConsumeParams{Caller: c})
 			want(err)
 		}
-		_, err = db.SleepRecord(ctx, c, 1000)
+		_, err = db.SleepRecord(ctx, sysdb.SleepParams{Caller: c, DurationMS: 1000})
 		want(err)
 		want(db.EventSet(ctx, sysdb.EventSetParams{Caller: c, Key: "k", Value: `1`}))
 		want(db.StreamWrite(ctx, sysdb.StreamWriteParams{Caller: c, Key: "s", Value: `1`}))
@@ -565,7 +567,7 @@ func testCommunicationFencing(t *testing.T, db sysdb.SystemDatabase) {
 	finish(t, db, "wf", owner, `1`)
 	err = db.EventSet(ctx, sysdb.EventSetParams{Caller: caller("wf", owner, 2), Key: "k", Value: `2`})
 	asError[*sysdb.FencedError](t, err)
-	_, err = db.SleepRecord(ctx, caller("wf", owner, 2), 1)
+	_, err = db.SleepRecord(ctx, sysdb.SleepParams{Caller: caller("wf", owner, 2), DurationMS: 1})
 	asError[*sysdb.FencedError](t, err)
 }
 
@@ -576,7 +578,7 @@ func testSleepRecord(t *testing.T, db sysdb.SystemDatabase) {
 	ctx := t.Context()
 	owner := start(t, db, "wf")
 	const hour = int64(3_600_000)
-	first, err := db.SleepRecord(ctx, caller("wf", owner, 1), hour)
+	first, err := db.SleepRecord(ctx, sysdb.SleepParams{Caller: caller("wf", owner, 1), DurationMS: hour})
 	require.NoError(t, err)
 	require.InDelta(t, hour, first.RemainingMS, 1, "computed on one clock reading")
 	require.InDelta(t, nowMS()+hour, first.WakeAtMS, float64(hourMS/6), "the database clock is near ours")
@@ -602,7 +604,7 @@ func testSleepRecord(t *testing.T, db sysdb.SystemDatabase) {
 	}
 
 	// A sleep already over has nothing left.
-	zero, err := db.SleepRecord(ctx, caller("wf", owner, 2), 0)
+	zero, err := db.SleepRecord(ctx, sysdb.SleepParams{Caller: caller("wf", owner, 2), DurationMS: 0})
 	require.NoError(t, err)
 	require.Equal(t, int64(0), zero.RemainingMS)
 	require.Equal(t, zero.WakeAtMS, mustSleep(t, db, caller("wf", owner, 2), hour).WakeAtMS)
@@ -613,11 +615,12 @@ func testSleepRecord(t *testing.T, db sysdb.SystemDatabase) {
 		WorkflowID: "wf", OwnerXID: owner, FunctionID: 3, Name: sysdb.StepNameSleep,
 		Output: Ptr("1700000000"), Serialization: Ptr(sysdb.PortableJSON),
 	}))
-	require.Equal(t, sysdb.SleepTimes{WakeAtMS: 1_700_000_000_000}, mustSleep(t, db, caller("wf", owner, 3), hour))
+	whole := mustSleep(t, db, caller("wf", owner, 3), hour)
+	require.Equal(t, sysdb.SleepTimes{WakeAtMS: 1_700_000_000_000, NowMS: whole.NowMS}, whole)
 
 	// Another step at that id.
 	require.NoError(t, db.StepRecord(ctx, step("wf", owner, 4, "charge", `1`)))
-	_, err = db.SleepRecord(ctx, caller("wf", owner, 4), hour)
+	_, err = db.SleepRecord(ctx, sysdb.SleepParams{Caller: caller("wf", owner, 4), DurationMS: hour})
 	require.Equal(t, "charge", asError[*sysdb.UnexpectedStepError](t, err).Recorded)
 
 	// From inside a step: nothing recorded.
@@ -628,9 +631,56 @@ func testSleepRecord(t *testing.T, db sysdb.SystemDatabase) {
 
 func mustSleep(t *testing.T, db sysdb.SystemDatabase, c sysdb.StepCaller, ms int64) sysdb.SleepTimes {
 	t.Helper()
-	s, err := db.SleepRecord(t.Context(), c, ms)
+	s, err := db.SleepRecord(t.Context(), sysdb.SleepParams{Caller: c, DurationMS: ms})
 	require.NoError(t, err)
 	return s
+}
+
+// testSleepRecordSpan: a sleep's step spans the sleep (its completion is the
+// projected wake time), a wait's deadline spans an instant, and a replay
+// leaves both as recorded.
+func testSleepRecordSpan(t *testing.T, db sysdb.SystemDatabase) {
+	owner := start(t, db, "wf")
+	const hour = int64(3_600_000)
+	slept, err := db.SleepRecord(t.Context(), sysdb.SleepParams{Caller: caller("wf", owner, 1), DurationMS: hour, ProjectCompletion: true})
+	require.NoError(t, err)
+	s := stepAt(t, db, "wf", 1)
+	require.NotNil(t, s.StartedAt)
+	require.NotNil(t, s.CompletedAt)
+	require.Equal(t, hour, *s.CompletedAt-*s.StartedAt, "the span is the sleep")
+	require.InDelta(t, slept.WakeAtMS, *s.CompletedAt, 1, "completed at the wake time")
+	require.InDelta(t, slept.NowMS, *s.StartedAt, 1, "started at the call")
+
+	_, err = db.SleepRecord(t.Context(), sysdb.SleepParams{Caller: caller("wf", owner, 2), DurationMS: hour})
+	require.NoError(t, err)
+	d := stepAt(t, db, "wf", 2)
+	require.Equal(t, *d.StartedAt, *d.CompletedAt, "a deadline's registration is an instant")
+
+	// Replays, with either kind, change neither record.
+	mustSleep(t, db, caller("wf", owner, 1), 5)
+	_, err = db.SleepRecord(t.Context(), sysdb.SleepParams{Caller: caller("wf", owner, 2), DurationMS: 5, ProjectCompletion: true})
+	require.NoError(t, err)
+	require.Equal(t, s, stepAt(t, db, "wf", 1))
+	require.Equal(t, d, stepAt(t, db, "wf", 2))
+}
+
+// testMessageConsumeStartedAt: a recv's step starts when the recv began, as
+// the caller says, so its span is the wait; without one it is an instant.
+func testMessageConsumeStartedAt(t *testing.T, db sysdb.SystemDatabase) {
+	owner := start(t, db, "dest")
+	began := nowMS() - 5_000
+	send(t, db, msg("dest", nil, `"m"`))
+	r, err := db.MessageConsume(t.Context(), sysdb.MessageConsumeParams{Caller: caller("dest", owner, 1), StartedAtMS: &began})
+	require.NoError(t, err)
+	require.True(t, r.Received)
+	s := stepAt(t, db, "dest", 1)
+	require.Equal(t, began, *s.StartedAt)
+	require.GreaterOrEqual(t, *s.CompletedAt-*s.StartedAt, int64(4_000), "the span is the wait")
+
+	_, err = db.MessageConsume(t.Context(), sysdb.MessageConsumeParams{Caller: caller("dest", owner, 2), EmptyOutput: Ptr("null")})
+	require.NoError(t, err)
+	e := stepAt(t, db, "dest", 2)
+	require.Equal(t, *e.StartedAt, *e.CompletedAt)
 }
 
 func testSleepRecordRacing(t *testing.T, db sysdb.SystemDatabase) {
@@ -642,7 +692,7 @@ func testSleepRecordRacing(t *testing.T, db sysdb.SystemDatabase) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			s, err := db.SleepRecord(t.Context(), caller("wf", owner, 1), int64(1000+i*60_000))
+			s, err := db.SleepRecord(t.Context(), sysdb.SleepParams{Caller: caller("wf", owner, 1), DurationMS: int64(1000 + i*60_000)})
 			if assertNoError(t, err) {
 				wakes[i] = s.WakeAtMS
 			}

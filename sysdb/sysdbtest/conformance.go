@@ -67,6 +67,8 @@ func Run(t *testing.T, open func(t *testing.T) sysdb.SystemDatabase) {
 		{"StepListMany", testStepListMany},
 		{"WorkflowDeadLetter", testWorkflowDeadLetter},
 		{"QueueDequeueOrder", testQueueDequeueOrder},
+		{"QueueOrderWithinMillisecond", testQueueOrderWithinMillisecond},
+		{"QueueOrderConcurrentEnqueuers", testQueueOrderConcurrentEnqueuers},
 		{"QueueDequeueClaim", testQueueDequeueClaim},
 		{"QueueDequeueEligibility", testQueueDequeueEligibility},
 		{"QueueDequeueWorkerConcurrency", testQueueDequeueWorkerConcurrency},
@@ -1537,7 +1539,6 @@ func testQueueDequeueOrder(t *testing.T, db sysdb.SystemDatabase) {
 		priority int
 	}{{"p5-first", 5}, {"p0-second", 0}, {"p1-third", 1}, {"p0-fourth", 0}, {"p1-fifth", 1}} {
 		enqueue(t, db, r.id, "q", func(p *sysdb.WorkflowInsertParams) { p.Priority = r.priority })
-		tick()
 	}
 	want := []string{"p0-second", "p0-fourth", "p1-third", "p1-fifth", "p5-first"}
 	first := dequeue(t, db, sysdb.QueueDequeueParams{QueueName: "q", MaxClaim: 2})
@@ -1547,18 +1548,88 @@ func testQueueDequeueOrder(t *testing.T, db sysdb.SystemDatabase) {
 	require.Empty(t, dequeue(t, db, sysdb.QueueDequeueParams{QueueName: "q"}))
 }
 
+// testQueueOrderWithinMillisecond: back-to-back enqueues, many in one
+// millisecond, get strictly increasing created_at per queue and priority,
+// so every SDK's dequeue (by priority, created_at alone) takes them in the
+// order enqueued.
+func testQueueOrderWithinMillisecond(t *testing.T, db sysdb.SystemDatabase) {
+	const n = 60
+	var want []string
+	for i := range n {
+		id := fmt.Sprintf("o-%02d", i)
+		enqueue(t, db, id, "q", func(p *sysdb.WorkflowInsertParams) { p.Priority = i % 2 })
+		want = append(want, id)
+	}
+	// Another queue and a direct start are stamped apart from q.
+	enqueue(t, db, "other-queue", "q2")
+	start(t, db, "direct")
+
+	var stamps [2][]int64
+	for i, id := range want {
+		stamps[i%2] = append(stamps[i%2], get(t, db, id).CreatedAt)
+	}
+	for _, s := range stamps {
+		for i := 1; i < len(s); i++ {
+			require.Greater(t, s[i], s[i-1], "strictly increasing per queue and priority")
+		}
+		require.LessOrEqual(t, s[len(s)-1]-s[0], int64(5*60_000), "near the clock")
+	}
+	require.InDelta(t, nowMS(), get(t, db, "direct").CreatedAt, float64(hourMS))
+
+	var order []string
+	for i := range n {
+		if i%2 == 0 {
+			order = append(order, want[i])
+		}
+	}
+	for i := range n {
+		if i%2 == 1 {
+			order = append(order, want[i])
+		}
+	}
+	require.Equal(t, order, ids(dequeue(t, db, sysdb.QueueDequeueParams{QueueName: "q"})), "priority, then enqueue order")
+}
+
+// testQueueOrderConcurrentEnqueuers: enqueuers racing on one queue each
+// keep their own order (an enqueue made after another returned sorts after
+// it), however their enqueues interleave.
+func testQueueOrderConcurrentEnqueuers(t *testing.T, db sysdb.SystemDatabase) {
+	const enqueuers, each = 4, 15
+	var wg sync.WaitGroup
+	for e := range enqueuers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range each {
+				p := sysdb.WorkflowInsertParams{ID: fmt.Sprintf("e%d-%02d", e, i), Name: "wf", Status: sysdb.StatusEnqueued,
+					QueueName: Ptr("q"), CreatorXID: Token(), ExecutorID: "local"}
+				if _, err := db.WorkflowInsert(t.Context(), p); !assertNoError(t, err) {
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	got := ids(dequeue(t, db, sysdb.QueueDequeueParams{QueueName: "q"}))
+	require.Len(t, got, enqueuers*each)
+	next := map[byte]int{}
+	for _, id := range got {
+		e := id[1]
+		require.Equal(t, fmt.Sprintf("e%c-%02d", e, next[e]), id, "each enqueuer's order kept")
+		next[e]++
+	}
+}
+
 func testQueueDequeueClaim(t *testing.T, db sysdb.SystemDatabase) {
 	enqueue(t, db, "a", "q", func(p *sysdb.WorkflowInsertParams) {
 		p.TimeoutMS = Ptr(int64(5000))
 		p.Serialization, p.Inputs = Ptr("portable_json"), Ptr(`{"positionalArgs":["x"],"namedArgs":{}}`)
 	})
-	tick()
 	presetDeadline := nowMS() + 999_000
 	enqueue(t, db, "b", "q", func(p *sysdb.WorkflowInsertParams) {
 		p.TimeoutMS, p.DeadlineEpochMS = Ptr(int64(5000)), Ptr(presetDeadline)
 		p.ExecutorID, p.ApplicationVersion = "enqueuer", nil
 	})
-	tick()
 	enqueue(t, db, "c", "q")
 
 	ws := dequeue(t, db, sysdb.QueueDequeueParams{QueueName: "q", ExecutorID: "worker-7", ApplicationVersion: "v9"})

@@ -23,8 +23,9 @@ import math
 import uuid
 from collections import deque
 from dataclasses import dataclass
-from typing import Any, Deque, Dict, List, Optional
+from typing import Any, Deque, Dict, List, Optional, Tuple
 
+from . import _dbos_log as dbos_log
 from . import _protocol as proto
 from ._context import _Ctx, take_assigned_id, validate_workflow_attributes
 from ._core import (
@@ -73,6 +74,10 @@ class SendMessage:
     shard_key: Optional[str] = None
 
 
+# The default topic as DBOS stores it (and names it in its log).
+_NULL_TOPIC = "__null__topic__"
+
+
 def _caller(ctx: _Ctx, fid: int, in_step: bool = False) -> Dict[str, Any]:
     caller: Dict[str, Any] = {"workflow_id": ctx.run.workflow_id, "owner_xid": ctx.run.owner_xid, "function_id": fid}
     if in_step:
@@ -112,11 +117,14 @@ def _write_op(
     body: Dict[str, Any],
     outside: Optional[str],
     missing: Optional[str] = None,
+    log_as: Optional[Tuple[str, str]] = None,
 ) -> "Op[None]":
     """A write DBOS records as the step ``name`` from workflow code. Outside
     a workflow it is refused with the message ``outside`` (when given).
     ``missing`` names the destinations for the error of a missing one, which
-    is recorded as the step's outcome (as DBOS Python records it)."""
+    is recorded as the step's outcome (as DBOS Python records it).
+    ``log_as`` is what DBOS's debug log calls it from workflow code, and the
+    detail it gives."""
     run = ctx.run if ctx is not None else None
     fid = 0
     if ctx is None:
@@ -129,6 +137,8 @@ def _write_op(
         assert run is not None
         fid = run.next_function_id()
         rec = run.history.get(fid)
+        if log_as is not None:
+            dbos_log.operation(rec is not None, log_as[0], fid, log_as[1])
         if rec is not None:
             _replay(run, fid, rec, name, serializer, empty_ok=True)
             return
@@ -178,7 +188,7 @@ def send_op(
         wire.append(msg)
     body = {"step_name": step_name, "messages": wire, "send_to_forks": send_to_forks or None}
     missing = ", ".join(sorted({m.destination_id for m in messages}))
-    yield from _write_op(serializer, ctx, proto.OP_SEND, step_name, body, None, missing)
+    yield from _write_op(serializer, ctx, proto.OP_SEND, step_name, body, None, missing, (step_name, f"messages: {len(messages)}"))
 
 
 def _none_output(serializer: Serializer) -> Dict[str, Any]:
@@ -189,7 +199,8 @@ def _none_output(serializer: Serializer) -> Dict[str, Any]:
 
 
 def _recorded_wait(
-    serializer: Serializer, ctx: _Ctx, op: str, name: str, body: Dict[str, Any], target: Optional[str] = None
+    serializer: Serializer, ctx: _Ctx, op: str, name: str, body: Dict[str, Any], log_as: Tuple[str, str],
+    target: Optional[str] = None,
 ) -> "Op[Any]":
     """``recv`` and ``get_event`` from workflow code: the step ``name`` at N
     and its deadline (recorded by the agent) at N+1, both taken even when
@@ -198,6 +209,7 @@ def _recorded_wait(
     fid = run.next_function_id()
     timeout_fid = run.next_function_id()
     rec = run.history.get(fid)
+    dbos_log.operation(rec is not None, log_as[0], fid, log_as[1])
     if rec is not None:
         return _replay(run, fid, rec, name, serializer, empty_ok=True)
     run.check_live()
@@ -220,7 +232,8 @@ def recv_op(serializer: Serializer, ctx: Optional[_Ctx], topic: Optional[str], t
     if ctx is None or ctx.step_id is not None:
         raise DBOSException("recv() must be called from within a workflow")
     body = {"topic": topic, "timeout_ms": _ms(timeout_seconds)}
-    return (yield from _recorded_wait(serializer, ctx, proto.OP_RECV, "DBOS.recv", body))
+    shown = topic if topic is not None else _NULL_TOPIC
+    return (yield from _recorded_wait(serializer, ctx, proto.OP_RECV, "DBOS.recv", body, ("recv", f"topic: {shown}")))
 
 
 def sleep_op(ctx: Optional[_Ctx], seconds: float) -> "Op[None]":
@@ -233,6 +246,7 @@ def sleep_op(ctx: Optional[_Ctx], seconds: float) -> "Op[None]":
     run = ctx.run
     fid = run.next_function_id()
     rec = run.history.get(fid)
+    dbos_log.operation(rec is not None, "sleep", fid, f"seconds: {seconds}")
     if rec is not None:
         check_recorded_name(run, fid, rec, "DBOS.sleep")
     else:
@@ -253,7 +267,7 @@ def set_event_op(
     body = {"key": key, **_serialized(value, payload_tag(fmt, ctx, serializer), serializer)}
     yield from _write_op(
         serializer, ctx, proto.OP_SET_EVENT, "DBOS.setEvent", body,
-        "set_event() must be called from within a workflow or step",
+        "set_event() must be called from within a workflow or step", log_as=("set_event", f"key: {key}"),
     )
 
 
@@ -265,7 +279,8 @@ def get_event_op(
     deadline recorded at the next function id."""
     body: Dict[str, Any] = {"workflow_id": workflow_id, "key": key, "timeout_ms": _ms(timeout_seconds)}
     if ctx is not None and ctx.step_id is None:
-        return (yield from _recorded_wait(serializer, ctx, proto.OP_GET_EVENT, "DBOS.getEvent", body, workflow_id))
+        logged = ("get_event", f"key: {key}")
+        return (yield from _recorded_wait(serializer, ctx, proto.OP_GET_EVENT, "DBOS.getEvent", body, logged, workflow_id))
     reply = yield Call(proto.OP_GET_EVENT, body, ctx.run if ctx else None, target=workflow_id)
     return _received(reply, serializer)
 

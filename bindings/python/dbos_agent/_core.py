@@ -41,6 +41,7 @@ from typing import (
 )
 
 from . import _auth as auth
+from . import _dbos_log as dbos_log
 from . import _reservation as reservation
 from . import _run_scope as run_scope
 from . import _tracing as tracing
@@ -418,7 +419,7 @@ def status_from_info(info: Dict[str, Any], serializer: Serializer) -> WorkflowSt
     st.application_name = _opt(info, "app_name")
     st.shard_key = None
     st.parent_shard_key = None
-    st.app_id = None
+    st.app_id = info.get("app_id")
     st.recovery_attempts = info.get("recovery_attempts")
     return st
 
@@ -1392,8 +1393,8 @@ def begin_step(run: WorkflowRun, name: str, serializer: Serializer) -> Tuple[int
     StepReservation takes the id reserved for it."""
     fid = reservation.take(run) or run.next_function_id()
     rec = run.history.get(fid)
+    dbos_log.operation(rec is not None, "step", fid, f"name: {name}")
     if rec is not None:
-        logger.debug("replaying step %d (%s) of workflow %s", fid, name, run.workflow_id)
         return fid, _replay(run, fid, rec, name, serializer)
     run.check_live()
     return fid, NEW_STEP

@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import functools
 import inspect
+import json
 import logging
 import os
 import threading
@@ -277,6 +278,13 @@ class DBOS(ops.SharedOperations, DBOSExtras):
         if ignored:
             logger.info("dbos-agent: config keys %s are the agent's business and are ignored here", ", ".join(ignored))
         kafka.check_config(config)
+        metadata = config.get("conductor_executor_metadata")
+        if metadata is not None:
+            # DBOS refuses it at construction, conductor or not.
+            try:
+                json.dumps(metadata)
+            except Exception as e:
+                raise DBOSException(f"conductor_executor_metadata must be JSON-serializable: {e}") from e
         self._config = config
         tracing.dbos_tracer.config(config)
         self._app_name: str = name
@@ -519,6 +527,7 @@ class DBOS(ops.SharedOperations, DBOSExtras):
         kafka.stop_consumers(forget=destroy_registry)
         if inst is None:
             return
+        _registry._last_identity = (inst._app_version, inst._executor_id)
         _announcer.detach()
         if workflow_completion_timeout_sec > 0:
             deadline = time.monotonic() + workflow_completion_timeout_sec
@@ -851,12 +860,12 @@ class DBOS(ops.SharedOperations, DBOSExtras):
     @classproperty
     def application_version(cls) -> str:
         inst = _registry._instance
-        return inst._app_version if inst is not None else ""
+        return inst._app_version if inst is not None else _registry._last_identity[0]
 
     @classproperty
     def executor_id(cls) -> str:
         inst = _registry._instance
-        return inst._executor_id if inst is not None else "local"
+        return inst._executor_id if inst is not None else _registry._last_identity[1]
 
     @classproperty
     def logger(cls) -> logging.Logger:

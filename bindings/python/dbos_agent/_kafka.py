@@ -62,12 +62,10 @@ _JOIN_TIMEOUT_SEC = 30.0
 # gives it up (safe either way: nothing is stored, so Kafka delivers again).
 _STOP_GRACE_SEC = 5.0
 # Unordered messages of one batch are enqueued on this many lanes at once.
+# A lane's enqueues go one after another: the agent dequeues an enqueue made
+# after another returned after it, however close, so a partition keeps its
+# order.
 _UNORDERED_LANES = 16
-# A queue takes its workflows in created_at order (milliseconds, stamped by
-# the database when the row is inserted). An enqueue of the same partition
-# key sent at least this long after the previous one returned gets a later
-# stamp, so ties cannot reorder a partition.
-_ORDERED_GAP_SEC = 0.0011
 
 T = TypeVar("T")
 
@@ -454,8 +452,6 @@ async def _enqueue_lane(inst: "DBOS", wf: WorkflowRegistration, queue_name: str,
                 continue
             with SetEnqueueOptions(queue_partition_key=key):
                 await inst._start_async(wf, (msg,), {}, queue_name, what)
-        # The next enqueue of this key gets a later created_at (see _ORDERED_GAP_SEC).
-        await asyncio.sleep(_ORDERED_GAP_SEC)
 
 
 async def _enqueue_all(inst: "DBOS", wf: WorkflowRegistration, queue_name: str, planned: List[_Planned]) -> None:

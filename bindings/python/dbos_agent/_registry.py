@@ -35,6 +35,10 @@ _listened: List[str] = []
 # The process's DBOS instance (DBOS(config=...) makes it; destroy drops it).
 _instance: Optional["DBOS"] = None
 _instance_lock = threading.RLock()
+# The (application version, executor id) of the last instance destroyed: as
+# in DBOS Python, where they are process-wide, a destroy leaves them readable
+# until the next DBOS(config=...) sets its own.
+_last_identity: Tuple[str, str] = ("", "local")
 
 
 def _is_launched() -> bool:

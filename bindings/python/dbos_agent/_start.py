@@ -6,12 +6,14 @@ and an enqueue by name with ``EnqueueOptions`` (DBOS's and DBOSClient's)."""
 
 from __future__ import annotations
 
+import os
 import time
 from typing import Any, Dict, List, Optional, Tuple, TypedDict, cast
 
 from . import _ambient as ambient
 from . import _auth as auth
 from . import _classes
+from . import _dbos_log as dbos_log
 from ._context import (
     _enqueue_options,
     _EnqueueOptions,
@@ -78,6 +80,7 @@ def _prepare(
         parent=parent,
     )
     body.update(auth.start_fields(assumed))
+    body["app_id"] = dbos_app_id()
     if pinned is not None and pinned.reuse_policy == "reject":
         body["workflow_id_reuse_policy"] = "reject"
     ambient.apply_start(body)
@@ -113,7 +116,11 @@ def call_op(engine: Engine, reg: WorkflowRegistration, args: Tuple[Any, ...], kw
         reply, generation = yield from start_request_op(engine, body, parent)
         wid = reply.get("workflow_id") or wid
         grant = reply.get("run")
+        if not grant:
+            # Ended, or running elsewhere: its result is waited for, not run again.
+            dbos_log.dbos_logger.debug(f"Workflow {wid} already run with status {reply.get('status')}")
         if grant:
+            dbos_log.dbos_logger.debug(f"Running workflow, id: {wid}, name: {reg.name}")
             run = WorkflowRun(grant, generation)
             engine.register_run(run)
             if parent is not None:
@@ -180,8 +187,16 @@ def enqueue_by_name_op(
         if options.get("workflow_id_reuse_policy") is None and pinned.reuse_policy is not None:
             options["workflow_id_reuse_policy"] = pinned.reuse_policy
     body = enqueue_request(engine, engine.serializer, options, args, kwargs, call, app_name, parent, ambient_trace=True)
+    body["app_id"] = dbos_app_id()
     reply, _ = yield from start_request_op(engine, body, parent)
     return str(reply.get("workflow_id") or body["workflow_id"])
+
+
+def dbos_app_id() -> str:
+    """The application id DBOS Python writes on every workflow it starts
+    (its context's app_id: DBOS__APPID, else ""); a client's enqueue and a
+    scheduled run carry none."""
+    return os.environ.get("DBOS__APPID", "")
 
 
 class _EnqueueOptionsRequired(TypedDict):

@@ -86,6 +86,28 @@ def test_config_needs_a_name() -> None:
         DBOS(config={"agent_socket": "/nowhere"})  # type: ignore[typeddict-item]
 
 
+def test_identity_outlives_destroy_until_the_next_dbos(agent_env: AgentEnv) -> None:
+    # As DBOS Python's process-wide identity: destroy leaves it, constructing
+    # the next DBOS sets that one's (none configured: empty until launch).
+    DBOS(config={"name": "pytest", "agent_socket": agent_env.socket})
+    DBOS.launch()
+    version, executor = DBOS.application_version, DBOS.executor_id
+    assert version and executor
+    DBOS.destroy()
+    assert (DBOS.application_version, DBOS.executor_id) == (version, executor)
+    DBOS(config={"name": "pytest", "agent_socket": agent_env.socket})
+    assert DBOS.application_version == ""
+    DBOS.launch()
+    assert DBOS.application_version == version
+
+
+def test_conductor_executor_metadata_must_be_json() -> None:
+    # DBOS refuses it when constructed, and no instance is made.
+    with pytest.raises(DBOSException, match="conductor_executor_metadata must be JSON-serializable"):
+        DBOS(config={"name": "pytest", "agent_socket": "/nowhere", "conductor_executor_metadata": {"bad": object()}})  # type: ignore[typeddict-unknown-key]
+    assert dbos_agent._registry._instance is None
+
+
 def test_executor_id_must_match_the_agents(agent_env: AgentEnv) -> None:
     DBOS(config={"name": "pytest", "agent_socket": agent_env.socket, "executor_id": "host-b"})
     with pytest.raises(DBOSInitializationError, match="--executor-id host-b"):

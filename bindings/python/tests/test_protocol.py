@@ -109,6 +109,7 @@ def test_reply_vectors_become_statuses_and_steps() -> None:
     assert st.workflow_id == wf["body"]["workflow_id"]
     assert st.status == wf["body"]["status"]
     assert (st.authenticated_user, st.assumed_role, st.authenticated_roles) == ("alice", "admin", ["user", "admin"])
+    assert st.app_id == "", "an empty application id is one, not none"
     steps = next(v for v in VECTORS if v["name"] == "list_steps_reply")
     infos = [step_info(s, DefaultSerializer(), load_output=False) for s in steps["body"]["steps"]]
     assert [i["function_id"] for i in infos] == [s["function_id"] for s in steps["body"]["steps"]]
