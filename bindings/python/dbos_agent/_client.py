@@ -25,7 +25,7 @@ from ._extras import ClientExtras
 from ._facade import Scope, handle_twins, twins
 from ._scheduling import ClientScheduleInput
 from ._serialization import DBOSDefaultSerializer, Serializer, WorkflowSerializationFormat
-from ._transport import AgentLink, Connection, resolve_socket_path, resolve_trusted_uids
+from ._transport import DEFAULT_RECONNECT_WAIT, AgentLink, Connection, resolve_socket_path, resolve_trusted_uids
 from ._start import EnqueueOptions, enqueue_request
 from ._version import client_hello
 
@@ -164,6 +164,14 @@ def _rename_application(
     return sched.rename_application(old_name, new_name, batch_size, adopt_unclaimed_rows)
 
 
+def _check_connection(scope: Scope, /) -> "Op[None]":
+    """Reach the agent (connecting first if the client is lazy and has not
+    yet), raising if it cannot be reached: the client's database is the
+    agent's, and the agent answers for it."""
+    yield Call(proto.OP_PING, {})
+    return None
+
+
 class DBOSClient(ops.SharedOperations, ClientExtras):
     """A connection to the agent for enqueueing and managing workflows.
 
@@ -173,6 +181,19 @@ class DBOSClient(ops.SharedOperations, ClientExtras):
     ``DBOS_AGENT_TRUSTED_UIDS``). DBOS Python's ``system_database_url`` and
     ``dbos_system_schema`` are accepted so that code written for it runs
     unchanged; the agent's own database is the one used.
+
+    DBOS's connection options, mapped onto the agent socket the client
+    talks to: ``lazy`` defers connecting to the agent until the client is
+    first used (``check_connection`` connects on demand); without it the
+    constructor raises when no agent answers. ``retry_connection_errors=False``
+    makes a call that finds the agent away raise at once instead of waiting
+    for it to come back. ``use_listen_notify`` cannot be combined with
+    ``lazy``, as in DBOS; the agent wakes every wait, so it changes nothing
+    else. The database pool options (``system_database_engine``,
+    ``system_database_pool_size``, ``system_database_polling_concurrency``,
+    ``sys_db_idle_transaction_timeout_sec``, ``observability_query_timeout_sec``)
+    size connections the agent owns, not the client: they are accepted and
+    have no effect here.
     """
 
     def __init__(
@@ -184,8 +205,15 @@ class DBOSClient(ops.SharedOperations, ClientExtras):
         system_database_url: Optional[str] = None,
         dbos_system_schema: Optional[str] = None,
         serializer: Serializer = DBOSDefaultSerializer,
+        use_listen_notify: bool = False,
+        lazy: bool = False,
+        retry_connection_errors: bool = True,
         **ignored: Any,
     ) -> None:
+        if lazy and use_listen_notify:
+            raise DBOSException(
+                "A DBOSClient cannot be both lazy and use_listen_notify: the notification listener connects immediately."
+            )
         if system_database_url is not None or dbos_system_schema is not None or ignored:
             logger.info("DBOSClient: database settings are the agent's business and are ignored here")
         self._app_name = application_name or ""
@@ -198,9 +226,10 @@ class DBOSClient(ops.SharedOperations, ClientExtras):
             self._on_connected,
             self._on_lost,
             trusted_uids=resolve_trusted_uids(agent_trusted_uids),
+            reconnect_wait=DEFAULT_RECONNECT_WAIT if retry_connection_errors else 0.0,
         )
         self._engine.link = self._link
-        self._link.start()
+        self._link.start(lazy=lazy)
 
     def _hello(self) -> Dict[str, Any]:
         return client_hello(self._app_name)
@@ -237,6 +266,7 @@ class DBOSClient(ops.SharedOperations, ClientExtras):
     apply_schedules, apply_schedules_async = twins(_apply_schedules)
     rename_application, rename_application_async = twins(_rename_application)
     send, send_async = twins(_send)
+    check_connection, check_connection_async = twins(_check_connection, check_loop=False)
 
     def wait_first(
         self, handles: List["WorkflowHandle[Any]"], *, polling_interval_sec: float = DEFAULT_POLLING_INTERVAL
