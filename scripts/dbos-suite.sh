@@ -87,7 +87,7 @@ extra+=("$@")
 rm -rf "$RESULTS"
 mkdir -p "$RESULTS/logs"
 export DBOS_SUITE_AGENT="$ROOT/bin/dbos-agent"
-export PYTHONPATH="$HARNESS${PYTHONPATH:+:$PYTHONPATH}"
+export PYTHONPATH="$HARNESS:$WORK${PYTHONPATH:+:$PYTHONPATH}"
 start=$SECONDS
 for f in "${files[@]}"; do
   name="${f%.py}"
