@@ -20,7 +20,7 @@ from ._core import (
     wait_first,
     wait_first_async,
 )
-from ._error import check_no_shard_key, DBOSException
+from ._error import SCHEDULE_SHARD_KEY_REFUSAL, check_no_shard_key, DBOSException
 from ._extras import ClientExtras
 from ._facade import Scope, handle_twins, twins
 from ._scheduling import ClientScheduleInput
@@ -117,7 +117,7 @@ def _create_schedule(
     ``application_name``, else the client's application
     (``DBOSClient(application_name=...)``; with neither, an unclaimed
     schedule, which every application fires)."""
-    check_no_shard_key(shard_key)
+    check_no_shard_key(shard_key, SCHEDULE_SHARD_KEY_REFUSAL)
     return sched.create_schedule(
         sched.schedule_message(
             schedule_name=schedule_name, workflow_name=workflow_name, schedule=schedule, context=context,
@@ -134,7 +134,7 @@ def _apply_schedules(scope: Scope, /, schedules: List[ClientScheduleInput]) -> "
         for required in ("schedule_name", "workflow_name", "schedule"):
             if required not in entry:
                 raise DBOSException(f"Schedule entry {i} is missing required field '{required}'")
-        check_no_shard_key(entry.get("shard_key"))
+        check_no_shard_key(entry.get("shard_key"), SCHEDULE_SHARD_KEY_REFUSAL)
         messages.append(
             sched.schedule_message(
                 schedule_name=entry["schedule_name"], workflow_name=entry["workflow_name"],
@@ -164,14 +164,6 @@ def _rename_application(
     return sched.rename_application(old_name, new_name, batch_size, adopt_unclaimed_rows)
 
 
-def _check_connection(scope: Scope, /) -> "Op[None]":
-    """Reach the agent (connecting first if the client is lazy and has not
-    yet), raising if it cannot be reached: the client's database is the
-    agent's, and the agent answers for it."""
-    yield Call(proto.OP_PING, {})
-    return None
-
-
 class DBOSClient(ops.SharedOperations, ClientExtras):
     """A connection to the agent for enqueueing and managing workflows.
 
@@ -184,7 +176,7 @@ class DBOSClient(ops.SharedOperations, ClientExtras):
 
     DBOS's connection options, mapped onto the agent socket the client
     talks to: ``lazy`` defers connecting to the agent until the client is
-    first used (``check_connection`` connects on demand); without it the
+    first used (``check_connection`` connects then); without it the
     constructor raises when no agent answers. ``retry_connection_errors=False``
     makes a call that finds the agent away raise at once instead of waiting
     for it to come back. ``use_listen_notify`` cannot be combined with
@@ -266,7 +258,6 @@ class DBOSClient(ops.SharedOperations, ClientExtras):
     apply_schedules, apply_schedules_async = twins(_apply_schedules)
     rename_application, rename_application_async = twins(_rename_application)
     send, send_async = twins(_send)
-    check_connection, check_connection_async = twins(_check_connection, check_loop=False)
 
     def wait_first(
         self, handles: List["WorkflowHandle[Any]"], *, polling_interval_sec: float = DEFAULT_POLLING_INTERVAL

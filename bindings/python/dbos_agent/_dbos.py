@@ -79,6 +79,7 @@ from ._core import (
 )
 from ._error import (
     check_no_shard_key,
+    SCHEDULE_SHARD_KEY_REFUSAL,
     DBOSException,
     DBOSInitializationError,
     DBOSNotSupportedError,
@@ -176,7 +177,7 @@ def _unsupported(call: str, reason: Optional[str] = None) -> Callable[..., Any]:
 
 def _schedule_of(scope: Scope, /, call: str, entry: Mapping[str, Any]) -> Dict[str, Any]:
     """The schedule message of a schedule naming its workflow function."""
-    check_no_shard_key(entry.get("shard_key"))
+    check_no_shard_key(entry.get("shard_key"), SCHEDULE_SHARD_KEY_REFUSAL)
     workflow_fn = entry["workflow_fn"]
     step = getattr(workflow_fn, "__dbos_step__", None)
     if isinstance(step, StepConfig):
