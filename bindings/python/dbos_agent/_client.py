@@ -221,7 +221,10 @@ class DBOSClient(ops.SharedOperations, ClientExtras):
             reconnect_wait=DEFAULT_RECONNECT_WAIT if retry_connection_errors else 0.0,
         )
         self._engine.link = self._link
-        self._link.start(lazy=lazy)
+        if lazy:
+            self._link.defer_start()
+        else:
+            self._link.start()
 
     def _hello(self) -> Dict[str, Any]:
         return client_hello(self._app_name)

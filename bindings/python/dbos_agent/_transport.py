@@ -545,7 +545,7 @@ class AgentLink:
         # Why the latest reconnection attempt failed, for the error of a call
         # that gives up waiting.
         self._last_failure: Optional[BaseException] = None
-        # start(lazy=True): the first connection is made by the first call
+        # defer_start: the first connection is made by the first call
         # that needs one, in that caller, one caller at a time.
         self._deferred = False
         self._start_lock = threading.Lock()
@@ -554,15 +554,15 @@ class AgentLink:
         conn = Connection(self.path, self._on_push, self._lost, self._trusted_uids)
         return conn, conn.open(self._hello(), self._connect_timeout)
 
-    def start(self, *, lazy: bool = False) -> Optional[Dict[str, Any]]:
-        """Connect now (the handshake's reply), or, ``lazy``, at the first
-        call that needs the agent (None): until then nothing is attempted,
-        and each call finding the agent unreachable raises, as the next one
-        tries again."""
-        if lazy:
-            self._deferred = True
-            return None
+    def start(self) -> Dict[str, Any]:
+        """Connect now: the handshake's reply."""
         return self._start_now()
+
+    def defer_start(self) -> None:
+        """Connect at the first call that needs the agent, in that caller
+        (a lazy DBOSClient): until then nothing is attempted, and each call
+        finding the agent unreachable raises, as the next one tries again."""
+        self._deferred = True
 
     def _start_deferred(self) -> None:
         with self._start_lock:
