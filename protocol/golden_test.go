@@ -473,13 +473,18 @@ func vectorDefs() []vectorDef {
 			}},
 		{name: "create_schedule_reply", description: "Created (ACTIVE): an empty map.",
 			kind: KindResponse, id: 34, replyTo: OpCreateSchedule, message: "Empty", body: Empty{}},
+		{name: "create_schedule_keeping_its_id", description: "Re-create a schedule whose definition changed under the id it had (DBOS's apply_schedules updates a schedule in place).",
+			kind: KindRequest, id: 34, op: OpCreateSchedule, message: "Schedule", body: &Schedule{
+				ScheduleName: "nightly", WorkflowName: "nightly_report", Cron: "0 4 * * *",
+				ScheduleID: "0b1f6a52-3c7e-4d8a-9f21-5e6c7d8e9f00",
+			}},
 		{name: "get_schedule", description: "Ask for one schedule.",
 			kind: KindRequest, id: 35, op: OpGetSchedule, message: "ScheduleRef", body: &ScheduleRef{ScheduleName: "nightly"}},
-		{name: "get_schedule_reply", description: "The schedule with its status and the last tick fired (ISO 8601, as the SDKs store it).",
+		{name: "get_schedule_reply", description: "The schedule with its status and the last tick fired (ISO 8601 in the schedule's time zone, as the SDKs store it).",
 			kind: KindResponse, id: 35, replyTo: OpGetSchedule, message: "Schedule", body: &Schedule{
 				ScheduleName: "nightly", WorkflowName: "nightly_report", Cron: "0 3 * * *", Context: `{"region":"eu"}`,
 				Status: "ACTIVE", AutomaticBackfill: true, CronTimezone: "America/New_York", QueueName: "reports",
-				LastFiredAt: "2026-01-01T08:00:00+00:00",
+				LastFiredAt: "2026-01-01T03:00:00-05:00",
 			}},
 		{name: "list_schedules", description: "The paused schedules of \"nightly_report\" whose names start with \"night\".",
 			kind: KindRequest, id: 36, op: OpListSchedules, message: "ListSchedules", body: &ListSchedules{

@@ -290,6 +290,7 @@ func (s *Schedule) Validate(op string) error {
 		name{"cron_timezone", s.CronTimezone, MaxNameBytes, false},
 		name{"queue_name", s.QueueName, MaxNameBytes, false},
 		name{"application_name", s.ApplicationName, MaxNameBytes, false},
+		name{"schedule_id", s.ScheduleID, MaxNameBytes, false},
 	); err != nil {
 		return err
 	}

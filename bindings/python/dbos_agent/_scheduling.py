@@ -268,7 +268,8 @@ def upsert_schedule(serializer: Serializer, message: Dict[str, Any], *, keep_sta
     (with its status when ``keep_status``, else made ACTIVE), unless it is
     unclaimed and the writer (``message``'s application, else ``own``, the
     caller's) has an application: re-registering claims it, as in DBOS
-    (the row is created again, with a new schedule_id)."""
+    (the row is created again, with a new schedule_id; a changed one keeps
+    its schedule_id)."""
     name = message["schedule_name"]
     owner = message.get("application_name")
     for _ in range(5):
@@ -290,6 +291,9 @@ def upsert_schedule(serializer: Serializer, message: Dict[str, Any], *, keep_sta
                     yield from by_name(proto.OP_RESUME_SCHEDULE, name)
                 return
             yield from by_name(proto.OP_DELETE_SCHEDULE, name)
+            if not claims and existing["schedule_id"]:
+                # Updated in place as DBOS updates it: the row keeps its id.
+                message = dict(message, schedule_id=existing["schedule_id"])
             if keep_status and existing["status"] == "PAUSED":
                 message = dict(message, status="PAUSED")
             if owner is None and existing["application_name"]:

@@ -9,12 +9,13 @@ import threading
 import uuid
 from datetime import datetime, timedelta, timezone
 from typing import Any, List, Tuple
+from zoneinfo import ZoneInfo
 
 import pytest
 
 from dbos_agent import DBOS, DBOSClient, DBOSException, Queue, SetWorkflowID
 
-from conftest import AgentEnv, AgentProcess, LineWaiter, Worker
+from conftest import AgentEnv, AgentProcess, LineWaiter, Worker, wait_until
 from holds import queue_env, tick_lines
 
 Queue("sc_queue")
@@ -84,6 +85,8 @@ def test_a_schedule_fires_every_tick_with_its_time_and_context(dbos: Any) -> Non
         name, "sc_tick", "* * * * * *", "ACTIVE", {"k": [1, 2]}
     )
     assert s["last_fired_at"] is not None and s["queue_name"] is None and s["automatic_backfill"] is False
+    # A schedule without a time zone records its ticks in UTC.
+    assert datetime.fromisoformat(s["last_fired_at"]).utcoffset() == timedelta(0)
     assert [x["schedule_name"] for x in DBOS.list_schedules(schedule_name_prefix=name)] == [name]
     assert name in [x["schedule_name"] for x in DBOS.list_schedules(status="ACTIVE", workflow_name="sc_tick")]
     assert name not in [x["schedule_name"] for x in DBOS.list_schedules(status="PAUSED")]
@@ -156,6 +159,21 @@ def test_backfill_enqueues_each_missed_tick_once_and_trigger_runs_now(dbos: Any)
     DBOS.delete_schedule(name)
 
 
+def test_last_fired_at_is_in_the_schedules_time_zone(dbos: Any) -> None:
+    # DBOS records a tick as it computed it, in the schedule's time zone.
+    name = unique("tz-")
+    DBOS.create_schedule(schedule_name=name, workflow_fn=sc_tick, schedule="* * * * * *", cron_timezone="America/New_York")
+    try:
+        wait_until(lambda: (DBOS.get_schedule(name) or {}).get("last_fired_at") is not None, "a tick recorded")
+        s = DBOS.get_schedule(name)
+        assert s is not None and s["last_fired_at"] is not None
+        fired = datetime.fromisoformat(s["last_fired_at"])
+        assert fired.utcoffset() == datetime.now(ZoneInfo("America/New_York")).utcoffset()
+        assert fired <= datetime.now(timezone.utc)
+    finally:
+        DBOS.delete_schedule(name)
+
+
 def test_a_workflow_without_type_hints_gets_a_datetime_too(dbos: Any) -> None:
     name = unique("untyped-")
     DBOS.create_schedule(schedule_name=name, workflow_fn=sc_untyped, schedule="0 0 1 1 *", context=[1, "two"],
@@ -177,11 +195,14 @@ def test_schedule_api_checks_and_apply(dbos: Any) -> None:
         DBOS.create_schedule(schedule_name=name, workflow_fn=sc_tick, schedule="every so often")
     with pytest.raises(DBOSException, match="Invalid cron schedule"):
         DBOS.apply_schedules([{"schedule_name": name, "workflow_fn": sc_tick, "schedule": "61 * * * *"}])
+    with pytest.raises(DBOSException, match="Invalid timezone: 'Fake/Zone'"):
+        DBOS.create_schedule(schedule_name=name, workflow_fn=sc_tick, schedule="* * * * *", cron_timezone="Fake/Zone")
     with pytest.raises(DBOSException, match="not declared"):
         DBOS.create_schedule(schedule_name=name, workflow_fn=sc_tick, schedule="* * * * *", queue_name="sc_nope")
     with pytest.raises(DBOSException, match="JSON"):
         DBOS.create_schedule(schedule_name=name, workflow_fn=sc_tick, schedule="* * * * *", context=object())
     DBOS.create_schedule(schedule_name=name, workflow_fn=sc_tick, schedule="0 0 1 1 *", context=1)
+    created_id = DBOS.get_schedule(name)["schedule_id"]  # type: ignore[index]
     with pytest.raises(DBOSException, match="already exists"):
         DBOS.create_schedule(schedule_name=name, workflow_fn=sc_tick, schedule="0 0 1 1 *")
     DBOS.pause_schedule(name)
@@ -192,6 +213,8 @@ def test_schedule_api_checks_and_apply(dbos: Any) -> None:
     ])
     s = DBOS.get_schedule(name)
     assert s is not None and (s["schedule"], s["context"], s["status"]) == ("0 0 2 1 *", {"v": 2}, "ACTIVE")
+    # Updated in place, as DBOS updates it: the schedule keeps its id.
+    assert s["schedule_id"] == created_id
     b = DBOS.get_schedule(name + "-b")
     assert b is not None and b["workflow_name"] == "sc_untyped" and b["context"] is None
     with pytest.raises(DBOSException, match="missing required field 'schedule'"):
