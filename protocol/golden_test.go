@@ -690,8 +690,12 @@ func communicationVectorDefs() []vectorDef {
 			kind: KindRequest, id: 61, op: OpWriteStream, message: "WriteStream", body: &WriteStream{
 				Caller: inShipping(8), Key: "progress", Close: true,
 			}},
-		{name: "error_stream_closed", description: "A write to a stream that was closed.",
-			kind: KindResponse, id: 62, replyTo: OpWriteStream, err: &Error{Code: CodeStreamClosed, Message: `stream "progress" of workflow order-1003 is closed`}},
+		{name: "write_stream_after_close", description: "order-1003 writes to \"progress\" after closing it, as its step 9: accepted (as DBOS Python 3.4 accepts it) and never read, since readers stop at the close.",
+			kind: KindRequest, id: 62, op: OpWriteStream, message: "WriteStream", body: &WriteStream{
+				Caller: inShipping(9), Key: "progress", Value: `"late"`, Serialization: "portable_json",
+			}},
+		{name: "write_stream_after_close_reply", description: "Written: an empty map.",
+			kind: KindResponse, id: 62, replyTo: OpWriteStream, message: "Empty", body: Empty{}},
 		{name: "read_stream", description: "Read \"progress\" from offset 0, waiting up to 30 s for a value.",
 			kind: KindRequest, id: 63, op: OpReadStream, message: "ReadStream", body: &ReadStream{
 				WorkflowID: "order-1003", Key: "progress", Offset: 0, TimeoutMS: 30000,
