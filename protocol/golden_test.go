@@ -473,6 +473,10 @@ func vectorDefs() []vectorDef {
 			}},
 		{name: "create_schedule_reply", description: "Created (ACTIVE): an empty map.",
 			kind: KindResponse, id: 34, replyTo: OpCreateSchedule, message: "Empty", body: Empty{}},
+		{name: "create_schedule_serialized_context", description: "A schedule whose context JSON cannot hold, stored as the binding's serializer wrote it (DBOS Python's pickle, base64): ticks get that text as a string.",
+			kind: KindRequest, id: 34, op: OpCreateSchedule, message: "Schedule", body: &Schedule{
+				ScheduleName: "regional", WorkflowName: "regional_report", Cron: "0 3 * * *", Context: "gAWVKAAAAAAAAACMCF9fbWFpbl9flIwGUmVnaW9ulJOUKYGUfZSMBG5hbWWUjAJ1c5RzYi4=",
+			}},
 		{name: "create_schedule_keeping_its_id", description: "Re-create a schedule whose definition changed under the id it had (DBOS's apply_schedules updates a schedule in place).",
 			kind: KindRequest, id: 34, op: OpCreateSchedule, message: "Schedule", body: &Schedule{
 				ScheduleName: "nightly", WorkflowName: "nightly_report", Cron: "0 4 * * *",

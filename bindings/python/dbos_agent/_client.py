@@ -123,6 +123,7 @@ def _create_schedule(
             schedule_name=schedule_name, workflow_name=workflow_name, schedule=schedule, context=context,
             workflow_class_name=workflow_class_name, automatic_backfill=automatic_backfill,
             cron_timezone=cron_timezone, queue_name=queue_name, application_name=application_name,
+            serializer=scope.serializer,
         )
     )
 
@@ -142,7 +143,7 @@ def _apply_schedules(scope: Scope, /, schedules: List[ClientScheduleInput]) -> "
                 workflow_class_name=entry.get("workflow_class_name"),
                 automatic_backfill=entry.get("automatic_backfill", False),
                 cron_timezone=entry.get("cron_timezone"), queue_name=entry.get("queue_name"),
-                application_name=entry.get("application_name"),
+                application_name=entry.get("application_name"), serializer=scope.serializer,
             )
         )
     return ops.apply_schedule_messages(scope, messages)

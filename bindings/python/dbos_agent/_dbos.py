@@ -188,7 +188,7 @@ def _schedule_of(scope: Scope, /, call: str, entry: Mapping[str, Any]) -> Dict[s
         schedule_name=entry["schedule_name"], workflow_name=reg.name, schedule=entry["schedule"],
         workflow_class_name=_classes.schedule_class_name(reg.method), context=entry.get("context"),
         automatic_backfill=entry.get("automatic_backfill", False), cron_timezone=entry.get("cron_timezone"),
-        queue_name=entry.get("queue_name"),
+        queue_name=entry.get("queue_name"), serializer=scope.serializer,
     )
 
 
