@@ -101,7 +101,6 @@ func protocolError(s *Session, op string, err error) *protocol.Error {
 		fenced     *sysdb.FencedError
 		unexpected *sysdb.UnexpectedStepError
 		stepClash  *sysdb.StepConflictError
-		closed     *sysdb.StreamClosedError
 		active     *sysdb.WorkflowActiveError
 		inUse      *sysdb.WorkflowIDInUseError
 	)
@@ -122,8 +121,6 @@ func protocolError(s *Session, op string, err error) *protocol.Error {
 		return e
 	case errors.As(err, &stepClash):
 		return protocol.Errorf(protocol.CodeStepConflict, "%s", stepClash.Error())
-	case errors.As(err, &closed):
-		return protocol.Errorf(protocol.CodeStreamClosed, "%s", closed.Error())
 	case errors.As(err, &active):
 		return protocol.Errorf(protocol.CodeWorkflowActive, "%s", active.Error())
 	case errors.As(err, &inUse):

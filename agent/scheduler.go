@@ -272,8 +272,10 @@ func handleCreateSchedule(s *Session, env protocol.Envelope) (any, *protocol.Err
 	if ctxText == "" {
 		ctxText = "null"
 	}
+	// A given schedule_id is kept: a binding re-creating a schedule whose
+	// definition changed (DBOS's apply_schedules updates it in place).
 	err := a.db.ScheduleCreate(s.ctx, sysdb.Schedule{
-		Name: m.ScheduleName, WorkflowName: m.WorkflowName, WorkflowClassName: optional(m.WorkflowClassName),
+		ID: m.ScheduleID, Name: m.ScheduleName, WorkflowName: m.WorkflowName, WorkflowClassName: optional(m.WorkflowClassName),
 		Cron: m.Cron, Status: status, Context: ctxText, AutomaticBackfill: m.AutomaticBackfill,
 		CronTimezone: optional(m.CronTimezone), QueueName: optional(m.QueueName), ApplicationName: optional(owner),
 	})

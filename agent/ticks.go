@@ -31,7 +31,7 @@ func ParseCron(spec, timezone string) (cron.Schedule, *time.Location, error) {
 	if timezone != "" {
 		l, err := time.LoadLocation(timezone)
 		if err != nil {
-			return nil, nil, fmt.Errorf("unknown timezone %q", timezone)
+			return nil, nil, fmt.Errorf("Invalid timezone: '%s'", timezone) // DBOS's wording, which callers match
 		}
 		loc = l
 	}

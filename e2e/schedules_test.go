@@ -258,6 +258,14 @@ func TestScheduleBackfillTriggerListGet(t *testing.T) {
 	hourly := protocol.Schedule{ScheduleName: "hourly", WorkflowName: "tick_wf", Cron: "0 * * * *", Status: "PAUSED", QueueName: "hourly-queue"}
 	require.NoError(t, c.Call(ctx, protocol.OpCreateSchedule, &hourly, nil))
 	requireErrCode(t, c.Call(ctx, protocol.OpCreateSchedule, &daily, nil), protocol.CodeInvalidArgument)
+	// A given schedule_id is the row's (a binding re-creating a changed
+	// schedule keeps its id, as DBOS's apply_schedules updates it in place).
+	kept := protocol.Schedule{ScheduleName: "kept", WorkflowName: "tick_wf", Cron: "0 0 1 1 *", ScheduleID: "kept-id-1"}
+	require.NoError(t, c.Call(ctx, protocol.OpCreateSchedule, &kept, nil))
+	var keptBack protocol.Schedule
+	require.NoError(t, c.Call(ctx, protocol.OpGetSchedule, &protocol.ScheduleRef{ScheduleName: "kept"}, &keptBack))
+	require.Equal(t, "kept-id-1", keptBack.ScheduleID)
+	require.NoError(t, c.Call(ctx, protocol.OpDeleteSchedule, &protocol.ScheduleRef{ScheduleName: "kept"}, nil))
 	requireErrCode(t, c.Call(ctx, protocol.OpCreateSchedule, &protocol.Schedule{ScheduleName: "bad", WorkflowName: "tick_wf", Cron: "every day"}, nil), protocol.CodeInvalidArgument)
 
 	var got protocol.Schedule

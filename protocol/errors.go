@@ -35,7 +35,7 @@ const (
 	CodeStepConflict       Code = 206 // this step id was recorded with a different outcome
 	CodeTimeout            Code = 207 // the wait ended before the condition held
 	CodeMaxRecoveryAttempt Code = 208 // the workflow passed its maximum recovery attempts
-	CodeStreamClosed       Code = 209 // the stream was closed; nothing more can be written to it
+	CodeStreamClosed       Code = 209 // reserved: no longer answered (a write after a stream's close is accepted, as DBOS Python 3.4 accepts it)
 	CodeWorkflowActive     Code = 210 // the operation needs a workflow that has ended (cancel it first)
 	CodeWorkflowIDInUse    Code = 211 // workflow_id_reuse_policy "reject": the id names an existing workflow
 )
@@ -79,7 +79,7 @@ var Catalog = []CodeInfo{
 	{CodeStepConflict, "step_conflict", "DBOSStepNondeterminismError", false, false, "this step id was recorded with a different outcome"},
 	{CodeTimeout, "timeout", "", true, false, "the wait ended before the condition held"},
 	{CodeMaxRecoveryAttempt, "max_recovery_attempts_exceeded", "MaxRecoveryAttemptsExceededError", false, false, "the workflow passed its maximum recovery attempts"},
-	{CodeStreamClosed, "stream_closed", "DBOSException", false, false, "the stream was closed; nothing more can be written to it"},
+	{CodeStreamClosed, "stream_closed", "DBOSException", false, false, "reserved: no longer answered; a write after a stream's close is accepted and never read"},
 	{CodeWorkflowActive, "workflow_active", "DBOSException", false, false, "the operation needs a workflow that has ended"},
 	{CodeWorkflowIDInUse, "workflow_id_in_use", "DBOSWorkflowIDInUseError", false, false, "the id names an existing workflow (workflow_id_reuse_policy reject)"},
 }

@@ -474,13 +474,22 @@ func vectorDefs() []vectorDef {
 			}},
 		{name: "create_schedule_reply", description: "Created (ACTIVE): an empty map.",
 			kind: KindResponse, id: 34, replyTo: OpCreateSchedule, message: "Empty", body: Empty{}},
+		{name: "create_schedule_serialized_context", description: "A schedule whose context JSON cannot hold, stored as the binding's serializer wrote it (DBOS Python's pickle, base64): ticks get that text as a string.",
+			kind: KindRequest, id: 34, op: OpCreateSchedule, message: "Schedule", body: &Schedule{
+				ScheduleName: "regional", WorkflowName: "regional_report", Cron: "0 3 * * *", Context: "gAWVKAAAAAAAAACMCF9fbWFpbl9flIwGUmVnaW9ulJOUKYGUfZSMBG5hbWWUjAJ1c5RzYi4=",
+			}},
+		{name: "create_schedule_keeping_its_id", description: "Re-create a schedule whose definition changed under the id it had (DBOS's apply_schedules updates a schedule in place).",
+			kind: KindRequest, id: 34, op: OpCreateSchedule, message: "Schedule", body: &Schedule{
+				ScheduleName: "nightly", WorkflowName: "nightly_report", Cron: "0 4 * * *",
+				ScheduleID: "0b1f6a52-3c7e-4d8a-9f21-5e6c7d8e9f00",
+			}},
 		{name: "get_schedule", description: "Ask for one schedule.",
 			kind: KindRequest, id: 35, op: OpGetSchedule, message: "ScheduleRef", body: &ScheduleRef{ScheduleName: "nightly"}},
-		{name: "get_schedule_reply", description: "The schedule with its status and the last tick fired (ISO 8601, as the SDKs store it).",
+		{name: "get_schedule_reply", description: "The schedule with its status and the last tick fired (ISO 8601 in the schedule's time zone, as the SDKs store it).",
 			kind: KindResponse, id: 35, replyTo: OpGetSchedule, message: "Schedule", body: &Schedule{
 				ScheduleName: "nightly", WorkflowName: "nightly_report", Cron: "0 3 * * *", Context: `{"region":"eu"}`,
 				Status: "ACTIVE", AutomaticBackfill: true, CronTimezone: "America/New_York", QueueName: "reports",
-				LastFiredAt: "2026-01-01T08:00:00+00:00",
+				LastFiredAt: "2026-01-01T03:00:00-05:00",
 			}},
 		{name: "list_schedules", description: "The paused schedules of \"nightly_report\" whose names start with \"night\".",
 			kind: KindRequest, id: 36, op: OpListSchedules, message: "ListSchedules", body: &ListSchedules{
@@ -686,8 +695,12 @@ func communicationVectorDefs() []vectorDef {
 			kind: KindRequest, id: 61, op: OpWriteStream, message: "WriteStream", body: &WriteStream{
 				Caller: inShipping(8), Key: "progress", Close: true,
 			}},
-		{name: "error_stream_closed", description: "A write to a stream that was closed.",
-			kind: KindResponse, id: 62, replyTo: OpWriteStream, err: &Error{Code: CodeStreamClosed, Message: `stream "progress" of workflow order-1003 is closed`}},
+		{name: "write_stream_after_close", description: "order-1003 writes to \"progress\" after closing it, as its step 9: accepted (as DBOS Python 3.4 accepts it) and never read, since readers stop at the close.",
+			kind: KindRequest, id: 62, op: OpWriteStream, message: "WriteStream", body: &WriteStream{
+				Caller: inShipping(9), Key: "progress", Value: `"late"`, Serialization: "portable_json",
+			}},
+		{name: "write_stream_after_close_reply", description: "Written: an empty map.",
+			kind: KindResponse, id: 62, replyTo: OpWriteStream, message: "Empty", body: Empty{}},
 		{name: "read_stream", description: "Read \"progress\" from offset 0, waiting up to 30 s for a value.",
 			kind: KindRequest, id: 63, op: OpReadStream, message: "ReadStream", body: &ReadStream{
 				WorkflowID: "order-1003", Key: "progress", Offset: 0, TimeoutMS: 30000,

@@ -588,7 +588,8 @@ type Schedule struct {
 	// only, another application than the caller's (DBOSClient's
 	// application_name); in replies, the stored owner (none: unclaimed).
 	ApplicationName string `msgpack:"application_name,omitempty"`
-	// ScheduleID is the row's id (read only).
+	// ScheduleID is the row's id; create_schedule gives the row a given
+	// one (else a fresh uuid).
 	ScheduleID string `msgpack:"schedule_id,omitempty"`
 }
 

@@ -290,6 +290,7 @@ func (s *Schedule) Validate(op string) error {
 		name{"cron_timezone", s.CronTimezone, MaxNameBytes, false},
 		name{"queue_name", s.QueueName, MaxNameBytes, false},
 		name{"application_name", s.ApplicationName, MaxNameBytes, false},
+		name{"schedule_id", s.ScheduleID, MaxNameBytes, false},
 	); err != nil {
 		return err
 	}
@@ -302,7 +303,14 @@ func (s *Schedule) Validate(op string) error {
 		if len(s.Context) > MaxScheduleContextBytes {
 			return fieldErr(op+".context", "%d bytes; at most %d", len(s.Context), MaxScheduleContextBytes)
 		}
-		if err := checkJSON(op+".context", s.Context, false); err != nil {
+		// JSON text, whose value every tick gets, or any other text: a
+		// context an SDK serialized its own way (DBOS Python pickles one
+		// JSON cannot hold), which ticks get as a string.
+		check := checkJSON
+		if !json.Valid([]byte(s.Context)) {
+			check = func(path, text string, _ bool) error { return checkText(path, text, false) }
+		}
+		if err := check(op+".context", s.Context, false); err != nil {
 			return err
 		}
 	}

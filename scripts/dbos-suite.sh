@@ -87,7 +87,9 @@ extra+=("$@")
 rm -rf "$RESULTS"
 mkdir -p "$RESULTS/logs"
 export DBOS_SUITE_AGENT="$ROOT/bin/dbos-agent"
-export PYTHONPATH="$HARNESS${PYTHONPATH:+:$PYTHONPATH}"
+# The agent a config naming no system database gets serves the suite's (DBOS's conftest's).
+export DBOS_SUITE_DEFAULT_SYSTEM_DATABASE_URL="postgresql://postgres:${PGPASSWORD:-dbos}@localhost:5432/${database}_dbos_sys"
+export PYTHONPATH="$HARNESS:$WORK${PYTHONPATH:+:$PYTHONPATH}"
 start=$SECONDS
 for f in "${files[@]}"; do
   name="${f%.py}"

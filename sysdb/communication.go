@@ -76,7 +76,8 @@ type Communication interface {
 	// StreamWrite appends a value (or, with Close, the closing marker) at the
 	// stream's next offset and (not InStep) records the step
 	// DBOS.writeStream / DBOS.closeStream, in one transaction. Writing to a
-	// closed stream is a StreamClosedError. A replay writes nothing.
+	// closed stream is appended too (DBOS Python 3.4 accepts it) and never
+	// read: readers stop at the first marker. A replay writes nothing.
 	StreamWrite(ctx context.Context, p StreamWriteParams) error
 
 	// StreamRead reads up to limit consecutive values from offset (limit 0:
@@ -277,13 +278,6 @@ type WorkflowRewindParams struct {
 	ApplicationVersion *string
 	QueueName          string // empty = InternalQueueName
 	QueuePartitionKey  *string
-}
-
-// StreamClosedError is a write to a closed stream.
-type StreamClosedError struct{ WorkflowID, Key string }
-
-func (e *StreamClosedError) Error() string {
-	return fmt.Sprintf("stream %q of workflow %s is closed", e.Key, e.WorkflowID)
 }
 
 // WorkflowActiveError is an operation that needs an ended workflow.

@@ -378,8 +378,9 @@ func (p *Postgres) EventHistory(ctx context.Context, workflowID string) ([]Event
 		})
 }
 
-// StreamWrite implements Communication. Closing a closed stream is a
-// StreamClosedError too.
+// StreamWrite implements Communication. A write or a close after the
+// stream's closing marker is appended like any other (DBOS Python 3.4
+// accepts it); readers stop at the first marker.
 func (p *Postgres) StreamWrite(ctx context.Context, in StreamWriteParams) error {
 	c := in.Caller
 	if err := checkCaller(&c); err != nil {
@@ -408,14 +409,8 @@ func (p *Postgres) StreamWrite(ctx context.Context, in StreamWriteParams) error 
 		p.notes.add(ChannelStreams, c.WorkflowID+"::"+in.Key)
 		return nil
 	}
-	replayed, err := p.replayed(ctx, &c, name, g)
-	if err != nil || replayed {
-		return err
-	}
-	if g.blocked {
-		return &StreamClosedError{WorkflowID: c.WorkflowID, Key: in.Key}
-	}
-	return nil
+	_, err = p.replayed(ctx, &c, name, g)
+	return err
 }
 
 func ptrTo[T any](v T) *T { return &v }

@@ -787,11 +787,11 @@ ORDER BY function_id, key
 -- name: StreamWrite
 -- $7 key, $8 value, $9 serialization. The offset is the next free one; a
 -- writer that did not take the workflow's lock can race for it (a unique
--- violation the caller retries).
+-- violation the caller retries). Nothing blocks it: as DBOS Python 3.4, a
+-- write after the closing marker is appended and never read (readers stop
+-- at the marker).
 WITH blocked AS (
-    SELECT 1 FROM {{schema}}.streams
-    WHERE workflow_uuid = $1 AND key = $7 AND {{> StreamClosed}}
-    LIMIT 1
+    SELECT 1 WHERE false
 ), {{> StepGate}}, written AS (
     INSERT INTO {{schema}}.streams (workflow_uuid, key, value, "offset", function_id, serialization)
     SELECT $1, $7, $8,

@@ -326,13 +326,14 @@ func (e *NameOwnedError) Error() string {
 }
 
 // FormatLastFiredAt renders an instant for workflow_schedules.last_fired_at
-// as Python's datetime.isoformat() does for an aware UTC datetime
-// ("2025-01-02T03:04:05+00:00", with ".ffffff" only when there are
-// microseconds). Python 3.10's fromisoformat, which the Python SDK reads the
-// column with, takes nothing else (no "Z", no nanoseconds); the Go SDK
-// parses it as RFC 3339.
+// as Python's datetime.isoformat() does for an aware datetime, in t's own
+// zone ("2025-01-02T03:04:05+00:00" for UTC, "2025-01-01T22:04:05-05:00"
+// for a tick in New York, with ".ffffff" only when there are microseconds):
+// DBOS Python records a tick in its schedule's time zone. Python 3.10's
+// fromisoformat, which the Python SDK reads the column with, takes nothing
+// else (no "Z", no nanoseconds); the Go SDK parses it as RFC 3339.
 func FormatLastFiredAt(t time.Time) string {
-	t = t.UTC().Truncate(time.Microsecond)
+	t = t.Truncate(time.Microsecond)
 	if t.Nanosecond() == 0 {
 		return t.Format("2006-01-02T15:04:05-07:00")
 	}

@@ -16,7 +16,8 @@ case at the end of each test. The agent runs with intervals as short as DBOS's t
 configuration sets for DBOS itself (background jobs every 0.1 s, notification polling 0.01 s).
 
 Environment: DBOS_SUITE_AGENT (the agent binary), DBOS_SUITE_LOG_DIR (where the agents' logs
-go), DBOS_SUITE_AGENT_FLAGS (extra flags for ``serve``, split on spaces).
+go), DBOS_SUITE_AGENT_FLAGS (extra flags for ``serve``, split on spaces),
+DBOS_SUITE_DEFAULT_SYSTEM_DATABASE_URL (the database of the agent a config naming none gets).
 """
 
 from __future__ import annotations
@@ -173,7 +174,10 @@ def _instrument() -> None:
 
     @functools.wraps(orig_launch.__func__)
     def launch(klass: Any, *args: Any, **kwargs: Any) -> Any:
-        url = _config.get("system_database_url")
+        # A config naming no system database uses the host's agent, on
+        # whatever database it serves (DBOS would open a SQLite file of its
+        # own): the harness's agent serves the suite's.
+        url = _config.get("system_database_url") or os.environ.get("DBOS_SUITE_DEFAULT_SYSTEM_DATABASE_URL")
         if _agent is not None and url:
             _agent.ensure(url, _config)
         return orig_launch.__func__(klass, *args, **kwargs)

@@ -896,7 +896,8 @@ func testScheduleLastFired(t *testing.T, db sysdb.SystemDatabase) {
 	require.True(t, t1.Equal(*got), "want %v, got %v", t1, *got)
 	stored, err := db.ScheduleGet(ctx, "s")
 	require.NoError(t, err)
-	require.Equal(t, Ptr("2025-03-04T05:00:00.250000+00:00"), stored.LastFiredAtRaw, "ISO 8601 as Python writes it")
+	// In the tick's zone, as DBOS Python writes a tick of a schedule in that zone.
+	require.Equal(t, Ptr("2025-03-04T06:00:00.250000+01:00"), stored.LastFiredAtRaw, "ISO 8601 as Python writes it")
 
 	// An older tick, or the same one again, never moves it back.
 	require.NoError(t, db.ScheduleSetLastFired(ctx, "s", t1.Add(-time.Minute)))

@@ -9,6 +9,7 @@ import contextvars
 import json
 from typing import Any, Dict, Literal, Optional
 
+from ._context import _Setting
 from ._error import DBOSException
 
 # The attribute DBOS Python keeps a propagated trace context under, so a
@@ -21,29 +22,21 @@ _otel_carrier: "contextvars.ContextVar[Optional[Dict[str, str]]]" = contextvars.
 )
 
 
-class _Block:
-    """A context manager setting one context variable for its block."""
+class _Block(_Setting):
+    """A context manager setting one context variable for its block (its
+    exit may run in another ``contextvars`` Context, as ``_Setting``'s)."""
 
     _var: "contextvars.ContextVar[Any]"
-
-    def __init__(self) -> None:
-        self._token: "Optional[contextvars.Token[Any]]" = None
 
     def _value(self) -> Any:
         raise NotImplementedError
 
     def __enter__(self) -> "_Block":
-        if self._token is not None:
-            raise DBOSException(
-                f"This {type(self).__name__} is already in use; create a new one for each with block."
-            )
-        self._token = self._var.set(self._value())
+        self._enter(self._var, self._value())
         return self
 
     def __exit__(self, *exc: Any) -> Literal[False]:
-        token, self._token = self._token, None
-        if token is not None:
-            self._var.reset(token)
+        self._exit(self._var)
         return False
 
 

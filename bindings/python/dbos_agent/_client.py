@@ -20,12 +20,12 @@ from ._core import (
     wait_first,
     wait_first_async,
 )
-from ._error import check_no_shard_key, DBOSException
+from ._error import SCHEDULE_SHARD_KEY_REFUSAL, check_no_shard_key, DBOSException
 from ._extras import ClientExtras
 from ._facade import Scope, handle_twins, twins
 from ._scheduling import ClientScheduleInput
 from ._serialization import DBOSDefaultSerializer, Serializer, WorkflowSerializationFormat
-from ._transport import AgentLink, Connection, resolve_socket_path, resolve_trusted_uids
+from ._transport import DEFAULT_RECONNECT_WAIT, AgentLink, Connection, resolve_socket_path, resolve_trusted_uids
 from ._start import EnqueueOptions, enqueue_request
 from ._version import client_hello
 
@@ -117,12 +117,13 @@ def _create_schedule(
     ``application_name``, else the client's application
     (``DBOSClient(application_name=...)``; with neither, an unclaimed
     schedule, which every application fires)."""
-    check_no_shard_key(shard_key)
+    check_no_shard_key(shard_key, SCHEDULE_SHARD_KEY_REFUSAL)
     return sched.create_schedule(
         sched.schedule_message(
             schedule_name=schedule_name, workflow_name=workflow_name, schedule=schedule, context=context,
             workflow_class_name=workflow_class_name, automatic_backfill=automatic_backfill,
             cron_timezone=cron_timezone, queue_name=queue_name, application_name=application_name,
+            serializer=scope.serializer,
         )
     )
 
@@ -134,7 +135,7 @@ def _apply_schedules(scope: Scope, /, schedules: List[ClientScheduleInput]) -> "
         for required in ("schedule_name", "workflow_name", "schedule"):
             if required not in entry:
                 raise DBOSException(f"Schedule entry {i} is missing required field '{required}'")
-        check_no_shard_key(entry.get("shard_key"))
+        check_no_shard_key(entry.get("shard_key"), SCHEDULE_SHARD_KEY_REFUSAL)
         messages.append(
             sched.schedule_message(
                 schedule_name=entry["schedule_name"], workflow_name=entry["workflow_name"],
@@ -142,7 +143,7 @@ def _apply_schedules(scope: Scope, /, schedules: List[ClientScheduleInput]) -> "
                 workflow_class_name=entry.get("workflow_class_name"),
                 automatic_backfill=entry.get("automatic_backfill", False),
                 cron_timezone=entry.get("cron_timezone"), queue_name=entry.get("queue_name"),
-                application_name=entry.get("application_name"),
+                application_name=entry.get("application_name"), serializer=scope.serializer,
             )
         )
     return ops.apply_schedule_messages(scope, messages)
@@ -173,6 +174,19 @@ class DBOSClient(ops.SharedOperations, ClientExtras):
     ``DBOS_AGENT_TRUSTED_UIDS``). DBOS Python's ``system_database_url`` and
     ``dbos_system_schema`` are accepted so that code written for it runs
     unchanged; the agent's own database is the one used.
+
+    DBOS's connection options, mapped onto the agent socket the client
+    talks to: ``lazy`` defers connecting to the agent until the client is
+    first used (``check_connection`` connects then); without it the
+    constructor raises when no agent answers. ``retry_connection_errors=False``
+    makes a call that finds the agent away raise at once instead of waiting
+    for it to come back. ``use_listen_notify`` cannot be combined with
+    ``lazy``, as in DBOS; the agent wakes every wait, so it changes nothing
+    else. The database pool options (``system_database_engine``,
+    ``system_database_pool_size``, ``system_database_polling_concurrency``,
+    ``sys_db_idle_transaction_timeout_sec``, ``observability_query_timeout_sec``)
+    size connections the agent owns, not the client: they are accepted and
+    have no effect here.
     """
 
     def __init__(
@@ -184,8 +198,15 @@ class DBOSClient(ops.SharedOperations, ClientExtras):
         system_database_url: Optional[str] = None,
         dbos_system_schema: Optional[str] = None,
         serializer: Serializer = DBOSDefaultSerializer,
+        use_listen_notify: bool = False,
+        lazy: bool = False,
+        retry_connection_errors: bool = True,
         **ignored: Any,
     ) -> None:
+        if lazy and use_listen_notify:
+            raise DBOSException(
+                "A DBOSClient cannot be both lazy and use_listen_notify: the notification listener connects immediately."
+            )
         if system_database_url is not None or dbos_system_schema is not None or ignored:
             logger.info("DBOSClient: database settings are the agent's business and are ignored here")
         self._app_name = application_name or ""
@@ -198,9 +219,13 @@ class DBOSClient(ops.SharedOperations, ClientExtras):
             self._on_connected,
             self._on_lost,
             trusted_uids=resolve_trusted_uids(agent_trusted_uids),
+            reconnect_wait=DEFAULT_RECONNECT_WAIT if retry_connection_errors else 0.0,
         )
         self._engine.link = self._link
-        self._link.start()
+        if lazy:
+            self._link.defer_start()
+        else:
+            self._link.start()
 
     def _hello(self) -> Dict[str, Any]:
         return client_hello(self._app_name)

@@ -676,6 +676,7 @@ class Engine:
 
     def _inputs(self, run: WorkflowRun, reg: WorkflowRegistration) -> WorkflowInputs:
         inputs = deserialize_args(run.inputs, run.serialization, self.serializer) or {"args": (), "kwargs": {}}
+        inputs = {"args": tuple(inputs["args"]), "kwargs": dict(inputs["kwargs"])}
         validate = getattr(reg, "validate_args", None)
         if run.serialization == PORTABLE_JSON:
             # A schedule's tick (its id says so) carries its time as text.

@@ -80,6 +80,7 @@ from ._core import (
 )
 from ._error import (
     check_no_shard_key,
+    SCHEDULE_SHARD_KEY_REFUSAL,
     DBOSException,
     DBOSInitializationError,
     DBOSNotSupportedError,
@@ -177,7 +178,7 @@ def _unsupported(call: str, reason: Optional[str] = None) -> Callable[..., Any]:
 
 def _schedule_of(scope: Scope, /, call: str, entry: Mapping[str, Any]) -> Dict[str, Any]:
     """The schedule message of a schedule naming its workflow function."""
-    check_no_shard_key(entry.get("shard_key"))
+    check_no_shard_key(entry.get("shard_key"), SCHEDULE_SHARD_KEY_REFUSAL)
     workflow_fn = entry["workflow_fn"]
     step = getattr(workflow_fn, "__dbos_step__", None)
     if isinstance(step, StepConfig):
@@ -188,7 +189,7 @@ def _schedule_of(scope: Scope, /, call: str, entry: Mapping[str, Any]) -> Dict[s
         schedule_name=entry["schedule_name"], workflow_name=reg.name, schedule=entry["schedule"],
         workflow_class_name=_classes.schedule_class_name(reg.method), context=entry.get("context"),
         automatic_backfill=entry.get("automatic_backfill", False), cron_timezone=entry.get("cron_timezone"),
-        queue_name=entry.get("queue_name"),
+        queue_name=entry.get("queue_name"), serializer=scope.serializer,
     )
 
 

@@ -587,13 +587,20 @@ def is_workflow_id_in_use_error(e: BaseException) -> bool:
     return isinstance(e, PortableWorkflowError) and e.name == DBOSWorkflowIDInUseError.__name__
 
 
-def check_no_shard_key(shard_key: object) -> None:
+def check_no_shard_key(
+    shard_key: object, refusal: str = "A shard key was given, but this system database is not sharded"
+) -> None:
     """A shard key where DBOS takes one (a call's ``shard_key``, a handle's,
     ``SendMessage``'s, ``EnqueueOptions``'): the agent's system database is
     unsharded (sharding is DBOS Enterprise's), so a key is DBOS's own error
-    on an unsharded database, after its validation of the key."""
+    on an unsharded database (``refusal``: DBOS words it per API), after its
+    validation of the key."""
     if shard_key is None:
         return
     if not isinstance(shard_key, str) or not shard_key:
         raise DBOSException(f"Invalid shard key {shard_key!r}: a shard key must be a non-empty string")
-    raise DBOSException("A shard key was given, but this system database is not sharded")
+    raise DBOSException(refusal)
+
+
+# DBOS's refusal of a schedule's shard key on an unsharded system database.
+SCHEDULE_SHARD_KEY_REFUSAL = "Scheduling under a shard key requires a sharded system database"

@@ -333,9 +333,8 @@ def list_schedules(
 ) -> "Op[List[WorkflowSchedule]]":
     """This application's schedules (or ``application_name``'s) and the
     unclaimed ones, optionally filtered."""
-    call = scope.name("list_schedules")
     apps = None if application_name is None else sched.application_filter(application_name, scope.app_name)
-    op = sched.list_schedules(scope.serializer, call, status, workflow_name, schedule_name_prefix, apps)
+    op = sched.list_schedules(scope.serializer, status, workflow_name, schedule_name_prefix, apps)
     return (yield from _step(scope, "DBOS.listSchedules", op))
 
 

@@ -3,9 +3,10 @@ schedule and version APIs over the agent's ops, shared by ``DBOS`` and
 ``DBOSClient``.
 
 A schedule's context is stored as JSON text (the agent's scheduler hands it
-to every tick as is); DBOS Python stores it with its serializer, so a context
-another SDK wrote is read back with this process's serializer when it can
-be, and shown as its text otherwise, as DBOS Python does.
+to every tick as is), or, when JSON cannot hold it, as its serializer's text
+as DBOS Python stores every context; a context stored that way (here or by
+another SDK) is read back with this process's serializer when it can be,
+and shown as its text otherwise (with a warning), as DBOS Python does.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from typing import Any, Callable, Coroutine, Dict, List, Optional, TypedDict, Un
 from . import _protocol as proto
 from ._core import Call, Op, decode_schedule_context
 from ._serialization import Serializer
-from ._error import AgentErrorReply, DBOSException, DBOSNotSupportedError, map_agent_error
+from ._error import AgentErrorReply, DBOSException, map_agent_error
 
 logger = logging.getLogger("dbos_agent")
 
@@ -89,12 +90,17 @@ def _mapped(e: AgentErrorReply) -> BaseException:
     return map_agent_error(e)
 
 
-def encode_context(context: Any) -> str:
-    """A schedule context as the JSON text the agent stores."""
+def encode_context(context: Any, serializer: Optional[Serializer] = None) -> str:
+    """A schedule context as the text the agent stores: its JSON text, so
+    that every SDK's ticks get its value, or, for a context JSON cannot
+    hold, what ``serializer`` makes of it, as DBOS Python stores every
+    context (ticks and listings read it back with the serializer)."""
     try:
         return json.dumps(context)
     except (TypeError, ValueError) as e:
-        raise DBOSException(f"A schedule's context must be JSON-serializable through dbos-agent: {e}") from None
+        if serializer is None:
+            raise DBOSException(f"A schedule's context must be JSON-serializable here: {e}") from None
+        return serializer.serialize(context)
 
 
 def _decode_stored_context(text: Optional[str], serializer: Serializer, name: str) -> Any:
@@ -140,6 +146,7 @@ def schedule_message(
     cron_timezone: Optional[str] = None,
     queue_name: Optional[str] = None,
     application_name: Optional[str] = None,
+    serializer: Optional[Serializer] = None,
 ) -> Dict[str, Any]:
     if not schedule_name:
         raise DBOSException("a schedule needs a schedule_name")
@@ -150,7 +157,7 @@ def schedule_message(
         "workflow_name": workflow_name,
         "workflow_class_name": workflow_class_name,
         "schedule": schedule,
-        "context": encode_context(context),
+        "context": encode_context(context, serializer),
         "automatic_backfill": automatic_backfill or None,
         "cron_timezone": cron_timezone,
         "queue_name": queue_name,
@@ -218,7 +225,6 @@ def get_schedule(serializer: Serializer, name: str) -> "Op[Optional[WorkflowSche
 
 def list_schedules(
     serializer: Serializer,
-    call: str,
     status: Optional[Union[str, List[str]]],
     workflow_name: Optional[Union[str, List[str]]],
     schedule_name_prefix: Optional[Union[str, List[str]]],
@@ -227,16 +233,21 @@ def list_schedules(
     """``applications`` is ``application_filter``'s; None, the agent's
     default (the caller's application's schedules and the unclaimed)."""
     prefixes = [schedule_name_prefix] if isinstance(schedule_name_prefix, str) else schedule_name_prefix
-    if prefixes is not None and len(prefixes) > 1:
-        raise DBOSNotSupportedError(f"{call}(schedule_name_prefix=<more than one prefix>)")
+    # The agent filters by one prefix; several (any of them, as DBOS takes
+    # a list) are applied here to the unfiltered listing.
+    several = prefixes is not None and len(prefixes) > 1
     body = {
         "status": [status] if isinstance(status, str) else status,
         "workflow_name": [workflow_name] if isinstance(workflow_name, str) else workflow_name,
-        "schedule_name_prefix": prefixes[0] if prefixes else None,
+        "schedule_name_prefix": prefixes[0] if prefixes and not several else None,
         **(applications or {}),
     }
     reply = yield Call(proto.OP_LIST_SCHEDULES, body)
-    return [schedule_from_message(m, serializer) for m in reply.get("schedules") or []]
+    messages = reply.get("schedules") or []
+    if several:
+        assert prefixes is not None
+        messages = [m for m in messages if str(m.get("schedule_name", "")).startswith(tuple(prefixes))]
+    return [schedule_from_message(m, serializer) for m in messages]
 
 
 def by_name(op: str, name: str) -> "Op[None]":
@@ -268,7 +279,8 @@ def upsert_schedule(serializer: Serializer, message: Dict[str, Any], *, keep_sta
     (with its status when ``keep_status``, else made ACTIVE), unless it is
     unclaimed and the writer (``message``'s application, else ``own``, the
     caller's) has an application: re-registering claims it, as in DBOS
-    (the row is created again, with a new schedule_id)."""
+    (the row is created again, with a new schedule_id; a changed one keeps
+    its schedule_id)."""
     name = message["schedule_name"]
     owner = message.get("application_name")
     for _ in range(5):
@@ -276,11 +288,13 @@ def upsert_schedule(serializer: Serializer, message: Dict[str, Any], *, keep_sta
         # schedules only, or every one for a writer with none: a schedule
         # of that name not in it is another application's, not replaced.
         apps = None if not owner else {"application_name": [owner]}
-        listed = yield from list_schedules(serializer, "upsert", None, None, name, apps)
+        listed = yield from list_schedules(serializer, None, None, name, apps)
         found = [s for s in listed if s["schedule_name"] == name]
         existing = found[0] if found else None
         if existing is None:
             other = yield from get_schedule(serializer, name)
+            if other is not None and other["application_name"] in (None, owner or own or None):
+                continue  # created since the listing, by another writer for the same application
             if other is not None:
                 raise DBOSException(already_registered("Schedule", name, other["application_name"] or "", owner or ""))
         if existing is not None:
@@ -290,6 +304,9 @@ def upsert_schedule(serializer: Serializer, message: Dict[str, Any], *, keep_sta
                     yield from by_name(proto.OP_RESUME_SCHEDULE, name)
                 return
             yield from by_name(proto.OP_DELETE_SCHEDULE, name)
+            if not claims and existing["schedule_id"]:
+                # Updated in place as DBOS updates it: the row keeps its id.
+                message = dict(message, schedule_id=existing["schedule_id"])
             if keep_status and existing["status"] == "PAUSED":
                 message = dict(message, status="PAUSED")
             if owner is None and existing["application_name"]:

@@ -23,7 +23,7 @@ import pickle
 from datetime import date, datetime, timezone
 from decimal import Decimal
 from enum import Enum
-from typing import Any, Callable, Dict, List, Mapping, Optional, Tuple, Union
+from typing import Any, Callable, Dict, List, Mapping, Optional, Tuple, Union, cast
 
 PY_PICKLE = "py_pickle"
 PORTABLE_JSON = "portable_json"
@@ -215,8 +215,9 @@ def deserialize_args(data: Optional[str], tag: Optional[str], serializer: Serial
         positional = raw.get("positionalArgs") or []
         named = raw.get("namedArgs") or {}
         return {"args": tuple(positional), "kwargs": named}
-    value = s.deserialize(data)
-    return {"args": tuple(value["args"]), "kwargs": dict(value["kwargs"])}
+    # As the serializer gives it back, as DBOS Python returns it (a JSON
+    # serializer's args are a list); a run takes its args as a tuple.
+    return cast(WorkflowInputs, s.deserialize(data))
 
 
 def _safe_str(x: Any) -> str:

@@ -359,10 +359,33 @@ class DBOSLogTransformer(logging.Filter):
         return True
 
 
+# DBOS's console handler of DBOS.logger, by the name DBOS gives it.
+CONSOLE_HANDLER_NAME = "__dbos_console_log_handler__"
+
+
+def _console_handler(dbos_logger: logging.Logger) -> Optional[logging.Handler]:
+    """DBOS.logger's console handler, added as DBOS adds it: when the logger
+    has no handler yet (then it stops propagating, so records are not
+    printed twice); None when the application gave it handlers of its own."""
+    if not dbos_logger.handlers:
+        dbos_logger.propagate = False
+        handler = logging.StreamHandler()
+        handler.name = CONSOLE_HANDLER_NAME
+        handler.setFormatter(
+            logging.Formatter("%(asctime)s [%(levelname)8s] (%(name)s:%(filename)s:%(lineno)s) %(message)s", datefmt="%H:%M:%S")
+        )
+        dbos_logger.addHandler(handler)
+    return next((h for h in dbos_logger.handlers if h.name == CONSOLE_HANDLER_NAME), None)
+
+
 def _config_logs(config: Dict[str, Any], otlp_attributes: Dict[str, str], app_id: Optional[str]) -> None:
     global _log_filter, _log_handler
     dbos_logger = logging.getLogger(_DBOS_LOGGER)
-    dbos_logger.setLevel(config.get("log_level") or "INFO")  # DBOS's default
+    log_level = config.get("log_level") or "INFO"  # DBOS's default
+    dbos_logger.setLevel(log_level)
+    console = _console_handler(dbos_logger)
+    if console is not None:
+        console.setLevel(config.get("console_log_level") or log_level)
     if _log_filter is not None:
         dbos_logger.removeFilter(_log_filter)
     _log_filter = DBOSLogTransformer(otlp_attributes, app_id)

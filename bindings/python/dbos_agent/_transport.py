@@ -503,6 +503,10 @@ class Connection:
         self._lost(ConnectionAbortedError("closed by this process"))
 
 
+# How long a call waits for a lost agent to come back before it fails.
+DEFAULT_RECONNECT_WAIT = 30.0
+
+
 class AgentLink:
     """The process's link to the agent: the current connection, and a new one
     (with the same handshake) when it drops, until ``close``.
@@ -522,7 +526,7 @@ class AgentLink:
         *,
         reconnect: bool = True,
         connect_timeout: float = 10.0,
-        reconnect_wait: float = 30.0,
+        reconnect_wait: float = DEFAULT_RECONNECT_WAIT,
         trusted_uids: FrozenSet[int] = frozenset(),
     ):
         self.path = path
@@ -541,12 +545,32 @@ class AgentLink:
         # Why the latest reconnection attempt failed, for the error of a call
         # that gives up waiting.
         self._last_failure: Optional[BaseException] = None
+        # defer_start: the first connection is made by the first call
+        # that needs one, in that caller, one caller at a time.
+        self._deferred = False
+        self._start_lock = threading.Lock()
 
     def _connect(self) -> Tuple[Connection, Dict[str, Any]]:
         conn = Connection(self.path, self._on_push, self._lost, self._trusted_uids)
         return conn, conn.open(self._hello(), self._connect_timeout)
 
     def start(self) -> Dict[str, Any]:
+        """Connect now: the handshake's reply."""
+        return self._start_now()
+
+    def defer_start(self) -> None:
+        """Connect at the first call that needs the agent, in that caller
+        (a lazy DBOSClient): until then nothing is attempted, and each call
+        finding the agent unreachable raises, as the next one tries again."""
+        self._deferred = True
+
+    def _start_deferred(self) -> None:
+        with self._start_lock:
+            if self._deferred and not self._closed:
+                self._start_now()
+                self._deferred = False
+
+    def _start_now(self) -> Dict[str, Any]:
         try:
             conn, reply = self._connect()
         except AgentErrorReply as e:
@@ -565,6 +589,8 @@ class AgentLink:
 
     def connection(self, wait: Optional[float] = None) -> Connection:
         """The live connection, waiting for a reconnection if needed."""
+        if self._deferred:
+            self._start_deferred()
         deadline = time.monotonic() + (self._reconnect_wait if wait is None else wait)
         with self._cond:
             while True:

@@ -8,6 +8,7 @@ and the refusals (raised when used, never at import)."""
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import pickle
 import subprocess
 import sys
@@ -35,6 +36,8 @@ from dbos_agent import (
     pydantic_args_validator,
     make_pydantic_args_validator,
 )
+
+from dbos_agent._ambient import _shard_key
 
 from conftest import AgentEnv, new_id, query
 
@@ -233,6 +236,34 @@ def test_shard_keys_on_the_unsharded_system_database(dbos: Any, agent_env: Agent
         DBOS.list_workflows(shard_key=["tenant-1"])
     with pytest.raises(DBOSException, match="not sharded"):
         DBOS.send_bulk([SendMessage(wid, "m", shard_key="tenant-1")])
+    # A schedule under a shard key: DBOS's own wording for schedules.
+    with pytest.raises(DBOSException, match="^DBOS Error: Scheduling under a shard key requires a sharded system database$"):
+        DBOS.create_schedule(schedule_name="keyed", workflow_fn=plain_workflow, schedule="0 0 * * *", shard_key="tenant-1")
+    client = DBOSClient(agent_socket=agent_env.socket)
+    try:
+        with pytest.raises(DBOSException, match="Scheduling under a shard key requires a sharded system database"):
+            client.create_schedule(schedule_name="keyed", workflow_name="w", schedule="0 0 * * *", shard_key="tenant-1")
+        with pytest.raises(DBOSException, match="Scheduling under a shard key requires a sharded system database"):
+            client.apply_schedules([{"schedule_name": "keyed", "workflow_name": "w", "schedule": "0 0 * * *", "shard_key": "t"}])
+    finally:
+        client.destroy()
+    assert DBOS.get_schedule("keyed") is None
+
+
+def test_set_shard_key_exits_in_another_context() -> None:
+    # Entered in one contextvars Context and exited in another (a
+    # threadpool-run generator dependency): each keeps or gets back its own.
+    with SetShardKey("tenant-a"):
+        inner = SetShardKey("tenant-b")
+        entered = contextvars.copy_context()
+        entered.run(inner.__enter__)
+        assert entered.run(_shard_key.get) == "tenant-b"
+        assert _shard_key.get() == "tenant-a"
+        exited = contextvars.copy_context()
+        exited.run(inner.__exit__, None, None, None)
+        assert exited.run(_shard_key.get) == "tenant-a"
+        assert _shard_key.get() == "tenant-a"
+    assert _shard_key.get() is None
 
 
 def test_otel_context_is_propagated_in_the_attributes(dbos: Any, agent_env: AgentEnv) -> None:

@@ -8,6 +8,7 @@ what it enqueues itself, whatever the latest."""
 from __future__ import annotations
 
 import importlib.util
+import logging
 import os
 import re
 import subprocess
@@ -222,8 +223,14 @@ def test_enable_patching_pins_the_version_with_dbos_deprecation_warning(
     # The application the other tests here launch as: the queues declared
     # in this process belong to it.
     monkeypatch.delenv("DBOS__APPVERSION", raising=False)
-    with caplog.at_level("WARNING"):
-        DBOS(config={"name": "pytest-cv-inproc", "agent_socket": agent_env.socket, "enable_patching": True})
+    # DBOS.logger does not propagate once it has DBOS's console handler: listen on it.
+    dbos_logger = logging.getLogger("dbos")
+    dbos_logger.addHandler(caplog.handler)
+    try:
+        with caplog.at_level("WARNING", logger="dbos"):
+            DBOS(config={"name": "pytest-cv-inproc", "agent_socket": agent_env.socket, "enable_patching": True})
+    finally:
+        dbos_logger.removeHandler(caplog.handler)
     assert "enable_patching is deprecated and will be removed in a future release" in caplog.text
     DBOS.launch()
     try:

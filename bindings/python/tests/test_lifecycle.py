@@ -3,6 +3,7 @@ agent refuses, and declarations before and after launch."""
 
 from __future__ import annotations
 
+import logging
 import os
 import threading
 import uuid
@@ -79,6 +80,20 @@ def test_launch_without_an_agent_says_where_it_looked(tmp_path: Any) -> None:
     with pytest.raises(DBOSAgentUnavailableError, match="none.sock") as info:
         DBOS.launch()
     assert "dbos-agent serve" in str(info.value)
+
+
+def test_dbos_logger_logs_to_the_console_as_dbos_configures_it() -> None:
+    dbos_logger = logging.getLogger("dbos")
+    DBOS(config={"name": "logs", "agent_socket": "/nowhere", "log_level": "DEBUG", "console_log_level": "ERROR"})
+    assert DBOS.logger is dbos_logger and dbos_logger.level == logging.DEBUG
+    consoles = [h for h in dbos_logger.handlers if h.name == "__dbos_console_log_handler__"]
+    assert len(consoles) == 1 and isinstance(consoles[0], logging.StreamHandler)
+    assert consoles[0].level == logging.ERROR
+    assert not dbos_logger.propagate  # records are printed once
+    DBOS.destroy()
+    # Without console_log_level the console takes log_level; one handler, reused.
+    DBOS(config={"name": "logs", "agent_socket": "/nowhere", "log_level": "WARNING"})
+    assert [h.level for h in dbos_logger.handlers if h.name == "__dbos_console_log_handler__"] == [logging.WARNING]
 
 
 def test_config_needs_a_name() -> None:

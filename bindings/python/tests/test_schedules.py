@@ -5,16 +5,20 @@ agents firing, and the @DBOS.scheduled decorator."""
 
 from __future__ import annotations
 
+import sys
 import threading
 import uuid
+from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime, timedelta, timezone
 from typing import Any, List, Tuple
+from zoneinfo import ZoneInfo
 
 import pytest
 
 from dbos_agent import DBOS, DBOSClient, DBOSException, Queue, SetWorkflowID
+from dbos_agent._serialization import DBOSDefaultSerializer
 
-from conftest import AgentEnv, AgentProcess, LineWaiter, Worker
+from conftest import AgentEnv, AgentProcess, LineWaiter, Worker, query, wait_until
 from holds import queue_env, tick_lines
 
 Queue("sc_queue")
@@ -84,6 +88,8 @@ def test_a_schedule_fires_every_tick_with_its_time_and_context(dbos: Any) -> Non
         name, "sc_tick", "* * * * * *", "ACTIVE", {"k": [1, 2]}
     )
     assert s["last_fired_at"] is not None and s["queue_name"] is None and s["automatic_backfill"] is False
+    # A schedule without a time zone records its ticks in UTC.
+    assert datetime.fromisoformat(s["last_fired_at"]).utcoffset() == timedelta(0)
     assert [x["schedule_name"] for x in DBOS.list_schedules(schedule_name_prefix=name)] == [name]
     assert name in [x["schedule_name"] for x in DBOS.list_schedules(status="ACTIVE", workflow_name="sc_tick")]
     assert name not in [x["schedule_name"] for x in DBOS.list_schedules(status="PAUSED")]
@@ -156,6 +162,76 @@ def test_backfill_enqueues_each_missed_tick_once_and_trigger_runs_now(dbos: Any)
     DBOS.delete_schedule(name)
 
 
+def test_concurrent_applies_of_one_schedule_leave_one_row(dbos: Any) -> None:
+    name = unique("shared-")
+    workers = 8
+    barrier = threading.Barrier(workers)
+
+    def apply() -> None:
+        barrier.wait(timeout=30)
+        DBOS.apply_schedules([{"schedule_name": name, "workflow_fn": sc_tick, "schedule": "0 0 1 1 *", "context": {"r": "us"}}])
+
+    with ThreadPoolExecutor(max_workers=workers) as pool:
+        for f in [pool.submit(apply) for _ in range(workers)]:
+            f.result()  # none raises
+    listed = DBOS.list_schedules(schedule_name_prefix=name)
+    assert [(s["schedule_name"], s["context"]) for s in listed] == [(name, {"r": "us"})]
+    DBOS.delete_schedule(name)
+
+
+class Region:
+    """A schedule context JSON cannot hold (DBOS Python pickles every context)."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Region) and other.name == self.name
+
+
+def test_a_context_json_cannot_hold_is_stored_with_the_serializer(
+    dbos: Any, agent_env: AgentEnv, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    good, bad = unique("json-ctx-"), unique("pickled-ctx-")
+    DBOS.apply_schedules([
+        {"schedule_name": good, "workflow_fn": sc_tick, "schedule": "0 0 1 1 *", "context": {"env": "test"}},
+        {"schedule_name": bad, "workflow_fn": sc_tick, "schedule": "0 0 1 1 *", "context": Region("us")},
+    ])
+    try:
+        # Stored as the serializer's text, as DBOS stores it; read back whole,
+        # and a tick gets the object.
+        raw = DBOSDefaultSerializer.serialize(Region("us"))
+        assert query(f"SELECT context FROM {agent_env.schema}.workflow_schedules WHERE schedule_name = %s", (bad,)) == [(raw,)]
+        assert DBOS.get_schedule(bad)["context"] == Region("us")  # type: ignore[index]
+        DBOS.trigger_schedule(bad).get_result()
+        (_, _, ctx), = ticks_of(bad)
+        assert ctx == Region("us")
+        # Once the class is gone, the listing still lists both, the one it
+        # cannot read as its stored text (DBOS's fallback).
+        monkeypatch.delattr(sys.modules[__name__], "Region")
+        by_name = {s["schedule_name"]: s for s in DBOS.list_schedules() if s["schedule_name"] in (good, bad)}
+        assert by_name[good]["context"] == {"env": "test"}
+        assert by_name[bad]["context"] == raw
+    finally:
+        DBOS.delete_schedule(good)
+        DBOS.delete_schedule(bad)
+
+
+def test_last_fired_at_is_in_the_schedules_time_zone(dbos: Any) -> None:
+    # DBOS records a tick as it computed it, in the schedule's time zone.
+    name = unique("tz-")
+    DBOS.create_schedule(schedule_name=name, workflow_fn=sc_tick, schedule="* * * * * *", cron_timezone="America/New_York")
+    try:
+        wait_until(lambda: (DBOS.get_schedule(name) or {}).get("last_fired_at") is not None, "a tick recorded")
+        s = DBOS.get_schedule(name)
+        assert s is not None and s["last_fired_at"] is not None
+        fired = datetime.fromisoformat(s["last_fired_at"])
+        assert fired.utcoffset() == datetime.now(ZoneInfo("America/New_York")).utcoffset()
+        assert fired <= datetime.now(timezone.utc)
+    finally:
+        DBOS.delete_schedule(name)
+
+
 def test_a_workflow_without_type_hints_gets_a_datetime_too(dbos: Any) -> None:
     name = unique("untyped-")
     DBOS.create_schedule(schedule_name=name, workflow_fn=sc_untyped, schedule="0 0 1 1 *", context=[1, "two"],
@@ -177,11 +253,12 @@ def test_schedule_api_checks_and_apply(dbos: Any) -> None:
         DBOS.create_schedule(schedule_name=name, workflow_fn=sc_tick, schedule="every so often")
     with pytest.raises(DBOSException, match="Invalid cron schedule"):
         DBOS.apply_schedules([{"schedule_name": name, "workflow_fn": sc_tick, "schedule": "61 * * * *"}])
+    with pytest.raises(DBOSException, match="Invalid timezone: 'Fake/Zone'"):
+        DBOS.create_schedule(schedule_name=name, workflow_fn=sc_tick, schedule="* * * * *", cron_timezone="Fake/Zone")
     with pytest.raises(DBOSException, match="not declared"):
         DBOS.create_schedule(schedule_name=name, workflow_fn=sc_tick, schedule="* * * * *", queue_name="sc_nope")
-    with pytest.raises(DBOSException, match="JSON"):
-        DBOS.create_schedule(schedule_name=name, workflow_fn=sc_tick, schedule="* * * * *", context=object())
     DBOS.create_schedule(schedule_name=name, workflow_fn=sc_tick, schedule="0 0 1 1 *", context=1)
+    created_id = DBOS.get_schedule(name)["schedule_id"]  # type: ignore[index]
     with pytest.raises(DBOSException, match="already exists"):
         DBOS.create_schedule(schedule_name=name, workflow_fn=sc_tick, schedule="0 0 1 1 *")
     DBOS.pause_schedule(name)
@@ -192,6 +269,11 @@ def test_schedule_api_checks_and_apply(dbos: Any) -> None:
     ])
     s = DBOS.get_schedule(name)
     assert s is not None and (s["schedule"], s["context"], s["status"]) == ("0 0 2 1 *", {"v": 2}, "ACTIVE")
+    # Updated in place, as DBOS updates it: the schedule keeps its id.
+    assert s["schedule_id"] == created_id
+    # Several prefixes: the schedules starting with any of them, as DBOS takes a list.
+    assert {x["schedule_name"] for x in DBOS.list_schedules(schedule_name_prefix=[name + "-b", "no-such-"])} == {name + "-b"}
+    assert {x["schedule_name"] for x in DBOS.list_schedules(schedule_name_prefix=[name + "-b", name])} == {name, name + "-b"}
     b = DBOS.get_schedule(name + "-b")
     assert b is not None and b["workflow_name"] == "sc_untyped" and b["context"] is None
     with pytest.raises(DBOSException, match="missing required field 'schedule'"):

@@ -158,3 +158,8 @@ def test_a_custom_serializer_tags_its_payloads() -> None:
     assert ours.deserialize_value(THEIRS.serialize(5), "py_pickle", s) == 5
     with pytest.raises(TypeError):
         ours.deserialize_value("x", "some_other_format", s)
+    # Inputs come back as the serializer gives them, as DBOS returns them:
+    # a JSON serializer's args are a list, not a tuple.
+    data, tag = ours.serialize_args(("v",), {}, None, s)
+    assert ours.deserialize_args(data, tag, s) == {"args": ["v"], "kwargs": {}}
+    assert ours.deserialize_args(data, tag, s) == official.deserialize_args(data, tag, s)  # type: ignore[arg-type]

@@ -32,7 +32,7 @@ from opentelemetry.trace import StatusCode
 
 from dbos_agent import DBOS, DBOSClient, DBOSContextSetAuth, PropagateOtelContext, SetWorkflowID, SQLAlchemyDatasource
 
-from conftest import AgentEnv, new_id
+from conftest import TESTS, AgentEnv, new_id
 
 span_queue = DBOS.register_queue("span_queue")
 user_tracer = trace.get_tracer("spans-test")
@@ -513,3 +513,14 @@ def test_spans_are_exported_to_otlp_traces_endpoints(agent_env: AgentEnv) -> Non
     # DBOS names after the application; the log line and its attributes.
     assert b"exported_workflow" in traces and b"spans-otlp" in traces and b"operationUUID" in traces
     assert b"a line for the collector" in logs and b"spans-otlp" in logs and b"applicationVersion" in logs
+
+
+def test_workflows_run_without_opentelemetry(agent_env: AgentEnv) -> None:
+    # opentelemetry is optional and OTLP off by default: starting, enqueueing,
+    # propagating and recovering workflows import nothing of it.
+    env = dict(os.environ, DBOS_AGENT_SOCKET=agent_env.socket)
+    result = subprocess.run(
+        [sys.executable, str(TESTS / "apps" / "otel_absent.py")], capture_output=True, text=True, timeout=120, env=env
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "OK []" in result.stdout
