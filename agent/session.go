@@ -632,7 +632,9 @@ func (s *Session) handleHello(env protocol.Envelope) error {
 			w.functions[f.Name] = f
 		}
 		for _, q := range h.Queues {
-			w.queues[q.Name] = q
+			if !q.ConfigureOnly {
+				w.queues[q.Name] = q
+			}
 		}
 		if perr := a.registerQueues(s.ctx, h.AppName, h.Queues); perr != nil {
 			perr.Message = "hello: " + perr.Message
