@@ -18,6 +18,7 @@ from ._context import (
     current_attributes,
     current_ctx,
     current_timeout_ms,
+    in_timeout_block,
     take_assigned,
     validate_duplication_policy,
     validate_priority,
@@ -76,6 +77,7 @@ def _prepare(
         timeout_ms=current_timeout_ms(),
         attributes=current_attributes(),
         parent=parent,
+        inherit_deadline=not in_timeout_block(),
     )
     body.update(auth.start_fields(assumed))
     if pinned is not None and pinned.reuse_policy == "reject":
