@@ -8,6 +8,7 @@ DBOS.listen_queues leaving a declared queue unserved."""
 
 from __future__ import annotations
 
+import asyncio
 import uuid
 from typing import Any, List
 
@@ -152,3 +153,25 @@ def test_listen_queues_leaves_a_declared_queue_it_does_not_name_unserved(
         workers.append(two)
         two.out.wait_for("ready")
         assert unserved.get_result() == f"u@{version}"
+
+
+def test_two_thousand_waits_at_once_leave_room_for_other_requests(dbos: Any) -> None:
+    # DBOS's pattern of a thousand children each in a wait and a parent
+    # awaiting each of them is two thousand waits on one connection: past the
+    # agent's bound of requests in flight, the requests that would end them
+    # could not be sent. Here 2100 get_result waits are parked at once on a
+    # paused queue's workflows; a status read still goes through, and once the
+    # queue is raised every wait is answered.
+    paused = DBOS.register_queue("qd_many_waits", worker_concurrency=0)
+    count = 2100
+
+    async def main() -> List[str]:
+        handles = await asyncio.gather(*[paused.enqueue_async(qd_echo, f"w{i}") for i in range(count)])
+        waits = [asyncio.ensure_future(h.get_result()) for h in handles]
+        await asyncio.sleep(0)  # let every wait be sent
+        status = await asyncio.wait_for(DBOS.get_workflow_status_async(handles[-1].workflow_id), 30)
+        assert status is not None and status.status == "ENQUEUED"
+        await paused.set_worker_concurrency_async(None)
+        return list(await asyncio.wait_for(asyncio.gather(*waits), 120))
+
+    assert asyncio.run(main()) == [f"w{i}" for i in range(count)]
