@@ -87,6 +87,7 @@ from ._error import (
     DBOSWorkflowFunctionNotFoundError,
 )
 from ._executor import RunExecutor, executor_cap
+from ._loop_wake import keep_waking
 from ._management import StepStatus
 from ._management import asyncio_wait as _asyncio_wait
 from ._management import step_status as _step_status
@@ -379,6 +380,7 @@ class DBOS(ops.SharedOperations, DBOSExtras):
         def run_loop() -> None:
             asyncio.set_event_loop(loop)
             loop.call_soon(started.set)
+            keep_waking(loop)
             loop.run_forever()
 
         self._loop_thread = threading.Thread(target=run_loop, name="dbos-agent-event-loop", daemon=True)

@@ -9,6 +9,7 @@ DBOS.listen_queues leaving a declared queue unserved."""
 from __future__ import annotations
 
 import asyncio
+import threading
 import uuid
 from typing import Any, List
 
@@ -175,3 +176,30 @@ def test_two_thousand_waits_at_once_leave_room_for_other_requests(dbos: Any) -> 
         return list(await asyncio.wait_for(asyncio.gather(*waits), 120))
 
     assert asyncio.run(main()) == [f"w{i}" for i in range(count)]
+
+
+qd_parked = threading.Event()
+qd_gate = asyncio.Event()
+
+
+@DBOS.workflow()
+async def qd_waits_on_the_callers_event() -> str:
+    qd_parked.set()
+    await qd_gate.wait()
+    return "woken"
+
+
+def test_an_async_workflow_sees_an_event_set_from_the_callers_loop(dbos: Any) -> None:
+    # DBOS's tests (test_priority_queue_async) set an asyncio.Event of their
+    # own loop while queued async workflows wait on it on the binding's loop.
+    # That set does not wake the binding's loop; with nothing else due there,
+    # the workflow waited for good.
+    DBOS.register_queue("qd_async")
+
+    async def main() -> str:
+        handle = await DBOS.enqueue_workflow_async("qd_async", qd_waits_on_the_callers_event)
+        assert await asyncio.get_running_loop().run_in_executor(None, qd_parked.wait, 30)
+        qd_gate.set()
+        return str(await asyncio.wait_for(handle.get_result(), 10))
+
+    assert asyncio.run(main()) == "woken"
