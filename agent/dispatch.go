@@ -261,6 +261,11 @@ func (a *Agent) wakePoller(key groupKey, queue string) {
 func (a *Agent) wakeQueue(queue string) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
+	a.wakeQueueLocked(queue)
+}
+
+// wakeQueueLocked is wakeQueue for a caller holding a.mu.
+func (a *Agent) wakeQueueLocked(queue string) {
 	for _, g := range a.groups {
 		if p := g.pollers[queue]; p != nil {
 			p.wakeUp()
@@ -444,22 +449,22 @@ func (p *poller) currentConfig(ctx context.Context) (sysdb.QueueConfig, error) {
 	a.mu.Unlock()
 	if zero := zeroLimit(stored); zero != "" && zero != zeroLimit(previous) {
 		// The agent refuses such a registration, but an SDK may have
-		// written it (DBOS Python accepts worker_concurrency=0): say why
-		// the queue runs nothing rather than let it stall silently.
-		a.log.Warn("the queue's stored configuration sets a limit to 0, which lets none of its workflows start here (a worker_concurrency of 0 only on workers that register none of their own)",
+		// written it: say why the queue runs nothing rather than let it
+		// stall silently.
+		a.log.Warn("the queue's stored configuration sets a limit to 0, which lets none of its workflows start",
 			zap.String("queue", p.queue), zap.String("limit", zero))
 	}
 	return stored, nil
 }
 
 // zeroLimit names the first limit of cfg that is 0, which lets nothing
-// run; "" when none is.
+// run; "" when none is. A worker_concurrency of 0 is not one of them: it
+// is a setting (DBOS's pause of dequeuing, accepted in a registration).
 func zeroLimit(cfg sysdb.QueueConfig) string {
 	for _, l := range []struct {
 		name  string
 		value *int
 	}{
-		{"worker_concurrency", cfg.WorkerConcurrency},
 		{"concurrency", cfg.Concurrency},
 		{"rate_limit_max", cfg.RateLimitMax},
 		{"partition_concurrency", cfg.PartitionConcurrency},

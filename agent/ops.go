@@ -108,7 +108,9 @@ func protocolError(s *Session, op string, err error) *protocol.Error {
 	case errors.As(err, &notFound):
 		return protocol.Errorf(protocol.CodeWorkflowNotFound, "%s", notFound.Error())
 	case errors.As(err, &conflict):
-		return protocol.Errorf(protocol.CodeWorkflowConflict, "%s", conflict.Error())
+		// The reason alone: a binding wraps it as its SDK does (DBOS Python:
+		// "Conflicting workflow invocation with the same ID (<id>): <reason>").
+		return protocol.Errorf(protocol.CodeWorkflowConflict, "%s", conflict.Reason)
 	case errors.As(err, &dedup):
 		e := protocol.Errorf(protocol.CodeDeduplicated, "%s", dedup.Error())
 		e.Data = map[string]any{"queue_name": dedup.QueueName, "deduplication_id": dedup.DeduplicationID}

@@ -149,7 +149,7 @@ func (s *Session) register(op string, workflows []protocol.WorkflowRegistration,
 		}
 	}
 	for _, q := range queues {
-		if _, ok := w.queues[q.Name]; !ok {
+		if _, ok := w.queues[q.Name]; !ok && !q.ConfigureOnly {
 			served++
 		}
 	}
@@ -175,6 +175,13 @@ func (s *Session) register(op string, workflows []protocol.WorkflowRegistration,
 		w.functions[f.Name] = f
 	}
 	for _, q := range queues {
+		if q.ConfigureOnly {
+			// Stored for the workers that serve it, not served here (and
+			// no longer, if it was): they poll it again under its limits.
+			delete(w.queues, q.Name)
+			a.wakeQueueLocked(q.Name)
+			continue
+		}
 		w.queues[q.Name] = q
 	}
 	// Every queue the worker serves is polled again now: work of the new

@@ -20,10 +20,13 @@ import (
 // (twice that with pushes) queued for it, until DefaultStallTimeout without
 // progress closes the session.
 const (
-	// DefaultMaxInFlight is high enough for a process with a thousand
-	// workflows each in a wait (a wait holds its place) and low enough that
-	// a flood of waits parks a few MiB of goroutines.
-	DefaultMaxInFlight = 1024
+	// DefaultMaxInFlight is high enough for a process with two thousand
+	// waits at once (a wait holds its place): a thousand workflows each in
+	// a wait and a parent awaiting each of them, DBOS's gather of
+	// get_result, which at 1024 left the children a few places to share
+	// and took minutes. Low enough that a flood of waits parks a few tens
+	// of MiB of goroutines at most.
+	DefaultMaxInFlight = 4096
 	// DefaultMaxRunning bounds the requests other than waits: they end by
 	// themselves, but each holds its reply until there is room for it, and
 	// a reply (list_workflows) can be large. 128 keeps a connection's step
@@ -632,7 +635,9 @@ func (s *Session) handleHello(env protocol.Envelope) error {
 			w.functions[f.Name] = f
 		}
 		for _, q := range h.Queues {
-			w.queues[q.Name] = q
+			if !q.ConfigureOnly {
+				w.queues[q.Name] = q
+			}
 		}
 		if perr := a.registerQueues(s.ctx, h.AppName, h.Queues); perr != nil {
 			perr.Message = "hello: " + perr.Message

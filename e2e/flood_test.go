@@ -156,7 +156,7 @@ func TestFloodingClientIsBoundedAndOthersAreServed(t *testing.T) {
 	agent := e.startAgent(agentOptions{binary: plainAgentBinary(t), extraArgs: []string{"--stall-timeout", "3s"}})
 	pid := agent.cmd.Process.Pid
 	c := dialClient(t, agent.socket)
-	require.EqualValues(t, 1024, c.Hello.MaxInFlight)
+	require.EqualValues(t, 4096, c.Hello.MaxInFlight)
 
 	// Workflows for list_workflows to list: each reply is about 60 KiB.
 	ctx := context.Background()

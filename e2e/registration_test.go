@@ -67,7 +67,6 @@ func TestAbsurdHelloGetsInvalidArgumentAndWritesNothing(t *testing.T) {
 	}{
 		{name: "negative concurrency", path: "hello.queues[1].concurrency", bad: protocol.QueueRegistration{Name: "b", Concurrency: intp(-1)}},
 		{name: "negative worker concurrency", path: "hello.queues[1].worker_concurrency", bad: protocol.QueueRegistration{Name: "b", WorkerConcurrency: intp(-4)}},
-		{name: "worker concurrency 0", path: "hello.queues[1].worker_concurrency", bad: protocol.QueueRegistration{Name: "b", WorkerConcurrency: intp(0)}},
 		{name: "NaN rate-limit period", path: "hello.queues[1].rate_limit_period_sec",
 			bad: protocol.QueueRegistration{Name: "b", RateLimitMax: intp(5), RateLimitPeriodSec: floatp(math.NaN())}},
 		{name: "infinite rate-limit period", path: "hello.queues[1].rate_limit_period_sec",
@@ -168,35 +167,26 @@ func TestSharedConfigurationWritesAreValidated(t *testing.T) {
 	require.Zero(t, n, "no schedule was written")
 }
 
-// TestWorkerConcurrencyZero: a registration refuses 0 (a queue that never
-// runs anything is a mistake, not a setting); a stored 0, which an SDK may
-// write, runs nothing here either, and the agent says why in its log.
+// TestWorkerConcurrencyZero: a worker_concurrency of 0 is DBOS Python's pause
+// of dequeuing, accepted as it accepts it: stored in the row, it lets neither
+// the worker that registered it nor one that subscribes by name start any of
+// the queue's workflows; a worker with a limit of its own runs them.
 func TestWorkerConcurrencyZero(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
 	agent := e.startAgent(agentOptions{})
-	ran := make(chan string, 4)
-	run := map[string]client.WorkflowFunc{"zq_wf": func(wf *client.Workflow, _ *string) (*string, error) {
-		ran <- wf.ID()
-		return str("ran"), nil
-	}}
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	_, err := client.NewWorker(ctx, agent.socket, client.WorkerConfig{AppName: "e2e", Workflows: run,
-		Queues: []protocol.QueueRegistration{{Name: "zq", WorkerConcurrency: intp(0)}}})
-	perr := requireErrCode(t, err, protocol.CodeInvalidArgument)
-	require.Contains(t, perr.Message, "hello.queues[0].worker_concurrency: must be >= 1")
-
-	// DBOS Python accepts worker_concurrency=0 (and then never dequeues
-	// the queue); here it is stored as it would store it.
-	_, err = e.commSQL().Exec(context.Background(), "INSERT INTO "+e.commTable("queues")+
-		" (name, worker_concurrency, application_name) VALUES ('zq', 0, 'e2e')")
-	require.NoError(t, err)
+	ran, run := recordingWorkflow("zq_wf")
 	clock := startClock(t, agent.socket)
+	qWorker(t, agent.socket, client.WorkerConfig{AppName: "e2e", Workflows: run,
+		Queues: []protocol.QueueRegistration{{Name: "zq", WorkerConcurrency: intp(0)}}})
+	var stored *int
+	require.NoError(t, e.commSQL().QueryRow(context.Background(),
+		"SELECT worker_concurrency FROM "+e.commTable("queues")+" WHERE name = 'zq'").Scan(&stored))
+	require.NotNil(t, stored)
+	require.Equal(t, 0, *stored)
 	qWorker(t, agent.socket, client.WorkerConfig{AppName: "e2e", Workflows: run, Queues: []protocol.QueueRegistration{{Name: "zq"}}})
 	c := dialClient(t, agent.socket)
 	enqueue(t, c, protocol.StartWorkflow{WorkflowID: "zq-1", Name: "zq_wf", QueueName: "zq"})
-	agent.waitForLog(t, `"limit":"worker_concurrency"`)
 	clock.waitTicks(t, 2)
 	require.Equal(t, "ENQUEUED", getWorkflow(t, c, "zq-1").Status)
 	require.Empty(t, ran)
@@ -206,6 +196,50 @@ func TestWorkerConcurrencyZero(t *testing.T) {
 		Queues: []protocol.QueueRegistration{{Name: "zq", WorkerConcurrency: intp(1)}}})
 	require.Equal(t, "SUCCESS", awaitResult(t, c, "zq-1").Status)
 	require.Equal(t, "zq-1", recv(t, ran, "the run"))
+}
+
+// TestConfigureOnlyQueueIsStoredNotServed: a registration marked
+// configure_only (DBOS's listen_queues leaving a declared queue out) writes
+// the queue's row but does not serve it, in a hello and in a later register
+// that takes back a queue the worker served.
+func TestConfigureOnlyQueueIsStoredNotServed(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	agent := e.startAgent(agentOptions{})
+	ran, run := recordingWorkflow("cq_wf")
+	clock := startClock(t, agent.socket)
+	w := qWorker(t, agent.socket, client.WorkerConfig{AppName: "e2e", Workflows: run, Queues: []protocol.QueueRegistration{
+		{Name: "cq_stored", Concurrency: intp(3), ConfigureOnly: true}, {Name: "cq_taken_back"}}})
+	var concurrency *int
+	require.NoError(t, e.commSQL().QueryRow(context.Background(),
+		"SELECT concurrency FROM "+e.commTable("queues")+" WHERE name = 'cq_stored'").Scan(&concurrency))
+	require.NotNil(t, concurrency)
+	require.Equal(t, 3, *concurrency)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	require.NoError(t, w.Register(ctx, nil, []protocol.QueueRegistration{{Name: "cq_taken_back", ConfigureOnly: true}}))
+	c := dialClient(t, agent.socket)
+	enqueue(t, c, protocol.StartWorkflow{WorkflowID: "cq-1", Name: "cq_wf", QueueName: "cq_stored"})
+	enqueue(t, c, protocol.StartWorkflow{WorkflowID: "cq-2", Name: "cq_wf", QueueName: "cq_taken_back"})
+	clock.waitTicks(t, 2)
+	require.Equal(t, "ENQUEUED", getWorkflow(t, c, "cq-1").Status)
+	require.Equal(t, "ENQUEUED", getWorkflow(t, c, "cq-2").Status)
+	require.Empty(t, ran)
+
+	qWorker(t, agent.socket, client.WorkerConfig{AppName: "e2e", Workflows: run, Queues: []protocol.QueueRegistration{
+		{Name: "cq_stored"}, {Name: "cq_taken_back"}}})
+	require.Equal(t, "SUCCESS", awaitResult(t, c, "cq-1").Status)
+	require.Equal(t, "SUCCESS", awaitResult(t, c, "cq-2").Status)
+}
+
+// recordingWorkflow is a workflow function of that name that sends the id
+// of each run it makes on ran.
+func recordingWorkflow(name string) (ran chan string, run map[string]client.WorkflowFunc) {
+	ran = make(chan string, 4)
+	return ran, map[string]client.WorkflowFunc{name: func(wf *client.Workflow, _ *string) (*string, error) {
+		ran <- wf.ID()
+		return str("ran"), nil
+	}}
 }
 
 // TestHelloWithAQueueOwnedElsewhereWritesNothing: the queues of one hello

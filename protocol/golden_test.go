@@ -336,7 +336,7 @@ func vectorDefs() []vectorDef {
 		{name: "error_version_mismatch", description: "hello with no version in common; the connection closes after it.",
 			kind: KindResponse, id: 1, replyTo: OpHello, err: &Error{Code: CodeVersionMismatch, Message: "the agent speaks protocol versions 1 to 1, the peer 7 to 9"}},
 		{name: "error_hello_invalid_argument", description: "A hello with a registration that breaks a rule: the message names the field's path; nothing was written, the connection stays open and hello may be sent again.",
-			kind: KindResponse, id: 1, replyTo: OpHello, err: &Error{Code: CodeInvalidArgument, Message: "hello.queues[0].worker_concurrency: must be >= 1 (omit it for no limit)"}},
+			kind: KindResponse, id: 1, replyTo: OpHello, err: &Error{Code: CodeInvalidArgument, Message: "hello.queues[0].concurrency: must be >= 1 (omit it for no limit)"}},
 		{name: "error_handshake_needed", description: "A request before hello.",
 			kind: KindResponse, id: 1, replyTo: OpPing, err: &Error{Code: CodeHandshakeNeeded, Message: "the first request must be hello"}},
 		{name: "error_unknown_op", description: "An op this agent does not know; the connection stays open.",
@@ -404,6 +404,10 @@ func vectorDefs() []vectorDef {
 			kind: KindRequest, id: 73, op: OpRegister, message: "Register", body: &Register{
 				Workflows: []WorkflowRegistration{{Name: "Billing.refund", ClassName: "Billing", MaxRecoveryAttempts: 5}},
 				Queues:    []QueueRegistration{{Name: "refunds", WorkerConcurrency: intp(4)}},
+			}},
+		{name: "register_configure_only", description: "A worker that listens to some queues only (DBOS.listen_queues) declares another one: its row is written (paused with a worker concurrency of 0 for every worker that sets none), but this worker does not serve it.",
+			kind: KindRequest, id: 76, op: OpRegister, message: "Register", body: &Register{
+				Queues: []QueueRegistration{{Name: "exports", WorkerConcurrency: intp(0), ConfigureOnly: true}},
 			}},
 		{name: "register_reply", description: "Registered: from now on the agent dispatches runs of Billing.refund and of the queue refunds to this worker, as if its hello had announced them. An empty map.",
 			kind: KindResponse, id: 73, replyTo: OpRegister, message: "Empty", body: Empty{}},

@@ -121,6 +121,11 @@ type QueueRegistration struct {
 	PartitionRateLimitMax       *int     `msgpack:"partition_rate_limit_max,omitempty"`
 	PartitionRateLimitPeriodSec *float64 `msgpack:"partition_rate_limit_period_sec,omitempty"`
 	PollingIntervalSec          float64  `msgpack:"polling_interval_sec,omitempty"`
+	// ConfigureOnly writes the queue's row as the registration says but
+	// leaves the queue unserved by this worker (DBOS's listen_queues names
+	// the queues a process dequeues; the others it declares are stored
+	// all the same).
+	ConfigureOnly bool `msgpack:"configure_only,omitempty"`
 }
 
 // HelloReply accepts a connection.

@@ -210,7 +210,11 @@ func validateQueues(path string, queues []QueueRegistration) error {
 // validate applies the zero/absent rule of the queue options: an absent
 // limit is no limit, and a present one must allow something, so 0 is
 // refused (a queue that can never run anything is a mistake, not a
-// setting). The bounds between the limits are DBOS Python's.
+// setting), except worker_concurrency: 0 there is DBOS Python's way to
+// pause dequeuing on the workers it applies to (DBOS accepts it, and its
+// workers then take none of the queue's workflows) while other processes
+// may still run them under their own. The bounds between the limits are
+// DBOS Python's.
 func (q *QueueRegistration) validate(path string) error {
 	if err := checkName(path+".name", q.Name, MaxNameBytes, true); err != nil {
 		return err
@@ -221,18 +225,19 @@ func (q *QueueRegistration) validate(path string) error {
 	for _, l := range []struct {
 		field string
 		value *int
+		min   int
 	}{
-		{"worker_concurrency", q.WorkerConcurrency},
-		{"concurrency", q.Concurrency},
-		{"rate_limit_max", q.RateLimitMax},
-		{"partition_concurrency", q.PartitionConcurrency},
-		{"partition_worker_concurrency", q.PartitionWorkerConcurrency},
-		{"partition_rate_limit_max", q.PartitionRateLimitMax},
+		{"worker_concurrency", q.WorkerConcurrency, 0},
+		{"concurrency", q.Concurrency, 1},
+		{"rate_limit_max", q.RateLimitMax, 1},
+		{"partition_concurrency", q.PartitionConcurrency, 1},
+		{"partition_worker_concurrency", q.PartitionWorkerConcurrency, 1},
+		{"partition_rate_limit_max", q.PartitionRateLimitMax, 1},
 	} {
 		if l.value == nil {
 			continue
 		}
-		if err := checkCount(path+"."+l.field, *l.value, 1); err != nil {
+		if err := checkCount(path+"."+l.field, *l.value, l.min); err != nil {
 			return err
 		}
 	}

@@ -40,7 +40,6 @@ func TestHelloValidate(t *testing.T) {
 		mod        func(*Hello)
 	}{
 		{"negative worker concurrency", "hello.queues[0].worker_concurrency", queue(func(q *QueueRegistration) { q.WorkerConcurrency = intp(-1) })},
-		{"zero worker concurrency", "hello.queues[0].worker_concurrency", queue(func(q *QueueRegistration) { q.WorkerConcurrency = intp(0) })},
 		{"zero concurrency", "hello.queues[0].concurrency", queue(func(q *QueueRegistration) { q.Concurrency = intp(0) })},
 		{"negative concurrency", "hello.queues[0].concurrency", queue(func(q *QueueRegistration) { q.Concurrency = intp(-5) })},
 		{"concurrency past int32", "hello.queues[0].concurrency", queue(func(q *QueueRegistration) { q.Concurrency = intp(math.MaxInt32 + 1) })},
@@ -121,8 +120,13 @@ func TestRequestValidate(t *testing.T) {
 	}{
 		{"register_queues", &RegisterQueues{Queues: []QueueRegistration{{Name: "late", Concurrency: intp(1)}}}, OpRegisterQueues, ""},
 		{"register_queues with none", &RegisterQueues{}, OpRegisterQueues, "register_queues.queues"},
-		{"register_queues worker concurrency 0", &RegisterQueues{Queues: []QueueRegistration{{Name: "a"}, {Name: "b", WorkerConcurrency: intp(0)}}},
+		{"register_queues worker concurrency -1", &RegisterQueues{Queues: []QueueRegistration{{Name: "a"}, {Name: "b", WorkerConcurrency: intp(-1)}}},
 			OpRegisterQueues, "register_queues.queues[1].worker_concurrency"},
+		// DBOS's pause-dequeue idiom: this worker takes none of the queue's workflows.
+		{"register_queues worker concurrency 0", &RegisterQueues{Queues: []QueueRegistration{{Name: "a"}, {Name: "b", WorkerConcurrency: intp(0)}}},
+			OpRegisterQueues, ""},
+		{"partition worker concurrency above a zero worker concurrency", &RegisterQueues{Queues: []QueueRegistration{{Name: "b", WorkerConcurrency: intp(0), PartitionWorkerConcurrency: intp(1)}}},
+			OpRegisterQueues, "register_queues.queues[0].partition_worker_concurrency"},
 		{"register", &Register{Workflows: []WorkflowRegistration{{Name: "late", ClassName: "Orders", MaxRecoveryAttempts: 5}}, Queues: []QueueRegistration{{Name: "q"}}}, OpRegister, ""},
 		{"register workflows only", &Register{Workflows: []WorkflowRegistration{{Name: "late"}}}, OpRegister, ""},
 		{"register queues only", &Register{Queues: []QueueRegistration{{Name: "q", WorkerConcurrency: intp(2)}}}, OpRegister, ""},

@@ -19,14 +19,15 @@ func (e *NotFoundError) Error() string {
 }
 
 // ConflictingWorkflowError says a workflow id is taken by a row that differs
-// from the request in name, class, config or queue.
+// from the request in name, class, config or queue. Reason says how, in
+// DBOS Python's words where DBOS has them.
 type ConflictingWorkflowError struct {
 	WorkflowID string
 	Reason     string
 }
 
 func (e *ConflictingWorkflowError) Error() string {
-	return fmt.Sprintf("workflow %s already exists with different attributes: %s", e.WorkflowID, e.Reason)
+	return fmt.Sprintf("workflow %s: %s", e.WorkflowID, e.Reason)
 }
 
 // WorkflowIDInUseError says an insert with RejectExisting found its id

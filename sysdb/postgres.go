@@ -369,17 +369,20 @@ func (p *Postgres) readInsertBatch(br pgx.BatchResults, in WorkflowInsertParams,
 }
 
 // insertConflict says how an existing row differs from an insert request in
-// what identifies the workflow's code, or "" when it does not.
+// what identifies the workflow's code, or "" when it does not. The words are
+// DBOS Python's (its callers match on them); a different queue, which DBOS
+// only warns about, is refused here, so that a start never silently lands
+// on another queue than the one asked for.
 func insertConflict(in WorkflowInsertParams, stored WorkflowInsertResult, className, configName *string) string {
 	switch {
 	case stored.Name != in.Name:
-		return fmt.Sprintf("stored name %q, requested %q", stored.Name, in.Name)
+		return fmt.Sprintf("Workflow already exists with a different function name: %s, but the provided function name is: %s", stored.Name, in.Name)
 	case in.ClassName != nil && deref(className) != *in.ClassName:
-		return fmt.Sprintf("stored class %q, requested %q", deref(className), *in.ClassName)
+		return fmt.Sprintf("Workflow already exists with a different class name: %s, but the provided class name is: %s", deref(className), *in.ClassName)
 	case in.ConfigName != nil && deref(configName) != *in.ConfigName:
-		return fmt.Sprintf("stored config %q, requested %q", deref(configName), *in.ConfigName)
+		return fmt.Sprintf("Workflow already exists with a different config name: %s, but the provided config name is: %s", deref(configName), *in.ConfigName)
 	case in.QueueName != nil && stored.QueueName != nil && *stored.QueueName != *in.QueueName:
-		return fmt.Sprintf("stored queue %q, requested %q", *stored.QueueName, *in.QueueName)
+		return fmt.Sprintf("Workflow already exists in queue: %s, but the provided queue name is: %s", *stored.QueueName, *in.QueueName)
 	}
 	return ""
 }

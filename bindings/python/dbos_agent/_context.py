@@ -107,8 +107,11 @@ class SetWorkflowID(_Setting):
         self._exit(_assigned_id)
 
 
+# Outside any SetWorkflowTimeout block: a child keeps its parent's deadline.
+_NO_TIMEOUT_BLOCK = -1
+
 _workflow_timeout: "contextvars.ContextVar[Optional[int]]" = contextvars.ContextVar(
-    "dbos_agent_workflow_timeout", default=None
+    "dbos_agent_workflow_timeout", default=_NO_TIMEOUT_BLOCK
 )
 
 
@@ -189,7 +192,15 @@ def current_attributes() -> Optional[Dict[str, Any]]:
 
 def current_timeout_ms() -> Optional[int]:
     """The timeout SetWorkflowTimeout set for the next workflow, if any."""
-    return _workflow_timeout.get() or None
+    timeout = _workflow_timeout.get()
+    return timeout if timeout is not None and timeout > 0 else None
+
+
+def in_timeout_block() -> bool:
+    """Whether a SetWorkflowTimeout block encloses the caller: its workflows
+    take that timeout (None: none) instead of their parent's deadline, as
+    DBOS's ignore_propagated_deadline has it."""
+    return _workflow_timeout.get() != _NO_TIMEOUT_BLOCK
 
 
 def take_assigned_id() -> Optional[str]:

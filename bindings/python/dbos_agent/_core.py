@@ -56,6 +56,7 @@ from ._error import (
     DBOSException,
     DBOSMaxStepRetriesExceeded,
     DBOSNonExistentWorkflowError,
+    DBOSQueueDeduplicatedError,
     DBOSUnexpectedStepError,
     DBOSWorkflowCancelledError,
     DBOSWorkflowConflictIDError,
@@ -612,10 +613,13 @@ class Engine:
         timeout_ms: Optional[int] = None,
         attributes: Optional[Dict[str, Any]] = None,
         parent: "Optional[ParentStep]" = None,
+        inherit_deadline: bool = True,
     ) -> Dict[str, Any]:
         """The start_workflow request. A started workflow's deadline is now
         plus its timeout; an enqueued one gets its deadline when dequeued. A
-        child without a timeout of its own keeps its parent's deadline."""
+        child without a timeout of its own keeps its parent's deadline,
+        unless ``inherit_deadline`` is false (a SetWorkflowTimeout block,
+        even of None, sets the child's timeout instead, as in DBOS)."""
         if enqueue is not None:
             if queue_name is None:
                 given = enqueue.enqueue_only_options()
@@ -644,7 +648,7 @@ class Engine:
             body["timeout_ms"] = timeout_ms
             if queue_name is None:
                 body["deadline_epoch_ms"] = now + timeout_ms
-        elif parent is not None and parent.run.deadline_epoch_ms:
+        elif inherit_deadline and parent is not None and parent.run.deadline_epoch_ms:
             body["deadline_epoch_ms"] = parent.run.deadline_epoch_ms
         if parent is not None:
             body["parent"] = parent.wire()
@@ -660,6 +664,10 @@ class Engine:
                 body["delay_ms"] = max(enqueue.delay_until_epoch_ms - now, 0)
             if enqueue.duplication_policy == "return-existing":
                 body["deduplication_policy"] = proto.DEDUP_RETURN_EXISTING
+        elif enqueue is not None and enqueue.app_version is not None:
+            # Without a queue too, as DBOS stamps it: the version decides
+            # which workers may run (and recover) the workflow.
+            body["app_version"] = enqueue.app_version
         return body
 
     # -- queues, delays, debounce, schedules and versions
@@ -1105,13 +1113,13 @@ def record_op(run: WorkflowRun, body: Dict[str, Any]) -> "Op[None]":
 
 def start_request_op(engine: Engine, body: Dict[str, Any], parent: "Optional[ParentStep]") -> "Op[Tuple[Dict[str, Any], int]]":
     """Start a workflow (``Start``). A child's start rejected by its id's
-    reuse policy is recorded as the parent's step, as DBOS records it: a
-    replay raises it again."""
+    reuse policy or by its deduplication id is recorded as the parent's
+    step, as DBOS records it: a replay raises it again."""
     started = _now_ms()
     try:
         answer: Tuple[Dict[str, Any], int] = yield Start(body, parent)
         return answer
-    except DBOSWorkflowIDInUseError as err:
+    except (DBOSWorkflowIDInUseError, DBOSQueueDeduplicatedError) as err:
         if parent is not None:
             yield record_call(parent.run, _record_body(parent.run, parent.function_id, body["name"], started, None, err, engine.serializer))
         raise

@@ -89,6 +89,7 @@ from ._error import (
     DBOSWorkflowFunctionNotFoundError,
 )
 from ._executor import RunExecutor, executor_cap
+from ._loop_wake import keep_waking
 from ._management import StepStatus
 from ._management import asyncio_wait as _asyncio_wait
 from ._management import step_status as _step_status
@@ -388,6 +389,7 @@ class DBOS(ops.SharedOperations, DBOSExtras):
         def run_loop() -> None:
             asyncio.set_event_loop(loop)
             loop.call_soon(started.set)
+            keep_waking(loop)
             loop.run_forever()
 
         self._loop_thread = threading.Thread(target=run_loop, name="dbos-agent-event-loop", daemon=True)
@@ -466,7 +468,7 @@ class DBOS(ops.SharedOperations, DBOSExtras):
         # Decided before it is sent, so that a hello built meanwhile carries it.
         q._registered = reg
         try:
-            _announcer.announce(queues=[reg])
+            _announcer.announce(queues=[_listened.form(reg)])
         except BaseException:
             q._registered = None
             raise
@@ -519,8 +521,8 @@ class DBOS(ops.SharedOperations, DBOSExtras):
                 _classes.clear()
                 _queues.clear()
                 _scheduled.clear()
-                _listened.clear()
                 dsrc.forget_datasources()
+            _listened.names = None  # the instance's setting, as in DBOS
             for q in _queues.values():
                 q._registered = None  # a new launch decides again
         tracing.teardown_logs()
@@ -784,16 +786,18 @@ class DBOS(ops.SharedOperations, DBOSExtras):
 
     @classmethod
     def listen_queues(cls, queues: Sequence[str]) -> None:
-        """Serve these queues, configured elsewhere (by another process or
-        SDK), by name. Call it before launch. (Queues declared in this
-        process are served whether listed or not.)"""
+        """Dequeue only these queues (and the internal one), by name, as
+        DBOS Python does: a queue configured elsewhere (by another process
+        or SDK) is served by naming it; a queue declared here but not named
+        is stored for the processes that serve it, not served here. Call it
+        before launch, once per DBOS instance."""
         with _registry._instance_lock:
             inst = _registry._instance
             if inst is not None and inst._launched:
                 raise DBOSException("listen_queues called after DBOS is launched")
-            if _listened:
+            if _listened.names is not None:
                 raise DBOSException("listen_queues called more than once")
-            _listened.extend(queues)
+            _listened.names = list(queues)
 
     @classmethod
     def enqueue_workflow(cls, queue_name: str, func: Callable[..., R], *args: Any, **kwargs: Any) -> "WorkflowHandle[R]":

@@ -30,8 +30,30 @@ _workflows: Dict[str, WorkflowRegistration] = {}
 _queues: Dict[str, "Queue"] = {}
 # @DBOS.scheduled workflows, by name: their schedules are written at launch.
 _scheduled: Dict[str, WorkflowRegistration] = {}
-# DBOS.listen_queues: queues configured elsewhere that this process serves.
-_listened: List[str] = []
+
+
+class _Listening:
+    """DBOS.listen_queues of the current DBOS instance: the queues this
+    process dequeues (besides the internal queue), or None when it was not
+    called (then it serves every queue it declares). As in DBOS it is the
+    instance's setting: a destroyed DBOS takes it with it."""
+
+    def __init__(self) -> None:
+        self.names: Optional[List[str]] = None
+
+    def serves(self, name: str) -> bool:
+        return self.names is None or name in self.names
+
+    def form(self, registration: Dict[str, Any]) -> Dict[str, Any]:
+        """A declared queue's registration as sent: one this process does
+        not listen to is stored all the same, for the processes that do,
+        but not served here (configure_only)."""
+        if self.serves(registration["name"]):
+            return registration
+        return {**registration, "configure_only": True}
+
+
+_listened = _Listening()
 # The process's DBOS instance (DBOS(config=...) makes it; destroy drops it).
 _instance: Optional["DBOS"] = None
 _instance_lock = threading.RLock()
@@ -105,8 +127,8 @@ def _forget_queue(name: str) -> None:
     finds it, and no later handshake registers it again."""
     with _instance_lock:
         _queues.pop(name, None)
-        if name in _listened:
-            _listened.remove(name)
+        if _listened.names is not None and name in _listened.names:
+            _listened.names.remove(name)
     _announcer.forget_queue(name)
 
 
@@ -188,13 +210,15 @@ def _announce_workflow(reg: WorkflowRegistration) -> None:
 def _hello_queues() -> List[Dict[str, Any]]:
     """The queues a handshake registers: every declared queue in the form
     decided for it (queues still to be decided after the handshake are left
-    out), and the queues named in DBOS.listen_queues, by name."""
+    out), and the queues named in DBOS.listen_queues, by name. With
+    listen_queues, a declared queue it does not name is stored but not
+    served (as DBOS Python dequeues only the queues named there)."""
     regs: List[Dict[str, Any]] = []
     for q in list(_queues.values()):
         form = q._hello_form()
         if form is not None:
-            regs.append(form)
-    for name in _listened:
+            regs.append(_listened.form(form))
+    for name in _listened.names or ():
         if name not in _queues:
             regs.append({"name": name})
     return regs

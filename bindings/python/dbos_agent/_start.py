@@ -20,6 +20,7 @@ from ._context import (
     current_attributes,
     current_ctx,
     current_timeout_ms,
+    in_timeout_block,
     take_assigned,
     validate_duplication_policy,
     validate_priority,
@@ -78,6 +79,7 @@ def _prepare(
         timeout_ms=current_timeout_ms(),
         attributes=current_attributes(),
         parent=parent,
+        inherit_deadline=not in_timeout_block(),
     )
     body.update(auth.start_fields(assumed))
     body["app_id"] = dbos_app_id()
