@@ -74,6 +74,7 @@ from ._core import (
     run_step_async,
     run_step_config,
     run_step_sync,
+    run_sync_step_async,
     wait_first,
     wait_first_async,
 )
@@ -385,6 +386,10 @@ class DBOS(ops.SharedOperations, DBOSExtras):
         self._loop_thread.start()
         started.wait()
         self._engine.background_loop = loop
+        try:
+            self._engine.main_loop = asyncio.get_running_loop()
+        except RuntimeError:
+            self._engine.main_loop = None  # launched outside a loop
         link = AgentLink(
             self._socket, self._hello, self._on_push, self._on_connected, self._on_lost, trusted_uids=self._trusted_uids
         )
@@ -529,6 +534,7 @@ class DBOS(ops.SharedOperations, DBOSExtras):
         loop = inst._engine.background_loop
         if loop is not None:
             loop.call_soon_threadsafe(loop.stop)
+        inst._engine.main_loop = None
         inst._launched = False
 
     # ------------------------------------------------------------------
@@ -883,8 +889,7 @@ class DBOS(ops.SharedOperations, DBOSExtras):
         inst = _dbos()
         config = run_step_config("DBOS.run_step", dbos_step_options, func)
         if inspect.iscoroutinefunction(func):
-            loop = inst._engine.background_loop
-            assert loop is not None
+            loop = inst._engine.target_loop()
             # The coroutine's task starts from a copy of this context: it
             # runs in the calling workflow.
             return asyncio.run_coroutine_threadsafe(run_step_async(config, func, args, kwargs), loop).result()
@@ -903,7 +908,7 @@ class DBOS(ops.SharedOperations, DBOSExtras):
         config = run_step_config("DBOS.run_step_async", dbos_step_options, func)
         if inspect.iscoroutinefunction(func):
             return await run_step_async(config, func, args, kwargs)
-        return await asyncio.to_thread(run_step_sync, config, func, args, kwargs)
+        return await run_sync_step_async(config, func, args, kwargs)
 
     @classmethod
     def wait_first(

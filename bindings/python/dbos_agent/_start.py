@@ -122,7 +122,8 @@ def call_op(engine: Engine, reg: WorkflowRegistration, args: Tuple[Any, ...], kw
                 return (yield from engine.execute_op(run, reg, args, kwargs))
             except _STOPPED:
                 pass
-    return (yield from get_result_op(engine, current_ctx(), wid))
+    # The start above made (or found) the row: a missing one fails fast.
+    return (yield from get_result_op(engine, current_ctx(), wid, wait_for_creation=False))
 
 
 def _child_op(
@@ -137,7 +138,7 @@ def _child_op(
         output = yield from engine.execute_op(run, reg, args, kwargs)
     except _STOPPED:
         # The child stopped here: wait for the outcome that stands.
-        return (yield from await_result_op(engine, run.workflow_id, parent, fid))
+        return (yield from await_result_op(engine, run.workflow_id, parent, fid, wait_for_creation=False))
     except Exception as e:
         yield record_call(parent, child_outcome_body(engine, parent, fid, run.workflow_id, started, None, e))
         raise
