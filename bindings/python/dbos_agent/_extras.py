@@ -9,6 +9,7 @@ import uuid
 from typing import TYPE_CHECKING, Any, Callable, Dict, List, Optional, Type, TypeVar
 
 from . import _auth as auth
+from . import _classes
 from . import _registry
 from . import _reservation as reservation
 from ._context import current_ctx
@@ -63,8 +64,16 @@ class DBOSExtras:
     @classmethod
     def default_required_roles(cls, roles: List[str]) -> Callable[[Type[T]], Type[T]]:
         """The roles every workflow of the decorated class requires, unless
-        one names its own with ``required_roles``."""
-        return auth.default_required_roles(roles)
+        one names its own with ``required_roles``. As in DBOS Python, it
+        registers the class (as ``@DBOS.dbos_class()`` would), so its
+        instance and class methods can be workflows without that decorator."""
+        set_roles = auth.default_required_roles(roles)
+
+        def register(target: Type[T]) -> Type[T]:
+            _classes.register_class(target, _classes.get_or_create_class_info(target))
+            return set_roles(target)
+
+        return register
 
     @_classproperty
     def authenticated_roles(cls) -> Optional[List[str]]:
