@@ -232,6 +232,10 @@ class WorkflowRun:
         # The data sources its transactions used (_datasource.py): their
         # checkpoints are dropped once its outcome is recorded.
         self.datasources: List[Any] = []
+        # Set once its body has returned here: a task the body left behind
+        # that still holds its context is no longer in the workflow (DBOS
+        # Python clears the workflow from such a context).
+        self.ended = False
 
     def next_function_id(self) -> int:
         with self._lock:
@@ -799,6 +803,7 @@ class Engine:
                     yield Local(ds.drop_completed_checkpoints, run.workflow_id)
             return self._finished(run, reply, output, error)
         finally:
+            run.ended = True
             span.end(error)
             scope.close()
             _workflow_attributes.reset(attributes_token)

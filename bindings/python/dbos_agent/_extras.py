@@ -14,6 +14,7 @@ from . import _registry
 from . import _reservation as reservation
 from ._context import current_ctx
 from ._error import DBOSException, DBOSNotSupportedError
+from ._facade import check_no_running_loop
 from ._tracing import DBOSTracer, dbos_tracer
 
 if TYPE_CHECKING:
@@ -187,7 +188,7 @@ class DBOSExtras:
         example from another task). Must be called from workflow code, not
         from a step; run the reservation with ``run`` or ``run_async``."""
         ctx = current_ctx()
-        if ctx is None or ctx.step_id is not None:
+        if ctx is None or ctx.step_id is not None or ctx.run.ended:
             raise DBOSException("DBOS.reserve_step must be called from a workflow, outside any step or transaction")
         reserved = StepReservation(ctx.run, ctx.run.next_function_id())
         reserved._steps = cls  # DBOS, whose run_step runs it
@@ -216,7 +217,7 @@ class StepReservation:
         if self._steps is None:
             raise DBOSException("A step reservation is made with DBOS.reserve_step()")
         ctx = current_ctx()
-        if ctx is None or ctx.step_id is not None or ctx.run.workflow_id != self._run.workflow_id:
+        if ctx is None or ctx.step_id is not None or ctx.run.ended or ctx.run.workflow_id != self._run.workflow_id:
             raise DBOSException(
                 f"Step {self._function_id} was reserved in workflow {self._run.workflow_id} "
                 "and must be run from that workflow, outside any step"
@@ -225,7 +226,9 @@ class StepReservation:
 
     def run(self, dbos_step_options: Optional[Dict[str, Any]], func: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
         """Run ``func`` as a step at the reserved step id and checkpoint it
-        (``DBOS.run_step`` at that id)."""
+        (``DBOS.run_step`` at that id). Refused on a thread that runs an
+        event loop before the reservation is used up, as in DBOS."""
+        check_no_running_loop("run")
         self._claim()
         token = reservation.hold(self._run, self._function_id)
         try:

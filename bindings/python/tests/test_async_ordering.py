@@ -1,8 +1,9 @@
 """Async workflows under concurrency, as DBOS Python runs them: steps that
 tasks of one workflow start together are numbered in the order they were
-called, a wait for a workflow that does not exist yet waits for it, and a
-DBOS launched from inside an event loop runs its queued async workflows on
-that loop. Against the real agent."""
+called, a wait for a workflow that does not exist yet waits for it, a
+step reservation runs only from its workflow while it runs, and a DBOS
+launched from inside an event loop runs its queued async workflows on that
+loop. Against the real agent."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ import asyncio
 import threading
 from typing import Any, List
 
-from dbos_agent import DBOS, Queue, SetWorkflowID
+from dbos_agent import DBOS, DBOSException, Queue, SetWorkflowID
 
 from conftest import AgentEnv, new_id
 
@@ -102,6 +103,54 @@ def test_get_result_waits_for_a_workflow_not_created_yet(dbos: Any) -> None:
         DBOS.start_workflow(awaited_later_workflow, "there")
     waiter.join(WAIT)
     assert got == ["there"]
+
+
+orphans: List["asyncio.Task[Any]"] = []
+gates: List[asyncio.Event] = []
+
+
+@DBOS.workflow()
+async def reservation_misuse_workflow() -> List[Any]:
+    out: List[Any] = []
+    reserved = DBOS.reserve_step()
+    # A sync run on the loop's thread is refused, and uses nothing up.
+    try:
+        reserved.run(None, lambda: None)
+    except RuntimeError as e:
+        out.append(str(e))
+    out.append(await reserved.run_async({"name": "reserved_sync"}, lambda: DBOS.step_id))
+
+    async def run_late(late: Any) -> Any:
+        await gates[0].wait()
+        return await late.run_async(None, lambda: "ran")
+
+    # A task the workflow leaves behind, holding a reservation of it.
+    orphans.append(asyncio.create_task(run_late(DBOS.reserve_step())))
+    return out
+
+
+def test_a_reservation_is_run_async_on_a_loop_and_only_while_its_workflow_runs(dbos: Any) -> None:
+    async def main() -> None:
+        gate = asyncio.Event()
+        gates[:] = [gate]
+        wid = new_id("reserve-misuse")
+        with SetWorkflowID(wid):
+            assert await reservation_misuse_workflow() == [
+                "run() was called while an event loop is running. Use await run_async(...) instead.",
+                1,
+            ]
+        gate.set()
+        try:
+            await orphans[0]
+            raise AssertionError("the orphaned reservation ran")
+        except DBOSException as e:
+            assert str(e) == (
+                f"DBOS Error: Step 2 was reserved in workflow {wid} and must be run from that workflow, outside any step"
+            )
+        steps = await DBOS.list_workflow_steps_async(wid)
+        assert [(s["function_id"], s["function_name"]) for s in steps] == [(1, "reserved_sync")]
+
+    asyncio.run(main())
 
 
 def test_launched_in_a_loop_runs_queued_async_workflows_there(agent_env: AgentEnv) -> None:
