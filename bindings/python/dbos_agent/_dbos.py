@@ -236,6 +236,17 @@ def _apply_schedules(scope: Scope, /, schedules: List[ScheduleInput]) -> "Op[Non
     return ops.apply_schedule_messages(scope, messages)
 
 
+def _name_for_tooling(name: str, func: Callable[..., Any]) -> None:
+    """The registered name on the function, under the attribute DBOS Python
+    sets (``dbos_function_name``), which tooling written against DBOS reads
+    to name a workflow or step (an EnqueueOptions' ``workflow_name``). The
+    decorator's wrapper copies it from ``func`` (functools.wraps)."""
+    try:
+        func.dbos_function_name = name  # type: ignore[attr-defined]
+    except (AttributeError, TypeError):
+        pass  # a builtin or bound method: nothing to set it on
+
+
 class DBOS(ops.SharedOperations, DBOSExtras):
     """Durable workflows: decorate functions with ``@DBOS.workflow()`` and
     ``@DBOS.step()``, create ``DBOS(config=...)`` and call ``DBOS.launch()``.
@@ -560,6 +571,7 @@ class DBOS(ops.SharedOperations, DBOSExtras):
 
         def decorate(func: F) -> F:
             wf_name = name if name is not None else func.__qualname__
+            _name_for_tooling(wf_name, func)
             reg = WorkflowRegistration(func, wf_name, max_recovery_attempts, serialization_type)
             reg.validate_args = resolve_validator(validate_args, func)  # type: ignore[attr-defined]
             _declare_workflow(reg)
@@ -614,6 +626,7 @@ class DBOS(ops.SharedOperations, DBOSExtras):
         def decorate(func: F) -> F:
             step_name = name if name is not None else func.__qualname__
             check_async_only_options(step_name, func, preemptible, timeout_seconds)
+            _name_for_tooling(step_name, func)
             opts = StepConfig(
                 step_name, retries_allowed, interval_seconds, max_attempts, backoff_rate, should_retry,
                 preemptible, timeout_seconds,
