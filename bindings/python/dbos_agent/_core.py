@@ -1424,7 +1424,14 @@ def _serialize_for_record(
     try:
         return _record_body(run, fid, opts.name, started, output, error, serializer)
     except Exception as e:
-        raise DBOSException(f"step {opts.name} of workflow {run.workflow_id}: its outcome cannot be serialized: {e}") from e
+        # The serializer's own error, as DBOS Python raises it (a TypeError
+        # for what pickle refuses): callers catch it by its type. Nothing is
+        # recorded, so a later execution runs the step again.
+        note = f"step {opts.name} of workflow {run.workflow_id}: its outcome cannot be serialized"
+        logger.error("%s: %s", note, e)
+        if hasattr(e, "add_note"):
+            e.add_note(note)
+        raise
 
 
 def _step_op(

@@ -5,7 +5,7 @@ code, and the error of an outcome that cannot be serialized."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Iterator
 
 import pytest
 
@@ -34,6 +34,27 @@ def compat_enqueue_by_name(child_id: str) -> str:
             return str(DBOS.enqueue_workflow_with_options(opts, "from-parent").get_result())
     except Exception as e:
         return f"rejected:{type(e).__name__}"
+
+
+@DBOS.step()
+def compat_generator_step() -> Iterator[str]:
+    yield "never recorded"
+
+
+@DBOS.workflow()
+def compat_unserializable_workflow() -> None:
+    compat_generator_step()
+
+
+def test_a_step_outcome_that_cannot_be_serialized_raises_the_serializers_error(dbos: Any) -> None:
+    """As in DBOS Python, pickle's TypeError itself, and no step recorded."""
+    wid = new_id("compat-unserializable")
+    with pytest.raises(TypeError, match="cannot pickle 'generator' object"):
+        with SetWorkflowID(wid):
+            compat_unserializable_workflow()
+    assert DBOS.list_workflow_steps(wid) == []
+    status = DBOS.get_workflow_status(wid)
+    assert status is not None and status.status == "ERROR" and isinstance(status.error, TypeError)
 
 
 def test_the_registered_name_is_on_dbos_function_name(dbos: Any) -> None:
