@@ -62,6 +62,7 @@ from ._error import (
     map_agent_error,
 )
 from ._context import (
+    StartOptionsCleared,
     _Ctx,
     _current,
     _EnqueueOptions,
@@ -513,6 +514,9 @@ class Engine:
         # DBOS Python runs async workflows and steps submitted from outside
         # a loop there while it runs (see target_loop).
         self.main_loop: Optional[asyncio.AbstractEventLoop] = None
+        # The engine of the DBOS made after this one's was destroyed: the
+        # handles this one made act through it (see live_engine).
+        self.successor: Optional["Engine"] = None
         self._tasks: "set[asyncio.Future[Any]]" = set()
         # Where sync runs execute; DBOS replaces it with one of its
         # max_executor_threads.
@@ -1460,6 +1464,7 @@ def _step_op(
     error: Optional[BaseException] = None
     step_ctx = _Ctx(engine, run, fid)
     token = _current.set(step_ctx)
+    start_options = StartOptionsCleared()
     span = tracing.step_span(run, opts.name)
     try:
         for attempt in range(attempts):
@@ -1494,6 +1499,7 @@ def _step_op(
                 yield Pause(wait, run)
     finally:
         span.end(error)
+        start_options.close()
         _current.reset(token)
     yield record_call(run, _serialize_for_record(run, fid, opts, started, output, error, engine.serializer))
     if error is not None:
@@ -1823,6 +1829,15 @@ def child_outcome_body(
 _STOPS = (DBOSWorkflowCancelledError, DBOSWorkflowConflictIDError)
 
 
+def live_engine(engine: Engine) -> Engine:
+    """The engine a handle acts through: its own, or once its DBOS was
+    destroyed and another made, the newest, since DBOS Python's handles
+    keep working across DBOS.destroy() and a new launch."""
+    while engine.successor is not None:
+        engine = engine.successor
+    return engine
+
+
 class WorkflowHandle(Generic[R]):
     """A handle to a workflow execution: its id, its status and its result
     (waited for)."""
@@ -1830,8 +1845,12 @@ class WorkflowHandle(Generic[R]):
     def __init__(self, engine: Engine, workflow_id: str, future: "Optional[Future[R]]" = None):
         self.workflow_id = workflow_id
         self.shard_key: Optional[str] = None
-        self._engine = engine
+        self._made_by = engine
         self._future = future
+
+    @property
+    def _engine(self) -> Engine:
+        return live_engine(self._made_by)
 
     def get_workflow_id(self) -> str:
         return self.workflow_id
@@ -1863,8 +1882,12 @@ class WorkflowHandleAsync(Generic[R]):
     def __init__(self, engine: Engine, workflow_id: str, task: "Optional[asyncio.Future[R]]" = None):
         self.workflow_id = workflow_id
         self.shard_key: Optional[str] = None
-        self._engine = engine
+        self._made_by = engine
         self._task = task
+
+    @property
+    def _engine(self) -> Engine:
+        return live_engine(self._made_by)
 
     def get_workflow_id(self) -> str:
         return self.workflow_id

@@ -236,6 +236,11 @@ def _apply_schedules(scope: Scope, /, schedules: List[ScheduleInput]) -> "Op[Non
     return ops.apply_schedule_messages(scope, messages)
 
 
+# The engines of destroyed DBOS instances, until the next is made: their
+# handles then act through its engine (Engine.successor).
+_retired_engines: List[Engine] = []
+
+
 def _name_for_tooling(name: str, func: Callable[..., Any]) -> None:
     """The registered name on the function, under the attribute DBOS Python
     sets (``dbos_function_name``), which tooling written against DBOS reads
@@ -271,6 +276,9 @@ class DBOS(ops.SharedOperations, DBOSExtras):
                 inst = super().__new__(cls)
                 inst._setup(config)
                 _registry._instance = inst
+                for retired in _retired_engines:
+                    retired.successor = inst._engine
+                _retired_engines.clear()
             return _registry._instance
 
     def __init__(self, *, config: Dict[str, Any], **kwargs: Any) -> None:
@@ -521,6 +529,8 @@ class DBOS(ops.SharedOperations, DBOSExtras):
         with _registry._instance_lock:
             inst = _registry._instance
             _registry._instance = None
+            if inst is not None:
+                _retired_engines.append(inst._engine)
             if destroy_registry:
                 _workflows.clear()
                 _classes.clear()

@@ -73,6 +73,43 @@ def test_steps_started_together_are_numbered_in_call_order(dbos: Any) -> None:
     asyncio.run(main())
 
 
+@DBOS.workflow()
+async def ordering_child(value: str) -> str:
+    return value
+
+
+@DBOS.workflow()
+async def child_and_step_workflow() -> List[str]:
+    """A child called directly and a step, started at once by two tasks."""
+    tasks = [
+        asyncio.create_task(ordering_child("child")),
+        asyncio.create_task(DBOS.run_step_async({"name": "beside_the_child"}, _async_value, "step")),
+    ]
+    return list(await asyncio.gather(*tasks))
+
+
+def test_a_child_called_directly_takes_its_result_step_when_called(dbos: Any) -> None:
+    """The parent's DBOS.getResult step of a child called directly is
+    numbered with the child's start, before a step another task starts
+    while the child is being started."""
+
+    async def main() -> None:
+        wid = new_id("child-order")
+        with SetWorkflowID(wid):
+            assert await child_and_step_workflow() == ["child", "step"]
+        steps = await DBOS.list_workflow_steps_async(wid)
+        assert [(s["function_id"], s["function_name"]) for s in steps] == [
+            (1, ordering_child.__qualname__),
+            (2, "DBOS.getResult"),
+            (3, "beside_the_child"),
+        ]
+        assert steps[0]["child_workflow_id"] == steps[1]["child_workflow_id"] == f"{wid}-1"
+        forked = await DBOS.fork_workflow_async(wid, 4)
+        assert await forked.get_result() == ["child", "step"]
+
+    asyncio.run(main())
+
+
 def test_get_result_waits_for_a_workflow_not_created_yet(dbos: Any) -> None:
     """DBOS.get_result (and a handle's) on an id nothing has started yet
     waits for the workflow rather than failing, as DBOS Python does."""
