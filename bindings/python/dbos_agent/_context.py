@@ -9,7 +9,7 @@ from __future__ import annotations
 import contextvars
 import json
 import time
-from typing import TYPE_CHECKING, Any, Dict, List, Literal, Optional
+from typing import TYPE_CHECKING, Any, Dict, List, Literal, Optional, Tuple
 
 from ._error import DBOSException, DBOSNotSupportedError
 
@@ -203,6 +203,23 @@ def in_timeout_block() -> bool:
     return _workflow_timeout.get() != _NO_TIMEOUT_BLOCK
 
 
+class StartOptionsCleared:
+    """For a step's body: the Set... blocks of the workflow around it
+    (SetWorkflowID, SetWorkflowTimeout, SetWorkflowAttributes,
+    SetEnqueueOptions) are for the workflows it starts, not for the step, as
+    in DBOS Python; a workflow a step starts (or forks) takes none of them.
+    ``close`` puts them back."""
+
+    _VARS: "Tuple[contextvars.ContextVar[Any], ...]" = ()
+
+    def __init__(self) -> None:
+        self._tokens = [(var, var.set(None)) for var in self._VARS]
+
+    def close(self) -> None:
+        for var, token in reversed(self._tokens):
+            var.reset(token)
+
+
 def take_assigned_id() -> Optional[str]:
     a = take_assigned()
     return a.workflow_id if a is not None else None
@@ -303,6 +320,7 @@ def validate_duplication_policy(policy: Optional[str], queue_name: Optional[str]
 _enqueue_options: "contextvars.ContextVar[Optional[_EnqueueOptions]]" = contextvars.ContextVar(
     "dbos_agent_enqueue_options", default=None
 )
+StartOptionsCleared._VARS = (_assigned_id, _workflow_timeout, _workflow_attributes, _enqueue_options)
 
 
 class SetEnqueueOptions(_Setting):

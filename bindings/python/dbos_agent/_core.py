@@ -64,6 +64,7 @@ from ._error import (
     map_agent_error,
 )
 from ._context import (
+    StartOptionsCleared,
     _Ctx,
     _current,
     _EnqueueOptions,
@@ -234,6 +235,10 @@ class WorkflowRun:
         # The data sources its transactions used (_datasource.py): their
         # checkpoints are dropped once its outcome is recorded.
         self.datasources: List[Any] = []
+        # Set once its body has returned here: a task the body left behind
+        # that still holds its context is no longer in the workflow (DBOS
+        # Python clears the workflow from such a context).
+        self.ended = False
 
     def next_function_id(self) -> int:
         with self._lock:
@@ -507,12 +512,30 @@ class Engine:
         # start's grant travels in a reply, which may lose the race).
         self._early_cancels: Dict[str, float] = {}
         self.background_loop: Optional[asyncio.AbstractEventLoop] = None
+        # The loop running in the thread that called DBOS.launch(), if any:
+        # DBOS Python runs async workflows and steps submitted from outside
+        # a loop there while it runs (see target_loop).
+        self.main_loop: Optional[asyncio.AbstractEventLoop] = None
+        # The engine of the DBOS made after this one's was destroyed: the
+        # handles this one made act through it (see live_engine).
+        self.successor: Optional["Engine"] = None
         self._tasks: "set[asyncio.Future[Any]]" = set()
         # Where sync runs execute; DBOS replaces it with one of its
         # max_executor_threads.
         self.executor = RunExecutor(None)
 
     # -- plumbing
+
+    def target_loop(self) -> asyncio.AbstractEventLoop:
+        """Where an async run or step submitted from outside a loop goes, as
+        in DBOS Python: the loop DBOS was launched from while it runs, else
+        the background loop."""
+        main = self.main_loop
+        if main is not None and main.is_running():
+            return main
+        loop = self.background_loop
+        assert loop is not None, "DBOS is not launched"
+        return loop
 
     def _link(self) -> AgentLink:
         if self.link is None:
@@ -794,6 +817,7 @@ class Engine:
                     yield Local(ds.drop_completed_checkpoints, run.workflow_id)
             return self._finished(run, reply, output, error)
         finally:
+            run.ended = True
             span.end(error)
             scope.close()
             _workflow_attributes.reset(attributes_token)
@@ -818,8 +842,7 @@ class Engine:
                 logger.error("workflow %s: its inputs cannot be deserialized: %s", run.workflow_id, e)
                 bad_inputs = e
         if reg.is_async:
-            loop = self.background_loop
-            assert loop is not None
+            loop = self.target_loop()
 
             async def main() -> Any:
                 return await drive_async(self, self._background_op(run, reg, inputs, bad_inputs, pushed))
@@ -1415,18 +1438,27 @@ def _serialize_for_record(
     try:
         return _record_body(run, fid, opts.name, started, output, error, serializer)
     except Exception as e:
-        raise DBOSException(f"step {opts.name} of workflow {run.workflow_id}: its outcome cannot be serialized: {e}") from e
+        # The serializer's own error, as DBOS Python raises it (a TypeError
+        # for what pickle refuses): callers catch it by its type. Nothing is
+        # recorded, so a later execution runs the step again.
+        note = f"step {opts.name} of workflow {run.workflow_id}: its outcome cannot be serialized"
+        logger.error("%s: %s", note, e)
+        if hasattr(e, "add_note"):
+            e.add_note(note)
+        raise
 
 
 def _step_op(
-    ctx: _Ctx, opts: StepConfig, func: Callable[..., Any], args: Tuple[Any, ...], kwargs: Dict[str, Any], is_async: bool
+    ctx: _Ctx, opts: StepConfig, func: Callable[..., Any], args: Tuple[Any, ...], kwargs: Dict[str, Any], is_async: bool,
+    off_loop: bool = False,
 ) -> "Op[Any]":
     """A step called from workflow code: replayed when its function id is
     recorded, else attempted (with the retries its options allow, waiting
     between attempts in a way the run's stopping interrupts) and its outcome
     recorded. An async step's attempt may be supervised: cancelled when the
     run stops (``preemptible``; then nothing is recorded and a resume runs
-    it again) or at its ``timeout_seconds``."""
+    it again) or at its ``timeout_seconds``. A sync ``func`` driven on the
+    loop runs ``off_loop``, each attempt on a thread."""
     auth.check_roles(func, opts.name)  # before the step is recorded, as DBOS
     if not is_async:
         opts.check_validator(func)
@@ -1442,6 +1474,7 @@ def _step_op(
     error: Optional[BaseException] = None
     step_ctx = _Ctx(engine, run, fid)
     token = _current.set(step_ctx)
+    start_options = StartOptionsCleared()
     span = tracing.step_span(run, opts.name)
     try:
         for attempt in range(attempts):
@@ -1449,6 +1482,8 @@ def _step_op(
             try:
                 if supervised:
                     output = yield Local(_supervised_attempt, run, opts, func, args, kwargs)
+                elif off_loop:
+                    output = yield Local(asyncio.to_thread, func, *args, **kwargs)
                 else:
                     output = yield Local(func, *args, **kwargs)
                 error = None
@@ -1474,6 +1509,7 @@ def _step_op(
                 yield Pause(wait, run)
     finally:
         span.end(error)
+        start_options.close()
         _current.reset(token)
     yield record_call(run, _serialize_for_record(run, fid, opts, started, output, error, engine.serializer))
     if error is not None:
@@ -1508,6 +1544,18 @@ async def run_step_async(opts: StepConfig, func: Callable[..., Awaitable[R]], ar
     if ctx is None or ctx.step_id is not None:
         return await func(*args, **kwargs)
     return cast(R, await drive_async(ctx.engine, _step_op(ctx, opts, func, args, kwargs, True)))
+
+
+async def run_sync_step_async(opts: StepConfig, func: Callable[..., R], args: Tuple[Any, ...], kwargs: Dict[str, Any]) -> R:
+    """A sync ``func`` run as a step from async code (``DBOS.run_step_async``):
+    its function id is drawn here, on the loop, when it is called, as DBOS
+    draws it, so steps that tasks of one workflow start together are
+    numbered in the order they were called (and a replay finds each at its
+    id); only its attempts run on a thread, off the loop."""
+    ctx = _current.get()
+    if ctx is None or ctx.step_id is not None:
+        return await asyncio.to_thread(func, *args, **kwargs)
+    return cast(R, await drive_async(ctx.engine, _step_op(ctx, opts, func, args, kwargs, False, off_loop=True)))
 
 
 def run_step_config(call: str, options: Optional[StepOptions], func: Callable[..., Any]) -> StepConfig:
@@ -1566,12 +1614,24 @@ def workflow_status_op(serializer: Serializer, workflow_id: str) -> "Op[Optional
     return status_from_info(info, serializer)
 
 
-def outcome_op(engine: Engine, workflow_id: str) -> "Op[Any]":
+def _get_result_body(workflow_id: str, wait_for_creation: bool) -> Dict[str, Any]:
+    # DBOS Python waits for a workflow whose row is not there yet (a child
+    # another task is starting, a handle taken before the enqueue commits);
+    # only a caller that knows the row exists fails fast when it is gone.
+    body: Dict[str, Any] = {"workflow_id": workflow_id}
+    if wait_for_creation:
+        body["wait_for_creation"] = True
+    return body
+
+
+def outcome_op(engine: Engine, workflow_id: str, wait_for_creation: bool = True) -> "Op[Any]":
     """Wait for a workflow's outcome: its output, or its error raised. The
-    wait survives a reconnection to the agent."""
+    wait survives a reconnection to the agent. A workflow that does not
+    exist yet is waited for, as DBOS Python waits, unless
+    ``wait_for_creation`` is False (the caller started it)."""
     while True:
         try:
-            res = yield Call(proto.OP_GET_RESULT, {"workflow_id": workflow_id}, target=workflow_id)
+            res = yield Call(proto.OP_GET_RESULT, _get_result_body(workflow_id, wait_for_creation), target=workflow_id)
             break
         except DBOSAgentUnavailableError:
             if engine._link().closed:
@@ -1590,12 +1650,12 @@ def handle_status_op(serializer: Serializer, workflow_id: str) -> "Op[WorkflowSt
     return stat
 
 
-def get_result_op(engine: Engine, ctx: Optional[_Ctx], workflow_id: str) -> "Op[Any]":
+def get_result_op(engine: Engine, ctx: Optional[_Ctx], workflow_id: str, wait_for_creation: bool = True) -> "Op[Any]":
     """``get_result``: from workflow code the step DBOS.getResult, else a
     plain wait."""
     if ctx is None or ctx.step_id is not None:
-        return (yield from outcome_op(engine, workflow_id))
-    return (yield from await_result_op(engine, workflow_id, ctx.run, ctx.run.next_function_id()))
+        return (yield from outcome_op(engine, workflow_id, wait_for_creation))
+    return (yield from await_result_op(engine, workflow_id, ctx.run, ctx.run.next_function_id(), wait_for_creation))
 
 
 def list_workflows_op(serializer: Serializer, call: str, filters: Dict[str, Any], own_app: str) -> "Op[List[WorkflowStatus]]":
@@ -1675,7 +1735,7 @@ def start_position(what: str, name: str, serializer: Serializer) -> Tuple[Option
 GET_RESULT_STEP = "DBOS.getResult"
 
 
-def await_result_op(engine: Engine, workflow_id: str, run: WorkflowRun, fid: int) -> "Op[Any]":
+def await_result_op(engine: Engine, workflow_id: str, run: WorkflowRun, fid: int, wait_for_creation: bool = True) -> "Op[Any]":
     """Waiting for a workflow's outcome from workflow code: the step
     DBOS.getResult at ``fid``, recording the outcome as stored (replay
     returns it without waiting)."""
@@ -1683,7 +1743,7 @@ def await_result_op(engine: Engine, workflow_id: str, run: WorkflowRun, fid: int
     if rec is not None:
         return _replay(run, fid, rec, GET_RESULT_STEP, engine.serializer, empty_ok=True)
     started = _now_ms()
-    reply = yield Call(proto.OP_GET_RESULT, {"workflow_id": workflow_id}, run, fid, GET_RESULT_STEP, workflow_id)
+    reply = yield Call(proto.OP_GET_RESULT, _get_result_body(workflow_id, wait_for_creation), run, fid, GET_RESULT_STEP, workflow_id)
     reply.setdefault("workflow_id", workflow_id)
     status, tag = reply.get("status"), reply.get("serialization") or None
     if status == "SUCCESS" and reply.get("output") is not None:
@@ -1779,6 +1839,15 @@ def child_outcome_body(
 _STOPS = (DBOSWorkflowCancelledError, DBOSWorkflowConflictIDError)
 
 
+def live_engine(engine: Engine) -> Engine:
+    """The engine a handle acts through: its own, or once its DBOS was
+    destroyed and another made, the newest, since DBOS Python's handles
+    keep working across DBOS.destroy() and a new launch."""
+    while engine.successor is not None:
+        engine = engine.successor
+    return engine
+
+
 class WorkflowHandle(Generic[R]):
     """A handle to a workflow execution: its id, its status and its result
     (waited for)."""
@@ -1786,8 +1855,12 @@ class WorkflowHandle(Generic[R]):
     def __init__(self, engine: Engine, workflow_id: str, future: "Optional[Future[R]]" = None):
         self.workflow_id = workflow_id
         self.shard_key: Optional[str] = None
-        self._engine = engine
+        self._made_by = engine
         self._future = future
+
+    @property
+    def _engine(self) -> Engine:
+        return live_engine(self._made_by)
 
     def get_workflow_id(self) -> str:
         return self.workflow_id
@@ -1819,8 +1892,12 @@ class WorkflowHandleAsync(Generic[R]):
     def __init__(self, engine: Engine, workflow_id: str, task: "Optional[asyncio.Future[R]]" = None):
         self.workflow_id = workflow_id
         self.shard_key: Optional[str] = None
-        self._engine = engine
+        self._made_by = engine
         self._task = task
+
+    @property
+    def _engine(self) -> Engine:
+        return live_engine(self._made_by)
 
     def get_workflow_id(self) -> str:
         return self.workflow_id

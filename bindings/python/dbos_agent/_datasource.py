@@ -449,13 +449,21 @@ def _attempts(
     transaction, and a failure in one of its own."""
     run = at[0] if at is not None else None
     session_var: "contextvars.ContextVar[Any]" = ds._session_var
+    on_loop = isinstance(ds, AsyncSQLAlchemyDatasource)
     wait = _FIRST_RETRY_WAIT
     while True:
         session = ds.sessionmaker(bind=ds.engine)
         token = session_var.set(session)
         try:
+            # The session's transaction as a context manager, entered and
+            # left as DBOS's ``with session.begin():`` does (a session made
+            # by a sessionmaker whose transactions do more on exit, such as
+            # report a lost acknowledgement of the commit, behaves the
+            # same). Making it does no I/O; entering and leaving do.
+            transaction = session.begin()
+            exit_transaction = transaction.__aexit__ if on_loop else transaction.__exit__
+            yield Local(transaction.__aenter__ if on_loop else transaction.__enter__)
             try:
-                yield Local(session.begin)
                 yield Local(session.connection, execution_options={"isolation_level": isolation_level})
                 output = yield Local(func, *args, **kwargs)
                 if at is not None:
@@ -470,14 +478,15 @@ def _attempts(
                     # A run that lost its workflow (its connection dropped, it was
                     # cancelled) commits nothing.
                     run.raise_if_stopped()  # type: ignore[union-attr]
-                yield Local(session.commit)
-                return output
-            except BaseException:
+            except BaseException as e:
                 try:
-                    yield Local(session.rollback)
+                    yield Local(exit_transaction, type(e), e, e.__traceback__)  # rolls back
                 except Exception as rollback_error:
-                    logger.debug("data source rollback failed: %s", rollback_error)
+                    if rollback_error is not e:
+                        logger.debug("data source rollback failed: %s", rollback_error)
                 raise
+            yield Local(exit_transaction, None, None, None)  # commits
+            return output
         except (_StepAlreadyRecorded, DBOSWorkflowCancelledError, DBOSWorkflowConflictIDError):
             raise  # another execution's outcome, or a stopped run: nothing of this one is recorded
         except Exception as e:

@@ -75,6 +75,7 @@ from ._core import (
     run_step_async,
     run_step_config,
     run_step_sync,
+    run_sync_step_async,
     wait_first,
     wait_first_async,
 )
@@ -238,6 +239,22 @@ def _apply_schedules(scope: Scope, /, schedules: List[ScheduleInput]) -> "Op[Non
     return ops.apply_schedule_messages(scope, messages)
 
 
+# The engines of destroyed DBOS instances, until the next is made: their
+# handles then act through its engine (Engine.successor).
+_retired_engines: List[Engine] = []
+
+
+def _name_for_tooling(name: str, func: Callable[..., Any]) -> None:
+    """The registered name on the function, under the attribute DBOS Python
+    sets (``dbos_function_name``), which tooling written against DBOS reads
+    to name a workflow or step (an EnqueueOptions' ``workflow_name``). The
+    decorator's wrapper copies it from ``func`` (functools.wraps)."""
+    try:
+        func.dbos_function_name = name  # type: ignore[attr-defined]
+    except (AttributeError, TypeError):
+        pass  # a builtin or bound method: nothing to set it on
+
+
 class DBOS(ops.SharedOperations, DBOSExtras):
     """Durable workflows: decorate functions with ``@DBOS.workflow()`` and
     ``@DBOS.step()``, create ``DBOS(config=...)`` and call ``DBOS.launch()``.
@@ -262,6 +279,9 @@ class DBOS(ops.SharedOperations, DBOSExtras):
                 inst = super().__new__(cls)
                 inst._setup(config)
                 _registry._instance = inst
+                for retired in _retired_engines:
+                    retired.successor = inst._engine
+                _retired_engines.clear()
             return _registry._instance
 
     def __init__(self, *, config: Dict[str, Any], **kwargs: Any) -> None:
@@ -396,6 +416,10 @@ class DBOS(ops.SharedOperations, DBOSExtras):
         self._loop_thread.start()
         started.wait()
         self._engine.background_loop = loop
+        try:
+            self._engine.main_loop = asyncio.get_running_loop()
+        except RuntimeError:
+            self._engine.main_loop = None  # launched outside a loop
         link = AgentLink(
             self._socket, self._hello, self._on_push, self._on_connected, self._on_lost, trusted_uids=self._trusted_uids
         )
@@ -516,6 +540,8 @@ class DBOS(ops.SharedOperations, DBOSExtras):
         with _registry._instance_lock:
             inst = _registry._instance
             _registry._instance = None
+            if inst is not None:
+                _retired_engines.append(inst._engine)
             if destroy_registry:
                 _workflows.clear()
                 _classes.clear()
@@ -541,6 +567,7 @@ class DBOS(ops.SharedOperations, DBOSExtras):
         loop = inst._engine.background_loop
         if loop is not None:
             loop.call_soon_threadsafe(loop.stop)
+        inst._engine.main_loop = None
         inst._launched = False
 
     # ------------------------------------------------------------------
@@ -566,6 +593,7 @@ class DBOS(ops.SharedOperations, DBOSExtras):
 
         def decorate(func: F) -> F:
             wf_name = name if name is not None else func.__qualname__
+            _name_for_tooling(wf_name, func)
             reg = WorkflowRegistration(func, wf_name, max_recovery_attempts, serialization_type)
             reg.validate_args = resolve_validator(validate_args, func)  # type: ignore[attr-defined]
             _declare_workflow(reg)
@@ -620,6 +648,7 @@ class DBOS(ops.SharedOperations, DBOSExtras):
         def decorate(func: F) -> F:
             step_name = name if name is not None else func.__qualname__
             check_async_only_options(step_name, func, preemptible, timeout_seconds)
+            _name_for_tooling(step_name, func)
             opts = StepConfig(
                 step_name, retries_allowed, interval_seconds, max_attempts, backoff_rate, should_retry,
                 preemptible, timeout_seconds,
@@ -897,8 +926,7 @@ class DBOS(ops.SharedOperations, DBOSExtras):
         inst = _dbos()
         config = run_step_config("DBOS.run_step", dbos_step_options, func)
         if inspect.iscoroutinefunction(func):
-            loop = inst._engine.background_loop
-            assert loop is not None
+            loop = inst._engine.target_loop()
             # The coroutine's task starts from a copy of this context: it
             # runs in the calling workflow.
             return asyncio.run_coroutine_threadsafe(run_step_async(config, func, args, kwargs), loop).result()
@@ -917,7 +945,7 @@ class DBOS(ops.SharedOperations, DBOSExtras):
         config = run_step_config("DBOS.run_step_async", dbos_step_options, func)
         if inspect.iscoroutinefunction(func):
             return await run_step_async(config, func, args, kwargs)
-        return await asyncio.to_thread(run_step_sync, config, func, args, kwargs)
+        return await run_sync_step_async(config, func, args, kwargs)
 
     @classmethod
     def wait_first(

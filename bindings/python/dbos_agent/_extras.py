@@ -10,10 +10,12 @@ import uuid
 from typing import TYPE_CHECKING, Any, Callable, Dict, List, Optional, Type, TypeVar
 
 from . import _auth as auth
+from . import _classes
 from . import _registry
 from . import _reservation as reservation
 from ._context import current_ctx
 from ._error import DBOSException, DBOSNotSupportedError
+from ._facade import check_no_running_loop
 from ._migrate import migrate_system_database, reset_system_database
 from ._tracing import DBOSTracer, dbos_tracer
 
@@ -62,8 +64,16 @@ class DBOSExtras:
     @classmethod
     def default_required_roles(cls, roles: List[str]) -> Callable[[Type[T]], Type[T]]:
         """The roles every workflow of the decorated class requires, unless
-        one names its own with ``required_roles``."""
-        return auth.default_required_roles(roles)
+        one names its own with ``required_roles``. As in DBOS Python, it
+        registers the class (as ``@DBOS.dbos_class()`` would), so its
+        instance and class methods can be workflows without that decorator."""
+        set_roles = auth.default_required_roles(roles)
+
+        def register(target: Type[T]) -> Type[T]:
+            _classes.register_class(target, _classes.get_or_create_class_info(target))
+            return set_roles(target)
+
+        return register
 
     @_classproperty
     def authenticated_roles(cls) -> Optional[List[str]]:
@@ -203,7 +213,7 @@ class DBOSExtras:
         example from another task). Must be called from workflow code, not
         from a step; run the reservation with ``run`` or ``run_async``."""
         ctx = current_ctx()
-        if ctx is None or ctx.step_id is not None:
+        if ctx is None or ctx.step_id is not None or ctx.run.ended:
             raise DBOSException("DBOS.reserve_step must be called from a workflow, outside any step or transaction")
         reserved = StepReservation(ctx.run, ctx.run.next_function_id())
         reserved._steps = cls  # DBOS, whose run_step runs it
@@ -232,7 +242,7 @@ class StepReservation:
         if self._steps is None:
             raise DBOSException("A step reservation is made with DBOS.reserve_step()")
         ctx = current_ctx()
-        if ctx is None or ctx.step_id is not None or ctx.run.workflow_id != self._run.workflow_id:
+        if ctx is None or ctx.step_id is not None or ctx.run.ended or ctx.run.workflow_id != self._run.workflow_id:
             raise DBOSException(
                 f"Step {self._function_id} was reserved in workflow {self._run.workflow_id} "
                 "and must be run from that workflow, outside any step"
@@ -241,7 +251,9 @@ class StepReservation:
 
     def run(self, dbos_step_options: Optional[Dict[str, Any]], func: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
         """Run ``func`` as a step at the reserved step id and checkpoint it
-        (``DBOS.run_step`` at that id)."""
+        (``DBOS.run_step`` at that id). Refused on a thread that runs an
+        event loop before the reservation is used up, as in DBOS."""
+        check_no_running_loop("run")
         self._claim()
         token = reservation.hold(self._run, self._function_id)
         try:

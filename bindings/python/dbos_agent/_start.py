@@ -91,7 +91,7 @@ def _prepare(
 
 def _reclaim_request(
     engine: Engine, reg: WorkflowRegistration, args: Tuple[Any, ...], kwargs: Dict[str, Any], wid: str,
-    parent: Optional[ParentStep],
+    parent: Optional[ParentStep], result_fid: Optional[int],
 ) -> Optional[Dict[str, Any]]:
     """For a child called directly whose start its parent recorded but
     not its outcome (a recovered parent calling it again): a run_here
@@ -99,7 +99,7 @@ def _reclaim_request(
     onto the internal queue for this thread, so the parent does not wait
     for it to get a slot of max_concurrency that its own run may be
     holding. None when there is nothing to ask."""
-    if parent is None or parent.run.peek_function_id() in parent.run.history:
+    if parent is None or result_fid in parent.run.history:
         return None  # not a child, or its outcome is recorded
     return engine.start_request(
         reg.name, args, kwargs, tag=tag_for(reg.serialization_type, engine.serializer),
@@ -113,7 +113,12 @@ def call_op(engine: Engine, reg: WorkflowRegistration, args: Tuple[Any, ...], kw
     runs elsewhere) is waited for, from workflow code as the step
     DBOS.getResult."""
     parent, body, wid = _prepare(engine, reg, args, kwargs, None, f"calling workflow {reg.name}", direct_call=True)
-    body = body or _reclaim_request(engine, reg, args, kwargs, wid, parent)
+    # The parent's step that records the child's outcome (DBOS.getResult)
+    # is drawn with its start, when the call is made, as DBOS draws it: a
+    # task of the parent that starts a step while the child runs takes the
+    # id after it, however long the start takes.
+    result_fid = parent.run.next_function_id() if parent is not None else None
+    body = body or _reclaim_request(engine, reg, args, kwargs, wid, parent, result_fid)
     if body is not None:
         reply, generation = yield from start_request_op(engine, body, parent)
         wid = reply.get("workflow_id") or wid
@@ -126,27 +131,31 @@ def call_op(engine: Engine, reg: WorkflowRegistration, args: Tuple[Any, ...], kw
             run = WorkflowRun(grant, generation)
             engine.register_run(run)
             if parent is not None:
-                return (yield from _child_op(engine, parent.run, run, reg, args, kwargs))
+                assert result_fid is not None
+                return (yield from _child_op(engine, parent.run, run, reg, args, kwargs, result_fid))
             try:
                 return (yield from engine.execute_op(run, reg, args, kwargs))
             except _STOPPED:
                 pass
-    return (yield from get_result_op(engine, current_ctx(), wid))
+    # The start above made (or found) the row: a missing one fails fast.
+    if parent is not None:
+        assert result_fid is not None
+        return (yield from await_result_op(engine, wid, parent.run, result_fid, wait_for_creation=False))
+    return (yield from get_result_op(engine, current_ctx(), wid, wait_for_creation=False))
 
 
 def _child_op(
     engine: Engine, parent: WorkflowRun, run: WorkflowRun, reg: WorkflowRegistration, args: Tuple[Any, ...],
-    kwargs: Dict[str, Any],
+    kwargs: Dict[str, Any], fid: int,
 ) -> "Op[Any]":
     """Run a child called directly from workflow code here, then record
-    its outcome as the parent's next step (DBOS.getResult)."""
-    fid = parent.next_function_id()
+    its outcome as the parent's step ``fid`` (DBOS.getResult)."""
     started = _now_ms()
     try:
         output = yield from engine.execute_op(run, reg, args, kwargs)
     except _STOPPED:
         # The child stopped here: wait for the outcome that stands.
-        return (yield from await_result_op(engine, run.workflow_id, parent, fid))
+        return (yield from await_result_op(engine, run.workflow_id, parent, fid, wait_for_creation=False))
     except Exception as e:
         yield record_call(parent, child_outcome_body(engine, parent, fid, run.workflow_id, started, None, e))
         raise

@@ -16,6 +16,7 @@ import pytest
 from dbos_agent import (
     DBOS,
     DBOSClient,
+    DBOSConfiguredInstance,
     DBOSContextEnsure,
     DBOSContextSetAuth,
     DBOSNotAuthorizedError,
@@ -106,6 +107,27 @@ class Ops:
     @DBOS.required_roles(["root"])
     def own_roles() -> Identity:
         return identity()
+
+
+@DBOS.default_required_roles(["ops"])
+class OpsDesk(DBOSConfiguredInstance):
+    """Registered by default_required_roles alone (no @DBOS.dbos_class), as
+    in DBOS Python: its instance and class methods are workflows."""
+
+    def __init__(self) -> None:
+        super().__init__("desk")
+
+    @DBOS.workflow()
+    def on_instance(self, tag: str) -> Tuple[str, Identity]:
+        return f"{self.config_name}:{tag}", identity()
+
+    @classmethod
+    @DBOS.workflow()
+    def on_class(cls, tag: str) -> Tuple[str, Identity]:
+        return f"{cls.__name__}:{tag}", identity()
+
+
+ops_desk = OpsDesk()
 
 
 def row(env: AgentEnv, wid: str) -> Tuple[Optional[str], Optional[str], Optional[str]]:
@@ -245,6 +267,20 @@ def test_class_default_roles_and_a_methods_own(dbos: Any, agent_env: AgentEnv) -
         assert Ops.own_roles() == ("kim", ["root"], "root")
         with pytest.raises(DBOSNotAuthorizedError):
             Ops.by_default()
+
+
+def test_default_roles_register_the_class_for_its_method_workflows(dbos: Any, agent_env: AgentEnv) -> None:
+    with pytest.raises(DBOSNotAuthorizedError, match="requires a role"):
+        ops_desk.on_instance("none")
+    with pytest.raises(DBOSNotAuthorizedError, match="requires a role"):
+        OpsDesk.on_class("none")
+    wid = new_id("auth-desk")
+    with DBOSContextSetAuth("lee", ["ops"]):
+        with SetWorkflowID(wid):
+            assert ops_desk.on_instance("a") == ("desk:a", ("lee", ["ops"], "ops"))
+        assert OpsDesk.on_class("b") == ("OpsDesk:b", ("lee", ["ops"], "ops"))
+    names = query(f"SELECT class_name, config_name FROM {agent_env.schema}.workflow_status WHERE workflow_uuid = %s", (wid,))
+    assert names == [("OpsDesk", "desk")]
 
 
 def test_set_authentication_changes_the_innermost_context(dbos: Any, agent_env: AgentEnv) -> None:

@@ -413,6 +413,96 @@ def test_serialization_failure_outside_a_workflow_is_retried(sources: Sources, k
     assert db.effects(key) == [3]  # the failed attempts' inserts rolled back
 
 
+class LostAcknowledgement:
+    """A session factory whose first transaction commits and then reports
+    its connection lost, as a commit whose acknowledgement never arrived
+    does (``message`` says how: a retriable connection loss, or not). It
+    acts through the transaction's context manager, which the data source
+    must enter and leave as DBOS Python's ``with session.begin():`` does."""
+
+    def __init__(self, real: Any, message: str) -> None:
+        self.real, self.message, self.pending = real, message, True
+
+    def __call__(self, **kw: Any) -> Any:
+        session = self.real(**kw)
+        begin, lost = session.begin, self
+
+        class Transaction:
+            def __init__(self) -> None:
+                self.inner = begin()
+
+            def _lose(self, exc: Any) -> None:
+                if exc is None and lost.pending:
+                    lost.pending = False
+                    raise sa.exc.OperationalError("COMMIT", {}, psycopg.OperationalError(lost.message))
+
+            def __enter__(self) -> Any:
+                return self.inner.__enter__()
+
+            def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> Any:
+                handled = self.inner.__exit__(exc_type, exc, tb)
+                self._lose(exc)
+                return handled
+
+            async def __aenter__(self) -> Any:
+                return await self.inner.__aenter__()
+
+            async def __aexit__(self, exc_type: Any, exc: Any, tb: Any) -> Any:
+                handled = await self.inner.__aexit__(exc_type, exc, tb)
+                self._lose(exc)
+                return handled
+
+        session.begin = Transaction
+        return session
+
+
+@pytest.mark.parametrize("kind", ["sync-pg", "async-pg"])
+@pytest.mark.parametrize(
+    "message, attempts",
+    [("server closed the connection unexpectedly", 2), ("consuming input failed: EOF detected", 1)],
+    ids=["retriable", "not-retriable"],
+)
+def test_a_commit_whose_acknowledgement_is_lost_replays_its_own_checkpoint(
+    sources: Sources, kind: str, message: str, attempts: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The commit landed: a retry (for a retriable loss) or the error's
+    record (otherwise) meets this execution's own checkpoint, whose output
+    is the step's; the retry's write rolls back."""
+    ds, db = sources.ds[kind], sources.db[kind]
+    monkeypatch.setattr(ds, "sessionmaker", LostAcknowledgement(ds.sessionmaker, message))
+    wid = new_id("ds-lost-ack")
+    tries: List[int] = []
+    insert = sa.text(f"INSERT INTO {db.ledger} (workflow_id, n) VALUES (:w, :n)")
+
+    def sync_tx() -> str:
+        tries.append(1)
+        ds.sql_session().execute(insert, {"w": wid, "n": len(tries)})
+        return f"result-{len(tries)}"
+
+    async def async_tx() -> str:
+        tries.append(1)
+        await ds.sql_session().execute(insert, {"w": wid, "n": len(tries)})
+        return f"result-{len(tries)}"
+
+    @DBOS.workflow(name=f"ds_lost_ack_{kind}_{attempts}")
+    def sync_workflow() -> str:
+        return str(ds.run_tx_step(None, sync_tx))
+
+    @DBOS.workflow(name=f"ds_lost_ack_async_{kind}_{attempts}")
+    async def async_workflow() -> str:
+        return str(await ds.run_tx_step_async(None, async_tx))
+
+    with SetWorkflowID(wid):
+        out = sync_workflow() if kind.startswith("sync") else asyncio.run(async_workflow())
+    assert out == "result-1"
+    assert len(tries) == attempts
+    assert db.effects(wid) == [1]  # the committed attempt's write only
+    steps = DBOS.list_workflow_steps(wid)
+    assert [(s["function_name"], s["output"], s["error"]) for s in steps] == [
+        ((sync_tx if kind.startswith("sync") else async_tx).__qualname__, "result-1", None)
+    ]
+
+
 class _Pending:
     """An awaitable that is not a coroutine (no 'never awaited' warning)."""
 
