@@ -412,6 +412,11 @@ func (p *poller) pollOnce(ctx context.Context) (int, bool, error) {
 		if partitions, err = a.db.QueuePartitions(ctx, p.queue); err != nil {
 			return 0, false, err
 		}
+		// Partitions come sorted; served in that order, the first ones would
+		// take every free slot and take it back the moment it frees, starving
+		// the rest. A fresh order at each poll, as the DBOS SDKs shuffle
+		// theirs, gives every partition its turn.
+		rand.Shuffle(len(partitions), func(i, j int) { partitions[i], partitions[j] = partitions[j], partitions[i] })
 	}
 	claimedTotal, full := 0, false
 	for _, partition := range partitions {

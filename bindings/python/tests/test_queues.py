@@ -249,6 +249,43 @@ def test_partitions_are_isolated(dbos: Any, fresh_tracker: Tracker, queue: Queue
     assert handles["a2"].get_status().queue_partition_key == "a"
 
 
+served_by_partition: Dict[str, int] = {}
+served_cond = threading.Condition()
+
+
+@DBOS.workflow()
+def qt_count_partition(partition: str) -> str:
+    with served_cond:
+        served_by_partition[partition] = served_by_partition.get(partition, 0) + 1
+        served_cond.notify_all()
+    return partition
+
+
+def test_partitions_take_turns_when_the_worker_cannot_serve_them_all(dbos: Any) -> None:
+    """Two partitions with a backlog sort first and the worker runs two at
+    once: served in a fixed order, they would take both slots at every poll
+    until drained. Each small partition must be served while they still have
+    most of their backlog (counted in work done, not time, and at the
+    moment the last one is served). Measured here: 6 busy workflows done by
+    then in sorted order, 0 to 3 with the poller's shuffled order."""
+    busy, small, backlog = ["aaa-busy-1", "aaa-busy-2"], [f"zzz-small-{i}" for i in range(4)], 60
+    name = f"qt_turns_{uuid.uuid4().hex[:8]}"
+    served_by_partition.clear()
+    handles = []
+    # Enqueued before the queue is declared, so the first poll sees every partition.
+    for partition in busy + small:
+        with SetEnqueueOptions(queue_partition_key=partition):
+            for _ in range(backlog if partition in busy else 1):
+                handles.append(DBOS.enqueue_workflow(name, qt_count_partition, partition))
+    DBOS.register_queue(name, partition_concurrency=1, worker_concurrency=2, polling_interval_sec=0.1)
+    with served_cond:
+        assert served_cond.wait_for(lambda: all(served_by_partition.get(p, 0) > 0 for p in small), 120)
+        busy_done = sum(served_by_partition.get(p, 0) for p in busy)
+    assert busy_done < backlog, f"the small partitions waited for {busy_done} of the busy ones' {2 * backlog}"
+    for h in handles:
+        h.get_result()
+
+
 def test_listen_queues_serves_a_queue_configured_elsewhere(dbos: Any, agent_env: AgentEnv, workers: List[Worker]) -> None:
     # One deploy configures the queue and goes away; a worker that only
     # names it (DBOS.listen_queues) serves it with the stored limits.
