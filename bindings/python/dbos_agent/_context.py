@@ -213,7 +213,9 @@ class StartOptionsCleared:
     _VARS: "Tuple[contextvars.ContextVar[Any], ...]" = ()
 
     def __init__(self) -> None:
-        self._tokens = [(var, var.set(None)) for var in self._VARS]
+        # On every step: a variable already None is left alone (a set costs
+        # a new context mapping), so a workflow outside any block pays gets.
+        self._tokens = [(var, var.set(None)) for var in self._VARS if var.get() is not None]
 
     def close(self) -> None:
         for var, token in reversed(self._tokens):

@@ -1244,10 +1244,15 @@ async def _race_async(engine: Engine, race: FirstOf) -> Tuple[int, Dict[str, Any
             r.cancel()
 
 
+# What a step or a local call most often returns: never awaitable, and told
+# apart by one type lookup where inspect.isawaitable walks to an ABC check.
+_PLAIN_TYPES = frozenset({type(None), bool, int, float, str, bytes, list, tuple, dict})
+
+
 def _perform(engine: Optional[Engine], item: Performed) -> Any:
     if isinstance(item, Local):
         reply = item.fn(*item.args, **item.kwargs)
-        if inspect.isawaitable(reply):
+        if type(reply) not in _PLAIN_TYPES and inspect.isawaitable(reply):
             raise DBOSException(f"{getattr(item.fn, '__qualname__', item.fn)} returned an awaitable to a sync caller")
         return reply
     if isinstance(item, AgentBack):
@@ -1286,7 +1291,7 @@ def _perform(engine: Optional[Engine], item: Performed) -> Any:
 async def _perform_async(engine: Optional[Engine], item: Performed) -> Any:
     if isinstance(item, Local):
         reply = item.fn(*item.args, **item.kwargs)
-        return await reply if inspect.isawaitable(reply) else reply
+        return await reply if type(reply) not in _PLAIN_TYPES and inspect.isawaitable(reply) else reply
     if isinstance(item, AgentBack):
         assert engine is not None
         return await engine._link().connection_async()
