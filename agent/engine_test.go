@@ -327,7 +327,9 @@ func TestEngineRescuerReturnsClaimsNoRunHolds(t *testing.T) {
 	t.Parallel()
 	b := setup(t, func(c *Config) {
 		c.RescueInterval = 20 * time.Millisecond
-		c.RescueHorizon = time.Millisecond
+		// Longer than the two claims below take: a round between them would
+		// return the first (the oldest row) before the second is claimed.
+		c.RescueHorizon = time.Second
 	})
 	ctx := t.Context()
 	a := b.agent
