@@ -789,6 +789,7 @@ class Engine:
         attributes_token = _workflow_attributes.set(None)
         scope = run_scope.enter(run)
         span = tracing.workflow_span(run, reg.name)
+        span_open = True
         output: Any = None
         error: Optional[BaseException] = None
         try:
@@ -804,6 +805,12 @@ class Engine:
                 error = e
             if run.stop_reason is not None:
                 raise run.stop_error()
+            # The span ends with the body, before the outcome is recorded: a
+            # caller whose get_result returns (it waits on the agent, not on
+            # this thread) finds the span exported, as under DBOS, whose
+            # handles wait for the run's thread.
+            span_open = False
+            span.end(error)
             try:
                 # Waited for even if the run is cancelled meanwhile: the
                 # agent's answer says whether this outcome stands.
@@ -818,7 +825,8 @@ class Engine:
             return self._finished(run, reply, output, error)
         finally:
             run.ended = True
-            span.end(error)
+            if span_open:
+                span.end(error)
             scope.close()
             _workflow_attributes.reset(attributes_token)
             _current.reset(token)
