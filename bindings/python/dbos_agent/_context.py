@@ -9,6 +9,7 @@ from __future__ import annotations
 import contextvars
 import json
 import time
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Dict, List, Literal, Optional, Tuple
 
 from ._error import DBOSException, DBOSNotSupportedError
@@ -259,31 +260,14 @@ MIN_PRIORITY = 1
 MAX_PRIORITY = 2**31 - 1
 
 
+@dataclass(slots=True)
 class _EnqueueOptions:
-    __slots__ = (
-        "deduplication_id",
-        "priority",
-        "app_version",
-        "queue_partition_key",
-        "delay_until_epoch_ms",
-        "duplication_policy",
-    )
-
-    def __init__(
-        self,
-        deduplication_id: Optional[str] = None,
-        priority: Optional[int] = None,
-        app_version: Optional[str] = None,
-        queue_partition_key: Optional[str] = None,
-        delay_until_epoch_ms: Optional[int] = None,
-        duplication_policy: Optional[str] = None,
-    ):
-        self.deduplication_id = deduplication_id
-        self.priority = priority
-        self.app_version = app_version
-        self.queue_partition_key = queue_partition_key
-        self.delay_until_epoch_ms = delay_until_epoch_ms
-        self.duplication_policy = duplication_policy
+    deduplication_id: Optional[str] = None
+    priority: Optional[int] = None
+    app_version: Optional[str] = None
+    queue_partition_key: Optional[str] = None
+    delay_until_epoch_ms: Optional[int] = None
+    duplication_policy: Optional[str] = None
 
     def enqueue_only_options(self) -> List[str]:
         """The options set that only an enqueue may carry."""
