@@ -145,13 +145,19 @@ func scanHead(frame []byte) (kind Kind, id uint64) {
 		return 0, 0
 	}
 	for i := 0; i < n; i++ {
+		// Each key and value is walked (bounds-checked, allocation-free)
+		// before the decoder reads it, and a value is skipped by moving
+		// the reader past it: the decoder reads the bytes.Reader directly,
+		// buffering nothing. Unwalked, a key whose header claims gigabytes
+		// made the decoder grow its reused buffer by a quarter of its size
+		// on every such frame, without bound.
+		if _, err := skipValue(frame, len(frame)-r.Len(), 2); err != nil {
+			return kind, id
+		}
 		key, err := dec.DecodeString()
 		if err != nil {
 			return kind, id
 		}
-		// Each value is walked (bounds-checked, allocation-free) before
-		// the decoder reads it, and skipped by moving the reader past it:
-		// the decoder reads the bytes.Reader directly, buffering nothing.
 		end, err := skipValue(frame, len(frame)-r.Len(), 2)
 		if err != nil {
 			return kind, id
