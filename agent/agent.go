@@ -200,6 +200,8 @@ type Agent struct {
 	rescuer     *rescuer
 
 	draining atomic.Bool
+	// oneShot is set for an engine that runs no services (NewOneShot).
+	oneShot bool
 	// lastFreeMemory is when stats last returned memory to the system
 	// (unix nanoseconds).
 	lastFreeMemory atomic.Int64
@@ -261,6 +263,9 @@ func (a *Agent) ExecutorID() string { return a.cfg.ExecutorID }
 // Start recovers this executor's unfinished workflows and starts the
 // background services. It returns once recovery is done.
 func (a *Agent) Start(ctx context.Context) error {
+	if a.oneShot {
+		return errors.New("agent: a one-shot engine runs no services")
+	}
 	// Whatever this executor was running when it stopped goes back to its
 	// queue; workers of the right application and version pick it up.
 	ids, err := a.db.WorkflowRecover(ctx, sysdb.WorkflowRecoverParams{ExecutorIDs: []string{a.cfg.ExecutorID}})

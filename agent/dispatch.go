@@ -673,7 +673,7 @@ func (a *Agent) deadLetter(ctx context.Context, wf sysdb.Workflow, maxAttempts i
 // its child). The child runs in its caller's thread instead, as it did the
 // first time. nil when there is nothing to claim here (a poller took it
 // first, it is on another queue, another version's, or the worker left).
-func (a *Agent) claimForCaller(s *Session, key groupKey, workflowID, name string) *protocol.Run {
+func (a *Agent) claimForCaller(ctx context.Context, s *Session, key groupKey, workflowID, name string) *protocol.Run {
 	a.mu.Lock()
 	w := a.workerOfLocked(s)
 	a.mu.Unlock()
@@ -696,7 +696,7 @@ func (a *Agent) claimForCaller(s *Session, key groupKey, workflowID, name string
 		app := key.app
 		params.ApplicationName = &app
 	}
-	claimed, err := a.db.QueueDequeue(s.ctx, params)
+	claimed, err := a.db.QueueDequeue(ctx, params)
 	if err != nil || len(claimed) == 0 {
 		if err != nil {
 			a.log.Warn("could not claim a workflow its caller runs; it waits on its queue", zap.String("workflow_id", workflowID), zap.Error(err))
@@ -705,12 +705,12 @@ func (a *Agent) claimForCaller(s *Session, key groupKey, workflowID, name string
 	}
 	wf := claimed[0]
 	if wf.RecoveryAttempts > w.maxAttempts(name)+1 {
-		a.deadLetter(s.ctx, wf, w.maxAttempts(name))
+		a.deadLetter(ctx, wf, w.maxAttempts(name))
 		return nil
 	}
-	history, err := a.db.StepList(s.ctx, wf.ID)
+	history, err := a.db.StepList(ctx, wf.ID)
 	if err != nil {
-		a.unclaim(s.ctx, wf, "could not hand back a workflow whose history could not be read; the rescuer will")
+		a.unclaim(ctx, wf, "could not hand back a workflow whose history could not be read; the rescuer will")
 		return nil
 	}
 	owner := deref(wf.OwnerXID)
@@ -721,7 +721,7 @@ func (a *Agent) claimForCaller(s *Session, key groupKey, workflowID, name string
 	}
 	a.mu.Unlock()
 	if !live {
-		a.unclaim(s.ctx, wf, "could not hand back a workflow whose caller left; the rescuer will")
+		a.unclaim(ctx, wf, "could not hand back a workflow whose caller left; the rescuer will")
 		return nil
 	}
 	return runMessage(wf, owner, sysdb.InternalQueueName, history)

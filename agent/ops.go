@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"strings"
-	"time"
 
 	"go.uber.org/zap"
 
@@ -12,7 +11,12 @@ import (
 	"github.com/dbos-agent/dbos-agent/sysdb"
 )
 
-type handler func(s *Session, env protocol.Envelope) (any, *protocol.Error)
+// The session adapter: each request's handler decodes its body, makes the
+// checks of the wire's shape (a field the engine takes in another form),
+// calls the engine method and encodes its result. Every error is mapped to
+// the catalog once, by protocolError, after the handler returns.
+
+type handler func(s *Session, env protocol.Envelope) (any, error)
 
 // handlers answer the requests after the handshake, by op.
 var handlers map[string]handler
@@ -56,45 +60,53 @@ func init() {
 	}
 }
 
+// caller is who makes the session's requests, as its hello said.
+func (s *Session) caller() Caller {
+	hello, group := s.handshaken()
+	return Caller{App: group.app, Version: group.version, Worker: hello != nil && hello.Role == protocol.RoleWorker, session: s}
+}
+
 // decode decodes a request body and, for a message with rules of its own
 // (protocol.Validator: the registrations and the other writes of shared
 // configuration), checks them, so that no handler writes a value the
 // protocol refuses.
-func decode(env protocol.Envelope, v any) *protocol.Error {
+func decode(env protocol.Envelope, v any) error {
 	if err := protocol.DecodeBody(env.Body, v); err != nil {
-		return protocol.Errorf(protocol.CodeInvalidArgument, "%s: %v", env.Op, err)
+		return invalidf("%s: %v", env.Op, err)
 	}
 	if m, ok := v.(protocol.Validator); ok {
 		if err := m.Validate(env.Op); err != nil {
-			return protocol.Errorf(protocol.CodeInvalidArgument, "%v", err)
+			return &InvalidArgumentError{Message: err.Error()}
 		}
 	}
 	return nil
 }
 
-// required checks (field name, value) pairs, in order: the first empty value
-// is the error.
-func required(op string, fieldsAndValues ...string) *protocol.Error {
-	for i := 0; i+1 < len(fieldsAndValues); i += 2 {
-		if fieldsAndValues[i+1] == "" {
-			return protocol.Errorf(protocol.CodeInvalidArgument, "%s: %s is required", op, fieldsAndValues[i])
-		}
-	}
-	return nil
+// stepRef is a protocol caller in the engine's form.
+func stepRef(c protocol.Caller) StepRef {
+	return StepRef{WorkflowID: c.WorkflowID, OwnerXID: c.OwnerXID, FunctionID: c.FunctionID, InStep: c.InStep}
 }
 
-// decodeRef decodes a request that names one workflow.
-func decodeRef(env protocol.Envelope) (protocol.WorkflowRef, *protocol.Error) {
-	var m protocol.WorkflowRef
-	if perr := decode(env, &m); perr != nil {
-		return m, perr
+// optionalStepRef is stepRef for an optional caller.
+func optionalStepRef(c *protocol.Caller) *StepRef {
+	if c == nil {
+		return nil
 	}
-	return m, required(env.Op, "workflow_id", m.WorkflowID)
+	r := stepRef(*c)
+	return &r
 }
 
-// protocolError maps a database-layer error to the catalog.
-func protocolError(s *Session, op string, err error) *protocol.Error {
+// protocolError maps an error of the engine to the catalog: the one place
+// that does. What it does not know is logged and answered as internal.
+func (s *Session) protocolError(op string, err error) *protocol.Error {
 	var (
+		invalid    *InvalidArgumentError
+		cancelled  *WorkflowCancelledError
+		closing    *ShuttingDownError
+		missing    *WorkflowsNotFoundError
+		held       *DebounceKeyHeldError
+		queueStore *QueueRegistrationError
+		contention *ContentionError
 		notFound   *sysdb.NotFoundError
 		conflict   *sysdb.ConflictingWorkflowError
 		dedup      *sysdb.DeduplicatedError
@@ -103,8 +115,33 @@ func protocolError(s *Session, op string, err error) *protocol.Error {
 		stepClash  *sysdb.StepConflictError
 		active     *sysdb.WorkflowActiveError
 		inUse      *sysdb.WorkflowIDInUseError
+		owned      *sysdb.NameOwnedError
+		noVersion  *sysdb.VersionNotFoundError
+		notDelayed *sysdb.NotDelayedError
+		noSchedule *sysdb.ScheduleNotFoundError
+		exists     *sysdb.ScheduleExistsError
 	)
 	switch {
+	case errors.As(err, &invalid):
+		return protocol.Errorf(protocol.CodeInvalidArgument, "%s", invalid.Message)
+	case errors.As(err, &cancelled):
+		return protocol.Errorf(protocol.CodeWorkflowCancelled, "%s", cancelled.Error())
+	case errors.As(err, &closing):
+		return protocol.Errorf(protocol.CodeShuttingDown, "%s", closing.Message)
+	case errors.As(err, &missing):
+		e := protocol.Errorf(protocol.CodeWorkflowNotFound, "%s", missing.Error())
+		// As DBOS names them: the missing ids, joined.
+		e.Data = map[string]any{"workflow_id": strings.Join(missing.WorkflowIDs, ", ")}
+		return e
+	case errors.As(err, &held):
+		e := protocol.Errorf(protocol.CodeDeduplicated, "%s", held.Error())
+		// DBOS's DBOSQueueDeduplicatedError names the holder.
+		e.Data = map[string]any{"workflow_id": held.HolderID, "queue_name": held.QueueName, "deduplication_id": held.DeduplicationID}
+		return e
+	case errors.As(err, &queueStore):
+		return protocol.Errorf(protocol.CodeDatabaseDown, "%s", queueStore.Error())
+	case errors.As(err, &contention):
+		return protocol.Errorf(protocol.CodeInternal, "%s", contention.Message)
 	case errors.As(err, &notFound):
 		return protocol.Errorf(protocol.CodeWorkflowNotFound, "%s", notFound.Error())
 	case errors.As(err, &conflict):
@@ -129,6 +166,19 @@ func protocolError(s *Session, op string, err error) *protocol.Error {
 		e := protocol.Errorf(protocol.CodeWorkflowIDInUse, "%s", inUse.Error())
 		e.Data = map[string]any{"workflow_id": inUse.WorkflowID, "status": inUse.Status, "name": inUse.Name}
 		return e
+	// What only the database knows about shared configuration (a name
+	// another application owns, a version or schedule that is not there)
+	// is the caller's to fix.
+	case errors.As(err, &owned):
+		return protocol.Errorf(protocol.CodeInvalidArgument, "%s", owned.Error())
+	case errors.As(err, &noVersion):
+		return protocol.Errorf(protocol.CodeInvalidArgument, "%s", noVersion.Error())
+	case errors.As(err, &notDelayed):
+		return protocol.Errorf(protocol.CodeInvalidArgument, "%s", notDelayed.Error())
+	case errors.As(err, &noSchedule):
+		return protocol.Errorf(protocol.CodeInvalidArgument, "%s", noSchedule.Error())
+	case errors.As(err, &exists):
+		return protocol.Errorf(protocol.CodeInvalidArgument, "%s", exists.Error())
 	case errors.Is(err, context.DeadlineExceeded):
 		return protocol.Errorf(protocol.CodeTimeout, "%s timed out", op)
 	case errors.Is(err, context.Canceled):
@@ -140,276 +190,61 @@ func protocolError(s *Session, op string, err error) *protocol.Error {
 	return protocol.Errorf(protocol.CodeInternal, "%s failed: %s", op, sysdb.Redact(err.Error()))
 }
 
-func handlePing(*Session, protocol.Envelope) (any, *protocol.Error) {
+func handlePing(*Session, protocol.Envelope) (any, error) {
 	return protocol.Empty{}, nil
 }
 
-func handleStartWorkflow(s *Session, env protocol.Envelope) (any, *protocol.Error) {
-	a := s.agent
+func handleStartWorkflow(s *Session, env protocol.Envelope) (any, error) {
 	var m protocol.StartWorkflow
-	if perr := decode(env, &m); perr != nil {
-		return nil, perr
+	if err := decode(env, &m); err != nil {
+		return nil, err
 	}
-	if perr := required(env.Op, "name", m.Name); perr != nil {
-		return nil, perr
+	p := StartWorkflowParams{
+		WorkflowID: m.WorkflowID, Name: m.Name, ClassName: m.ClassName, ConfigName: m.ConfigName,
+		Inputs: m.Inputs, Serialization: m.Serialization, QueueName: m.QueueName, Priority: m.Priority,
+		DeduplicationID: m.DeduplicationID, PartitionKey: m.PartitionKey,
+		Timeout: millis(m.TimeoutMS), Deadline: epochMillis(m.DeadlineEpochMS), Delay: millis(m.DelayMS),
+		AppVersion: m.AppVersion, RunHere: m.RunHere, AuthenticatedUser: m.AuthenticatedUser,
+		AssumedRole: m.AssumedRole, AuthenticatedRoles: m.AuthenticatedRoles,
+		DeduplicationPolicy: m.DeduplicationPolicy, WorkflowIDReusePolicy: m.WorkflowIDReusePolicy,
+		Attributes: m.Attributes, ApplicationName: m.ApplicationName, AppID: m.AppID,
 	}
-	if m.TimeoutMS < 0 || m.DeadlineEpochMS < 0 || m.DelayMS < 0 {
-		return nil, protocol.Errorf(protocol.CodeInvalidArgument, "%s: timeout_ms, deadline_epoch_ms and delay_ms must not be negative", env.Op)
-	}
-	if perr := checkAttributes(env.Op, m.Attributes); perr != nil {
-		return nil, perr
-	}
-	var parent *sysdb.StepCaller
 	if m.Parent != nil {
-		c, perr := s.stepCaller(env.Op, protocol.Caller{WorkflowID: m.Parent.WorkflowID, OwnerXID: m.Parent.OwnerXID, FunctionID: m.Parent.FunctionID})
-		if perr != nil {
-			return nil, perr
-		}
-		parent = &c
+		p.Parent = &StepRef{WorkflowID: m.Parent.WorkflowID, OwnerXID: m.Parent.OwnerXID, FunctionID: m.Parent.FunctionID}
 	}
-	switch m.DeduplicationPolicy {
-	case "", protocol.DedupReject, protocol.DedupReturnExisting:
-	default:
-		return nil, protocol.Errorf(protocol.CodeInvalidArgument, "%s: deduplication_policy must be %q or %q", env.Op, protocol.DedupReject, protocol.DedupReturnExisting)
-	}
-	switch m.WorkflowIDReusePolicy {
-	case "", protocol.ReuseReturnExisting, protocol.ReuseReject:
-	default:
-		return nil, protocol.Errorf(protocol.CodeInvalidArgument, "%s: workflow_id_reuse_policy must be %q or %q", env.Op, protocol.ReuseReturnExisting, protocol.ReuseReject)
-	}
-	if a.draining.Load() {
-		return nil, protocol.Errorf(protocol.CodeShuttingDown, "the agent is shutting down")
-	}
-	hello, group := s.handshaken()
-	if m.WorkflowID == "" {
-		m.WorkflowID = newUUID()
-	}
-	version := m.AppVersion
-	owner := group.app
-	forOther := m.ApplicationName != "" && m.ApplicationName != group.app
-	if forOther {
-		// For another application (DBOS's EnqueueOptions application_name):
-		// its row, with no version of the caller's (unset, the row goes to
-		// that application's latest version, as DBOS's client leaves it).
-		owner = m.ApplicationName
-	} else if version == "" {
-		version = group.version
-	}
-
-	// A worker that registered the function runs a direct start itself, at
-	// once. Any other direct start goes through the internal queue, where
-	// a worker of the application picks it up.
-	runHere := false
-	if !forOther && m.QueueName == "" && m.RunHere && hello.Role == protocol.RoleWorker && version == group.version {
-		a.mu.Lock()
-		if g := a.groups[group]; g != nil {
-			if w := g.workers[s]; w != nil {
-				_, runHere = w.functions[m.Name]
-			}
-		}
-		a.mu.Unlock()
-	}
-	queue := m.QueueName
-	status := sysdb.StatusEnqueued
-	if m.DelayMS > 0 {
-		runHere = false // a delayed start always waits on a queue
-		status = sysdb.StatusDelayed
-	}
-	if runHere {
-		status = sysdb.StatusPending
-	} else if queue == "" {
-		queue = sysdb.InternalQueueName
-	}
-
-	token := a.newOwnerToken()
-	p := sysdb.WorkflowInsertParams{
-		ID:                 m.WorkflowID,
-		Name:               m.Name,
-		Status:             status,
-		CreatorXID:         token,
-		ClassName:          optional(m.ClassName),
-		ConfigName:         optional(m.ConfigName),
-		QueueName:          optional(queue),
-		QueuePartitionKey:  optional(m.PartitionKey),
-		DeduplicationID:    optional(m.DeduplicationID),
-		Priority:           m.Priority,
-		AuthenticatedUser:  optional(m.AuthenticatedUser),
-		AssumedRole:        optional(m.AssumedRole),
-		AuthenticatedRoles: rolesColumn(m.AuthenticatedRoles),
-		ExecutorID:         a.cfg.ExecutorID,
-		ApplicationVersion: optional(version),
-		ApplicationID:      m.AppID,
-		ApplicationName:    optional(owner),
-		Serialization:      optional(m.Serialization),
-		Inputs:             m.Inputs,
-		Attributes:         m.Attributes,
-		RejectExisting:     m.WorkflowIDReusePolicy == protocol.ReuseReject,
-		ParentStep:         parent,
-	}
-	if parent != nil {
-		p.ParentWorkflowID = &parent.WorkflowID
-	}
-	if m.TimeoutMS > 0 {
-		p.TimeoutMS = &m.TimeoutMS
-		if runHere {
-			deadline := time.Now().UnixMilli() + m.TimeoutMS
-			p.DeadlineEpochMS = &deadline
-		}
-	}
-	if m.DeadlineEpochMS > 0 {
-		p.DeadlineEpochMS = &m.DeadlineEpochMS
-	}
-	if m.DelayMS > 0 {
-		until := time.Now().UnixMilli() + m.DelayMS
-		p.DelayUntilEpochMS = &until
-	}
-	res, err := a.db.WorkflowInsert(s.ctx, p)
-	var dedup *sysdb.DeduplicatedError
-	if errors.As(err, &dedup) && m.DeduplicationPolicy == protocol.DedupReturnExisting {
-		holder, found, lerr := a.db.WorkflowByDeduplicationID(s.ctx, queue, m.DeduplicationID)
-		if lerr != nil {
-			return nil, protocolError(s, env.Op, lerr)
-		}
-		if found {
-			wf, gerr := a.db.WorkflowGet(s.ctx, holder)
-			if gerr != nil {
-				return nil, protocolError(s, env.Op, gerr)
-			}
-			if parent != nil {
-				// The parent's step points at the workflow that holds the
-				// id, as DBOS records an attached child.
-				err := a.steps.record(s.ctx, sysdb.StepRecordParams{
-					WorkflowID:      parent.WorkflowID,
-					OwnerXID:        parent.OwnerXID,
-					FunctionID:      parent.FunctionID,
-					Name:            m.Name,
-					ChildWorkflowID: &holder,
-					ApplicationName: parent.ApplicationName,
-				})
-				if err != nil {
-					return nil, runError(s, env.Op, parent.WorkflowID, parent.OwnerXID, err)
-				}
-			}
-			return &protocol.StartWorkflowReply{WorkflowID: holder, Status: wf.Status, Created: false}, nil
-		}
-		// The holder finished between the insert and the lookup: the id
-		// is free again.
-		res, err = a.db.WorkflowInsert(s.ctx, p)
-	}
+	res, err := s.agent.StartWorkflow(s.ctx, s.caller(), p)
 	if err != nil {
-		if parent != nil {
-			return nil, runError(s, env.Op, parent.WorkflowID, parent.OwnerXID, err)
-		}
-		return nil, protocolError(s, env.Op, err)
+		return nil, err
 	}
-	reply := &protocol.StartWorkflowReply{WorkflowID: m.WorkflowID, Status: res.Status, Created: res.Created}
-	if !res.Created {
-		if runHere && res.Status == sysdb.StatusEnqueued {
-			if grant := a.claimForCaller(s, group, m.WorkflowID, m.Name); grant != nil {
-				reply.Status, reply.Run = sysdb.StatusPending, grant
-			}
-		}
-		return reply, nil
-	}
-	if !runHere {
-		if forOther {
-			a.wakeQueue(queue)
-		} else if version == group.version {
-			a.wakePoller(group, queue)
-		} else {
-			a.wakePoller(groupKey{app: group.app, version: version}, queue)
-		}
-		return reply, nil
-	}
-	// Track the run so that capacity and a closing connection account for
-	// it, then hand the grant to the caller.
-	a.mu.Lock()
-	var w *worker
-	if g := a.groups[group]; g != nil {
-		w = g.workers[s]
-	}
-	if w != nil {
-		a.trackRunLocked(m.WorkflowID, token, sysdb.InternalQueueName, "", w)
-	}
-	a.mu.Unlock()
-	reply.Run = &protocol.Run{
-		WorkflowID:        m.WorkflowID,
-		Name:              m.Name,
-		ClassName:         m.ClassName,
-		ConfigName:        m.ConfigName,
-		Inputs:            m.Inputs,
-		Serialization:     m.Serialization,
-		OwnerXID:          token,
-		DeadlineEpochMS:   derefInt(p.DeadlineEpochMS),
-		RecoveryAttempts:  1,
-		AuthenticatedUser: m.AuthenticatedUser,
-		History:           []protocol.Step{},
-	}
-	reply.Run.AssumedRole = m.AssumedRole
-	reply.Run.AuthenticatedRoles = m.AuthenticatedRoles
-	reply.Run.Attributes = m.Attributes
-	return reply, nil
+	return &protocol.StartWorkflowReply{WorkflowID: res.WorkflowID, Status: res.Status, Created: res.Created, Run: res.Run}, nil
 }
 
-func handleRecordStep(s *Session, env protocol.Envelope) (any, *protocol.Error) {
-	a := s.agent
+func handleRecordStep(s *Session, env protocol.Envelope) (any, error) {
 	var m protocol.RecordStep
-	if perr := decode(env, &m); perr != nil {
-		return nil, perr
+	if err := decode(env, &m); err != nil {
+		return nil, err
 	}
-	if perr := required(env.Op, "workflow_id", m.WorkflowID, "owner_xid", m.OwnerXID, "name", m.Name); perr != nil {
-		return nil, perr
-	}
-	if m.FunctionID < 0 {
-		return nil, protocol.Errorf(protocol.CodeInvalidArgument, "%s: function_id must not be negative", env.Op)
-	}
-	_, group := s.handshaken()
-	p := sysdb.StepRecordParams{
-		WorkflowID:      m.WorkflowID,
-		OwnerXID:        m.OwnerXID,
-		FunctionID:      m.FunctionID,
-		Name:            m.Name,
-		Output:          m.Output,
-		Error:           m.Error,
-		Serialization:   optional(m.Serialization),
-		ChildWorkflowID: optional(m.ChildWorkflowID),
-		StartedAt:       optionalInt(m.StartedAtMS),
-		CompletedAt:     optionalInt(m.CompletedAtMS),
-		ApplicationName: optional(group.app),
-	}
-	if err := a.steps.record(s.ctx, p); err != nil {
-		return nil, runError(s, env.Op, m.WorkflowID, m.OwnerXID, err)
+	err := s.agent.RecordStep(s.ctx, s.caller(), RecordStepParams{
+		WorkflowID: m.WorkflowID, OwnerXID: m.OwnerXID, FunctionID: m.FunctionID, Name: m.Name,
+		Output: m.Output, Error: m.Error, Serialization: m.Serialization, ChildWorkflowID: m.ChildWorkflowID,
+		StartedAt: epochMillis(m.StartedAtMS), CompletedAt: epochMillis(m.CompletedAtMS),
+	})
+	if err != nil {
+		return nil, err
 	}
 	return protocol.Empty{}, nil
 }
 
-func handleFinish(s *Session, env protocol.Envelope) (any, *protocol.Error) {
-	a := s.agent
+func handleFinish(s *Session, env protocol.Envelope) (any, error) {
 	var m protocol.Finish
-	if perr := decode(env, &m); perr != nil {
-		return nil, perr
+	if err := decode(env, &m); err != nil {
+		return nil, err
 	}
-	if perr := required(env.Op, "workflow_id", m.WorkflowID, "owner_xid", m.OwnerXID); perr != nil {
-		return nil, perr
-	}
-	if m.Status != sysdb.StatusSuccess && m.Status != sysdb.StatusError {
-		return nil, protocol.Errorf(protocol.CodeInvalidArgument, "%s: status must be SUCCESS or ERROR", env.Op)
-	}
-	// The outcome must be written even if the connection drops now: the
-	// run is over either way.
-	res, err := a.finishes.write(context.WithoutCancel(s.ctx), sysdb.WorkflowFinishParams{
-		WorkflowID: m.WorkflowID,
-		OwnerXID:   m.OwnerXID,
-		Status:     m.Status,
-		Output:     m.Output,
-		Error:      m.Error,
-	})
-	a.endRun(m.WorkflowID, m.OwnerXID)
+	res, err := s.agent.Finish(s.ctx, FinishParams{WorkflowID: m.WorkflowID, OwnerXID: m.OwnerXID, Status: m.Status, Output: m.Output, Error: m.Error})
 	if err != nil {
-		return nil, protocolError(s, env.Op, err)
+		return nil, err
 	}
-	a.waiters.wake(m.WorkflowID)
-	return &protocol.FinishReply{Applied: res.Applied, Result: resultMessage(res.Stored)}, nil
+	return &protocol.FinishReply{Applied: res.Applied, Result: resultMessage(res.Result)}, nil
 }
 
 func resultMessage(wf sysdb.Workflow) protocol.WorkflowResult {
@@ -422,44 +257,30 @@ func resultMessage(wf sysdb.Workflow) protocol.WorkflowResult {
 	}
 }
 
-func handleGetResult(s *Session, env protocol.Envelope) (any, *protocol.Error) {
+func handleGetResult(s *Session, env protocol.Envelope) (any, error) {
 	var m protocol.GetResult
-	if perr := decode(env, &m); perr != nil {
-		return nil, perr
+	if err := decode(env, &m); err != nil {
+		return nil, err
 	}
-	if perr := required(env.Op, "workflow_id", m.WorkflowID); perr != nil {
-		return nil, perr
-	}
-	ctx := s.requestContext(env.ID)
-	if m.TimeoutMS > 0 {
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, time.Duration(m.TimeoutMS)*time.Millisecond)
-		defer cancel()
-	}
-	wf, err := s.agent.waiters.wait(ctx, m.WorkflowID, m.WaitForCreation)
+	wf, err := s.agent.GetResult(s.requestContext(env.ID), GetResultParams{
+		WorkflowID: m.WorkflowID, Timeout: millis(m.TimeoutMS), WaitForCreation: m.WaitForCreation,
+	})
 	if err != nil {
-		return nil, protocolError(s, env.Op, err)
+		return nil, err
 	}
 	return resultMessage(wf), nil
 }
 
-func handleGetWorkflow(s *Session, env protocol.Envelope) (any, *protocol.Error) {
+func handleGetWorkflow(s *Session, env protocol.Envelope) (any, error) {
 	var m protocol.GetWorkflow
-	if perr := decode(env, &m); perr != nil {
-		return nil, perr
+	if err := decode(env, &m); err != nil {
+		return nil, err
 	}
-	if perr := required(env.Op, "workflow_id", m.WorkflowID); perr != nil {
-		return nil, perr
-	}
-	wf, err := s.agent.db.WorkflowGet(s.ctx, m.WorkflowID)
+	wf, err := s.agent.GetWorkflow(s.ctx, GetWorkflowParams{WorkflowID: m.WorkflowID, LoadPayloads: m.LoadPayloads})
 	if err != nil {
-		return nil, protocolError(s, env.Op, err)
+		return nil, err
 	}
-	info := workflowInfo(wf)
-	if !m.LoadPayloads {
-		info.Inputs, info.Output, info.Error = nil, nil, nil
-	}
-	return info, nil
+	return workflowInfo(wf), nil
 }
 
 func workflowInfo(wf sysdb.Workflow) protocol.WorkflowInfo {
@@ -501,50 +322,30 @@ func workflowInfo(wf sysdb.Workflow) protocol.WorkflowInfo {
 	}
 }
 
-func handleListWorkflows(s *Session, env protocol.Envelope) (any, *protocol.Error) {
+func handleListWorkflows(s *Session, env protocol.Envelope) (any, error) {
 	var m protocol.ListWorkflows
-	if perr := decode(env, &m); perr != nil {
-		return nil, perr
+	if err := decode(env, &m); err != nil {
+		return nil, err
 	}
-	if m.Limit < 0 || m.Offset < 0 {
-		return nil, protocol.Errorf(protocol.CodeInvalidArgument, "%s: limit and offset must not be negative", env.Op)
+	p := ListWorkflowsParams{
+		WorkflowIDs: m.WorkflowIDs, Statuses: m.Statuses, Names: m.Names, QueueNames: m.QueueNames,
+		QueuesOnly: m.QueuesOnly, ExecutorIDs: m.ExecutorIDs, AppVersions: m.AppVersions,
+		ParentWorkflowIDs: m.ParentIDs, AuthenticatedUsers: m.Users, ForkedFrom: m.ForkedFrom,
+		ScheduleNames: m.ScheduleNames, ApplicationNames: m.ApplicationNames, Attributes: m.Attributes,
+		WasForkedFrom: m.WasForkedFrom, IsFork: m.IsFork, HasParent: m.HasParent,
+		CreatedAfter: epochMillis(m.StartTimeMS), CreatedBefore: epochMillis(m.EndTimeMS),
+		CompletedAfter: epochMillis(m.CompletedAfterMS), CompletedBefore: epochMillis(m.CompletedBeforeMS),
+		DequeuedAfter: epochMillis(m.DequeuedAfterMS), DequeuedBefore: epochMillis(m.DequeuedBeforeMS),
+		Limit: m.Limit, Offset: m.Offset, SortDesc: m.SortDesc, LoadInputs: m.LoadInputs, LoadOutputs: m.LoadOutputs,
 	}
-	p := sysdb.WorkflowListParams{
-		WorkflowIDs:        m.WorkflowIDs,
-		Statuses:           m.Statuses,
-		Names:              m.Names,
-		QueueNames:         m.QueueNames,
-		QueuesOnly:         m.QueuesOnly,
-		ExecutorIDs:        m.ExecutorIDs,
-		ApplicationVersion: m.AppVersions,
-		ParentWorkflowIDs:  m.ParentIDs,
-		AuthenticatedUsers: m.Users,
-		ForkedFrom:         m.ForkedFrom,
-		ScheduleNames:      m.ScheduleNames,
-		ApplicationNames:   m.ApplicationNames,
-		Attributes:         m.Attributes,
-		WasForkedFrom:      m.WasForkedFrom,
-		IsFork:             m.IsFork,
-		HasParent:          m.HasParent,
-		CreatedAfter:       optionalInt(m.StartTimeMS),
-		CreatedBefore:      optionalInt(m.EndTimeMS),
-		CompletedAfter:     optionalInt(m.CompletedAfterMS),
-		CompletedBefore:    optionalInt(m.CompletedBeforeMS),
-		StartedAfter:       optionalInt(m.DequeuedAfterMS),
-		StartedBefore:      optionalInt(m.DequeuedBeforeMS),
-		Limit:              m.Limit,
-		Offset:             m.Offset,
-		SortDesc:           m.SortDesc,
-		LoadInputs:         m.LoadInputs,
-		LoadOutputs:        m.LoadOutputs,
-	}
+	// The wire has one prefix of its first version beside the list.
 	if m.IDPrefix != "" {
 		p.IDPrefixes = []string{m.IDPrefix}
 	}
 	p.IDPrefixes = append(p.IDPrefixes, m.IDPrefixes...)
-	wfs, err := s.agent.db.WorkflowList(s.ctx, p)
+	wfs, err := s.agent.ListWorkflows(s.ctx, p)
 	if err != nil {
-		return nil, protocolError(s, env.Op, err)
+		return nil, err
 	}
 	reply := &protocol.ListWorkflowsReply{Workflows: make([]protocol.WorkflowInfo, len(wfs))}
 	for i, wf := range wfs {
@@ -553,14 +354,20 @@ func handleListWorkflows(s *Session, env protocol.Envelope) (any, *protocol.Erro
 	return reply, nil
 }
 
-func handleListSteps(s *Session, env protocol.Envelope) (any, *protocol.Error) {
-	m, perr := decodeRef(env)
-	if perr != nil {
-		return nil, perr
-	}
-	steps, err := s.agent.db.StepList(s.ctx, m.WorkflowID)
+// decodeRef decodes a request that names one workflow.
+func decodeRef(env protocol.Envelope) (protocol.WorkflowRef, error) {
+	var m protocol.WorkflowRef
+	return m, decode(env, &m)
+}
+
+func handleListSteps(s *Session, env protocol.Envelope) (any, error) {
+	m, err := decodeRef(env)
 	if err != nil {
-		return nil, protocolError(s, env.Op, err)
+		return nil, err
+	}
+	steps, err := s.agent.ListSteps(s.ctx, m.WorkflowID)
+	if err != nil {
+		return nil, err
 	}
 	reply := &protocol.ListStepsReply{Steps: make([]protocol.Step, len(steps))}
 	for i, st := range steps {
@@ -569,97 +376,34 @@ func handleListSteps(s *Session, env protocol.Envelope) (any, *protocol.Error) {
 	return reply, nil
 }
 
-func handleCancel(s *Session, env protocol.Envelope) (any, *protocol.Error) {
-	a := s.agent
+func handleCancel(s *Session, env protocol.Envelope) (any, error) {
 	var m protocol.CancelWorkflow
-	if perr := decode(env, &m); perr != nil {
-		return nil, perr
+	if err := decode(env, &m); err != nil {
+		return nil, err
 	}
-	if perr := required(env.Op, "workflow_id", m.WorkflowID); perr != nil {
-		return nil, perr
-	}
-	found, err := a.db.WorkflowCancel(s.ctx, sysdb.WorkflowCancelParams{WorkflowIDs: []string{m.WorkflowID}, IncludeChildren: m.CancelChildren})
-	if err != nil {
-		return nil, protocolError(s, env.Op, err)
-	}
-	if len(found) == 0 {
-		return nil, protocol.Errorf(protocol.CodeWorkflowNotFound, "workflow %s does not exist", m.WorkflowID)
-	}
-	for _, id := range found {
-		a.cancelLocalRun(id)
-		a.waiters.wake(id)
+	if _, err := s.agent.Cancel(s.ctx, CancelParams{WorkflowID: m.WorkflowID, CancelChildren: m.CancelChildren}); err != nil {
+		return nil, err
 	}
 	return protocol.Empty{}, nil
 }
 
-// cancelLocalRun tells the worker running a cancelled workflow, if it is
-// one of ours, and frees its slot. A run elsewhere learns at its next step.
-func (a *Agent) cancelLocalRun(workflowID string) {
-	a.mu.Lock()
-	r := a.runs[workflowID]
-	a.mu.Unlock()
-	if r == nil {
-		return
-	}
-	a.endRun(workflowID, r.ownerXID)
-	_ = r.worker.session.push(protocol.PushCancel, &protocol.CancelPush{WorkflowID: workflowID})
-}
-
-func handleResume(s *Session, env protocol.Envelope) (any, *protocol.Error) {
-	a := s.agent
+func handleResume(s *Session, env protocol.Envelope) (any, error) {
 	var m protocol.ResumeWorkflow
-	if perr := decode(env, &m); perr != nil {
-		return nil, perr
+	if err := decode(env, &m); err != nil {
+		return nil, err
 	}
+	// The wire names one workflow or a list, not both.
 	ids := m.WorkflowIDs
 	switch {
 	case m.WorkflowID != "" && len(ids) > 0:
-		return nil, protocol.Errorf(protocol.CodeInvalidArgument, "%s: give workflow_id or workflow_ids, not both", env.Op)
+		return nil, invalidf("%s: give workflow_id or workflow_ids, not both", env.Op)
 	case m.WorkflowID != "":
 		ids = []string{m.WorkflowID}
-	case len(ids) == 0:
-		return nil, protocol.Errorf(protocol.CodeInvalidArgument, "%s: workflow_id is required", env.Op)
 	}
-	for _, id := range ids {
-		if id == "" {
-			return nil, protocol.Errorf(protocol.CodeInvalidArgument, "%s: workflow_ids has an empty id", env.Op)
-		}
+	if err := s.agent.Resume(s.ctx, ResumeParams{WorkflowIDs: ids, QueueName: m.QueueName}); err != nil {
+		return nil, err
 	}
-	found, err := a.db.WorkflowResume(s.ctx, sysdb.WorkflowResumeParams{WorkflowIDs: ids, QueueName: m.QueueName, RequireAll: true})
-	if err != nil {
-		return nil, protocolError(s, env.Op, err)
-	}
-	if missing := missingIDs(ids, found); len(missing) > 0 {
-		perr := protocol.Errorf(protocol.CodeWorkflowNotFound, "workflows %s do not exist", strings.Join(missing, ", "))
-		if len(missing) == 1 {
-			perr = protocol.Errorf(protocol.CodeWorkflowNotFound, "workflow %s does not exist", missing[0])
-		}
-		// As DBOS names them: the missing ids, joined.
-		perr.Data = map[string]any{"workflow_id": strings.Join(missing, ", ")}
-		return nil, perr
-	}
-	queue := m.QueueName
-	if queue == "" {
-		queue = sysdb.InternalQueueName
-	}
-	a.wakeQueue(queue)
 	return protocol.Empty{}, nil
-}
-
-// missingIDs is the ids (each once, in order) not in found.
-func missingIDs(ids, found []string) []string {
-	seen := make(map[string]bool, len(ids))
-	for _, id := range found {
-		seen[id] = true
-	}
-	var missing []string
-	for _, id := range ids {
-		if !seen[id] {
-			missing = append(missing, id)
-			seen[id] = true
-		}
-	}
-	return missing
 }
 
 func optional(s string) *string {
@@ -667,13 +411,6 @@ func optional(s string) *string {
 		return nil
 	}
 	return &s
-}
-
-func optionalInt(v int64) *int64 {
-	if v == 0 {
-		return nil
-	}
-	return &v
 }
 
 func asErr[T error](err error, target *T) bool { return errors.As(err, target) }

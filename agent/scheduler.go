@@ -2,7 +2,6 @@ package agent
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"sync"
 	"time"
@@ -151,58 +150,69 @@ func (sc *scheduler) run(ctx context.Context, s sysdb.Schedule, sched cron.Sched
 			return
 		case <-timer.C:
 		}
-		if _, _, err := a.fireTick(ctx, s, next, TickWorkflowID(s.Name, next)); err != nil && ctx.Err() == nil {
+		if _, err := a.fireTick(ctx, s, next, TickWorkflowID(s.Name, next)); err != nil && ctx.Err() == nil {
 			a.log.Warn("firing a schedule failed", zap.String("schedule", s.Name), zap.Time("tick", next), zap.Error(err))
 		}
 		next = sched.Next(next)
 	}
 }
 
+// Tick is one tick a schedule enqueued.
+type Tick struct {
+	WorkflowID string
+	// Time is the tick's scheduled time.
+	Time time.Time
+	// Created is false when the tick was enqueued before (by an agent, an
+	// SDK or an earlier backfill): nothing was written.
+	Created bool
+}
+
 // fireTick enqueues one tick's workflow (once, whoever fires it) and
 // records it as the schedule's latest.
-func (a *Agent) fireTick(ctx context.Context, s sysdb.Schedule, tick time.Time, workflowID string) (string, bool, error) {
+func (a *Agent) fireTick(ctx context.Context, s sysdb.Schedule, tick time.Time, workflowID string) (Tick, error) {
 	// Ticks run on the owner's latest version, so a stale deploy does not
 	// pick them up; with no version registered they are unversioned.
 	var version *string
 	latest, found, err := a.db.VersionLatest(ctx, s.ApplicationName)
 	if err != nil {
-		return "", false, err
+		return Tick{}, err
 	}
 	if found {
 		version = &latest.Name
 	}
 	p, err := TickInsertParams(s, tick, workflowID, a.cfg.ExecutorID, newToken(), version)
 	if err != nil {
-		return "", false, err
+		return Tick{}, err
 	}
 	res, err := a.db.WorkflowInsert(ctx, p)
 	if err != nil && !IsTickIDTaken(err) {
-		return "", false, err
+		return Tick{}, err
 	}
+	fired := Tick{WorkflowID: workflowID, Time: tick, Created: res.Created}
 	if err := a.db.ScheduleSetLastFired(ctx, s.Name, tick); err != nil {
-		return workflowID, res.Created, err
+		return fired, err
 	}
 	if res.Created {
 		a.wakeQueue(*p.QueueName)
 	}
-	return workflowID, res.Created, nil
+	return fired, nil
 }
 
 // backfill enqueues every tick in [start, end) that is not enqueued yet.
-func (a *Agent) backfill(ctx context.Context, s sysdb.Schedule, start, end time.Time) ([]string, error) {
+func (a *Agent) backfill(ctx context.Context, s sysdb.Schedule, start, end time.Time) ([]Tick, error) {
 	ticks, err := BackfillTicks(s, start, end)
 	if err != nil {
 		return nil, err
 	}
-	var ids []string
+	var fired []Tick
 	for _, tick := range ticks {
-		id, _, err := a.fireTick(ctx, s, tick, TickWorkflowID(s.Name, tick))
+		t, err := a.fireTick(ctx, s, tick, TickWorkflowID(s.Name, tick))
 		if err != nil {
-			return ids, err
+			return fired, err
 		}
-		ids = append(ids, id)
+		fired = append(fired, t)
 	}
-	return ids, nil
+	return fired, nil
 }
 
 func scheduleMessage(s sysdb.Schedule) protocol.Schedule {
@@ -218,103 +228,46 @@ func scheduleMessage(s sysdb.Schedule) protocol.Schedule {
 	return m
 }
 
-func scheduleError(s *Session, op string, err error) *protocol.Error {
-	var (
-		missing *sysdb.ScheduleNotFoundError
-		exists  *sysdb.ScheduleExistsError
-		owned   *sysdb.NameOwnedError
-	)
-	switch {
-	case errors.As(err, &missing):
-		return protocol.Errorf(protocol.CodeInvalidArgument, "%s", missing.Error())
-	case errors.As(err, &exists):
-		return protocol.Errorf(protocol.CodeInvalidArgument, "%s", exists.Error())
-	case errors.As(err, &owned):
-		return protocol.Errorf(protocol.CodeInvalidArgument, "%s", owned.Error())
-	}
-	return protocolError(s, op, err)
-}
-
 // decodeScheduleRef decodes (and checks) a request that names one schedule.
-func decodeScheduleRef(env protocol.Envelope) (protocol.ScheduleRef, *protocol.Error) {
+func decodeScheduleRef(env protocol.Envelope) (protocol.ScheduleRef, error) {
 	var m protocol.ScheduleRef
 	return m, decode(env, &m)
 }
 
-func handleCreateSchedule(s *Session, env protocol.Envelope) (any, *protocol.Error) {
-	a := s.agent
+func handleCreateSchedule(s *Session, env protocol.Envelope) (any, error) {
 	var m protocol.Schedule
-	// decode checks the names, the context and the status
-	// (Schedule.Validate); the expression and its time zone are parsed
-	// here, by the parser that fires them.
-	if perr := decode(env, &m); perr != nil {
-		return nil, perr
+	if err := decode(env, &m); err != nil {
+		return nil, err
 	}
-	if _, _, err := ParseCron(m.Cron, m.CronTimezone); err != nil {
-		return nil, protocol.Errorf(protocol.CodeInvalidArgument, "%s: %v", env.Op, err)
+	if err := s.agent.CreateSchedule(s.ctx, s.caller(), m); err != nil {
+		return nil, err
 	}
-	status := m.Status
-	if status == "" {
-		status = sysdb.ScheduleActive
-	}
-	hello, group := s.handshaken()
-	owner := group.app
-	if m.ApplicationName != "" && m.ApplicationName != group.app {
-		// DBOSClient.create_schedule(application_name=): a client writes a
-		// schedule another application's workers fire; a worker's are its
-		// own, as its queues are.
-		if hello.Role == protocol.RoleWorker {
-			return nil, protocol.Errorf(protocol.CodeInvalidArgument, "%s: a worker creates schedules for its own application only", env.Op)
-		}
-		owner = m.ApplicationName
-	}
-	ctxText := m.Context
-	if ctxText == "" {
-		ctxText = "null"
-	}
-	// A given schedule_id is kept: a binding re-creating a schedule whose
-	// definition changed (DBOS's apply_schedules updates it in place).
-	err := a.db.ScheduleCreate(s.ctx, sysdb.Schedule{
-		ID: m.ScheduleID, Name: m.ScheduleName, WorkflowName: m.WorkflowName, WorkflowClassName: optional(m.WorkflowClassName),
-		Cron: m.Cron, Status: status, Context: ctxText, AutomaticBackfill: m.AutomaticBackfill,
-		CronTimezone: optional(m.CronTimezone), QueueName: optional(m.QueueName), ApplicationName: optional(owner),
-	})
-	if err != nil {
-		return nil, scheduleError(s, env.Op, err)
-	}
-	a.schedules.reconcileSoon()
 	return protocol.Empty{}, nil
 }
 
-func handleGetSchedule(s *Session, env protocol.Envelope) (any, *protocol.Error) {
-	m, perr := decodeScheduleRef(env)
-	if perr != nil {
-		return nil, perr
-	}
-	sched, err := s.agent.db.ScheduleGet(s.ctx, m.ScheduleName)
+func handleGetSchedule(s *Session, env protocol.Envelope) (any, error) {
+	m, err := decodeScheduleRef(env)
 	if err != nil {
-		return nil, scheduleError(s, env.Op, err)
+		return nil, err
+	}
+	sched, err := s.agent.GetSchedule(s.ctx, m.ScheduleName)
+	if err != nil {
+		return nil, err
 	}
 	return scheduleMessage(sched), nil
 }
 
-func handleListSchedules(s *Session, env protocol.Envelope) (any, *protocol.Error) {
+func handleListSchedules(s *Session, env protocol.Envelope) (any, error) {
 	var m protocol.ListSchedules
-	if perr := decode(env, &m); perr != nil {
-		return nil, perr
+	if err := decode(env, &m); err != nil {
+		return nil, err
 	}
-	_, group := s.handshaken()
-	params := sysdb.ScheduleListParams{Statuses: m.Statuses, WorkflowNames: m.WorkflowNames, NamePrefix: m.NamePrefix}
-	switch {
-	case m.AllApplications:
-	case len(m.ApplicationNames) > 0:
-		params.ApplicationNames = m.ApplicationNames // DBOS's list_schedules(application_name=)
-	default:
-		params.ApplicationName = optional(group.app)
-	}
-	list, err := s.agent.db.ScheduleList(s.ctx, params)
+	list, err := s.agent.ListSchedules(s.ctx, s.caller(), ListSchedulesParams{
+		Statuses: m.Statuses, WorkflowNames: m.WorkflowNames, NamePrefix: m.NamePrefix,
+		ApplicationNames: m.ApplicationNames, AllApplications: m.AllApplications,
+	})
 	if err != nil {
-		return nil, scheduleError(s, env.Op, err)
+		return nil, err
 	}
 	reply := &protocol.ListSchedulesReply{Schedules: make([]protocol.Schedule, len(list))}
 	for i, sched := range list {
@@ -324,65 +277,53 @@ func handleListSchedules(s *Session, env protocol.Envelope) (any, *protocol.Erro
 }
 
 func setScheduleStatus(status string) handler {
-	return func(s *Session, env protocol.Envelope) (any, *protocol.Error) {
-		m, perr := decodeScheduleRef(env)
-		if perr != nil {
-			return nil, perr
+	return func(s *Session, env protocol.Envelope) (any, error) {
+		m, err := decodeScheduleRef(env)
+		if err != nil {
+			return nil, err
 		}
-		if err := s.agent.db.ScheduleSetStatus(s.ctx, m.ScheduleName, status); err != nil {
-			return nil, scheduleError(s, env.Op, err)
+		if err := s.agent.SetScheduleStatus(s.ctx, m.ScheduleName, status); err != nil {
+			return nil, err
 		}
-		s.agent.schedules.reconcileSoon()
 		return protocol.Empty{}, nil
 	}
 }
 
-func handleDeleteSchedule(s *Session, env protocol.Envelope) (any, *protocol.Error) {
-	m, perr := decodeScheduleRef(env)
-	if perr != nil {
-		return nil, perr
+func handleDeleteSchedule(s *Session, env protocol.Envelope) (any, error) {
+	m, err := decodeScheduleRef(env)
+	if err != nil {
+		return nil, err
 	}
-	if err := s.agent.db.ScheduleDelete(s.ctx, m.ScheduleName); err != nil {
-		return nil, scheduleError(s, env.Op, err)
+	if err := s.agent.DeleteSchedule(s.ctx, m.ScheduleName); err != nil {
+		return nil, err
 	}
-	s.agent.schedules.reconcileSoon()
 	return protocol.Empty{}, nil
 }
 
-func handleBackfillSchedule(s *Session, env protocol.Envelope) (any, *protocol.Error) {
+func handleBackfillSchedule(s *Session, env protocol.Envelope) (any, error) {
 	var m protocol.BackfillSchedule
-	if perr := decode(env, &m); perr != nil {
-		return nil, perr
+	if err := decode(env, &m); err != nil {
+		return nil, err
 	}
-	sched, err := s.agent.db.ScheduleGet(s.ctx, m.ScheduleName)
+	ticks, err := s.agent.BackfillSchedule(s.ctx, m.ScheduleName, time.UnixMilli(m.StartEpochMS), time.UnixMilli(m.EndEpochMS))
 	if err != nil {
-		return nil, scheduleError(s, env.Op, err)
+		return nil, err
 	}
-	// The range and the stored cron are checked before anything is
-	// enqueued: a bad one is the caller's to fix, not a retryable failure.
-	if _, err := BackfillTicks(sched, time.UnixMilli(m.StartEpochMS), time.UnixMilli(m.EndEpochMS)); err != nil {
-		return nil, protocol.Errorf(protocol.CodeInvalidArgument, "%s: %v", env.Op, err)
-	}
-	ids, err := s.agent.backfill(s.ctx, sched, time.UnixMilli(m.StartEpochMS), time.UnixMilli(m.EndEpochMS))
-	if err != nil {
-		return nil, protocolError(s, env.Op, err)
+	var ids []string // none is nil, as the wire has always had it
+	for _, t := range ticks {
+		ids = append(ids, t.WorkflowID)
 	}
 	return &protocol.WorkflowIDs{WorkflowIDs: ids}, nil
 }
 
-func handleTriggerSchedule(s *Session, env protocol.Envelope) (any, *protocol.Error) {
-	m, perr := decodeScheduleRef(env)
-	if perr != nil {
-		return nil, perr
-	}
-	sched, err := s.agent.db.ScheduleGet(s.ctx, m.ScheduleName)
+func handleTriggerSchedule(s *Session, env protocol.Envelope) (any, error) {
+	m, err := decodeScheduleRef(env)
 	if err != nil {
-		return nil, scheduleError(s, env.Op, err)
+		return nil, err
 	}
-	now := time.Now().UTC()
-	id, _, err := s.agent.fireTick(s.ctx, sched, now, TriggerWorkflowID(sched.Name, now))
+	tick, err := s.agent.TriggerSchedule(s.ctx, m.ScheduleName)
 	if err != nil {
-		return nil, protocolError(s, env.Op, err)
+		return nil, err
 	}
-	return &protocol.WorkflowRef{WorkflowID: id}, nil
+	return &protocol.WorkflowRef{WorkflowID: tick.WorkflowID}, nil
 }

@@ -495,8 +495,8 @@ func (s *Session) HandleFrame(frame []byte) error {
 		// Answered in order, before any later frame: the request it names
 		// was registered when its own frame was read.
 		var m protocol.CancelRequest
-		if perr := decode(env, &m); perr != nil {
-			s.reply(env.ID, nil, perr)
+		if err := decode(env, &m); err != nil {
+			s.reply(env.ID, nil, s.protocolError(env.Op, err))
 			return nil
 		}
 		s.cancelRequest(m.RequestID)
@@ -552,11 +552,16 @@ func (s *Session) HandleFrame(frame []byte) error {
 				s.reply(env.ID, nil, protocol.Errorf(protocol.CodeInternal, "the agent failed handling %s", env.Op))
 			}
 		}()
-		body, perr := handler(s, env)
-		if perr != nil && req != nil && errors.Is(context.Cause(req.ctx), errRequestCancelled) {
+		body, err := handler(s, env)
+		var perr *protocol.Error
+		switch {
+		case err == nil:
+		case req != nil && errors.Is(context.Cause(req.ctx), errRequestCancelled):
 			// It failed because the peer gave up on it; a request that
 			// finished anyway answers as it would have.
 			perr = protocol.Errorf(protocol.CodeRequestCancelled, "%s was cancelled by the peer", env.Op)
+		default:
+			perr = s.protocolError(env.Op, err)
 		}
 		s.reply(env.ID, body, perr)
 	})
@@ -639,7 +644,8 @@ func (s *Session) handleHello(env protocol.Envelope) error {
 				w.queues[q.Name] = q
 			}
 		}
-		if perr := a.registerQueues(s.ctx, h.AppName, h.Queues); perr != nil {
+		if err := a.registerQueues(s.ctx, h.AppName, h.Queues); err != nil {
+			perr := s.protocolError(env.Op, err)
 			perr.Message = "hello: " + perr.Message
 			s.reply(env.ID, nil, perr)
 			return nil
@@ -656,7 +662,7 @@ func (s *Session) handleHello(env protocol.Envelope) error {
 				// its workflows run all the same.
 				s.log.Warn("application version name taken by another application; not registered", zap.Error(err))
 			case err != nil:
-				s.reply(env.ID, nil, protocolError(s, env.Op, err))
+				s.reply(env.ID, nil, s.protocolError(env.Op, err))
 				return nil
 			}
 		} else if latest, found, err := a.db.VersionLatest(s.ctx, optional(h.AppName)); err == nil && found {

@@ -13,11 +13,11 @@ import (
 // stops the process briefly, and a peer must not be able to keep it stopped.
 const minFreeMemoryInterval = time.Second
 
-func handleStats(s *Session, env protocol.Envelope) (any, *protocol.Error) {
+func handleStats(s *Session, env protocol.Envelope) (any, error) {
 	a := s.agent
 	var m protocol.Stats
-	if perr := decode(env, &m); perr != nil {
-		return nil, perr
+	if err := decode(env, &m); err != nil {
+		return nil, err
 	}
 	freed := false
 	if m.FreeMemory {
