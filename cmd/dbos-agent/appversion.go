@@ -6,7 +6,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/dbos-agent/dbos-agent/sysdb"
+	"github.com/dbos-agent/dbos-agent/agent"
 )
 
 // appVersionView is how an application version is shown.
@@ -29,8 +29,8 @@ func newVersionListCommand() *cobra.Command {
 		Use:   "list",
 		Short: "List application versions, the latest first",
 		Args:  cobra.NoArgs,
-		RunE: db.withDatabase(func(cmd *cobra.Command, _ []string, database *sysdb.Postgres) error {
-			versions, err := database.VersionList(cmd.Context(), optionalFlag(appName))
+		RunE: db.withEngine(func(cmd *cobra.Command, _ []string, engine *agent.Agent) error {
+			versions, err := engine.ListVersions(cmd.Context(), agent.Caller{App: appName})
 			if err != nil {
 				return err
 			}
@@ -68,8 +68,9 @@ func newVersionPromoteCommand() *cobra.Command {
 		Use:   "promote NAME",
 		Short: "Make an application version the latest (roll forward or back): its workers take unversioned work",
 		Args:  cobra.ExactArgs(1),
-		RunE: db.withDatabase(func(cmd *cobra.Command, args []string, database *sysdb.Postgres) error {
-			if err := database.VersionPromote(cmd.Context(), args[0], optionalFlag(appName)); err != nil {
+		RunE: db.withEngine(func(cmd *cobra.Command, args []string, engine *agent.Agent) error {
+			err := engine.PromoteVersion(cmd.Context(), agent.Caller{}, agent.PromoteVersionParams{VersionName: args[0], ApplicationName: appName})
+			if err != nil {
 				return err
 			}
 			fmt.Fprintf(cmd.OutOrStdout(), "version %s is the latest\n", args[0])

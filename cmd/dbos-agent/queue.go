@@ -1,13 +1,13 @@
 package main
 
 import (
-	"context"
 	"fmt"
 	"io"
 	"text/tabwriter"
 
 	"github.com/spf13/cobra"
 
+	"github.com/dbos-agent/dbos-agent/agent"
 	"github.com/dbos-agent/dbos-agent/sysdb"
 )
 
@@ -39,37 +39,25 @@ type queueView struct {
 	Delayed                     int64    `json:"delayed"`
 }
 
-// queueViews reads every queue: the registered ones with their whole row
+// queueViewOf is how a queue is shown: a registered one with its whole row
 // (partition limits and polling interval), the others with their counts.
-func queueViews(ctx context.Context, database *sysdb.Postgres) ([]queueView, error) {
-	queues, err := database.QueueList(ctx)
-	if err != nil {
-		return nil, err
-	}
-	views := make([]queueView, len(queues))
-	for i, q := range queues {
-		v := queueView{Name: q.Name, Registered: q.Registered, Concurrency: q.Concurrency,
-			WorkerConcurrency: q.WorkerConcurrency, RateLimitMax: q.RateLimitMax, RateLimitPeriodSec: q.RateLimitPeriodSec,
-			PriorityEnabled: q.PriorityEnabled, PartitionQueue: q.PartitionQueue, ApplicationName: derefOr(q.ApplicationName),
-			Enqueued: q.Enqueued, Pending: q.Pending, Delayed: q.Delayed}
-		if q.Registered {
-			cfg, err := database.QueueGet(ctx, q.Name)
-			if err != nil {
-				return nil, err
-			}
-			v.PartitionConcurrency = cfg.PartitionConcurrency
-			v.PartitionWorkerConcurrency = cfg.PartitionWorkerConcurrency
-			v.PartitionRateLimitMax = cfg.PartitionRateLimitMax
-			v.PartitionRateLimitPeriodSec = cfg.PartitionRateLimitPeriodSec
-			polling := cfg.PollingIntervalSec
-			if polling == 0 {
-				polling = sysdb.DefaultPollingIntervalSec
-			}
-			v.PollingIntervalSec = &polling
+func queueViewOf(q agent.QueueState) queueView {
+	v := queueView{Name: q.Name, Registered: q.Registered, Concurrency: q.Concurrency,
+		WorkerConcurrency: q.WorkerConcurrency, RateLimitMax: q.RateLimitMax, RateLimitPeriodSec: q.RateLimitPeriodSec,
+		PriorityEnabled: q.PriorityEnabled, PartitionQueue: q.PartitionQueue, ApplicationName: derefOr(q.ApplicationName),
+		Enqueued: q.Enqueued, Pending: q.Pending, Delayed: q.Delayed}
+	if cfg := q.Config; cfg != nil {
+		v.PartitionConcurrency = cfg.PartitionConcurrency
+		v.PartitionWorkerConcurrency = cfg.PartitionWorkerConcurrency
+		v.PartitionRateLimitMax = cfg.PartitionRateLimitMax
+		v.PartitionRateLimitPeriodSec = cfg.PartitionRateLimitPeriodSec
+		polling := cfg.PollingIntervalSec
+		if polling == 0 {
+			polling = sysdb.DefaultPollingIntervalSec
 		}
-		views[i] = v
+		v.PollingIntervalSec = &polling
 	}
-	return views, nil
+	return v
 }
 
 func (v queueView) hasPartitionLimits() bool {
@@ -116,10 +104,14 @@ func newQueueListCommand() *cobra.Command {
 		Use:   "list",
 		Short: "List queues with their limits and how many workflows wait and run on each",
 		Args:  cobra.NoArgs,
-		RunE: db.withDatabase(func(cmd *cobra.Command, _ []string, database *sysdb.Postgres) error {
-			views, err := queueViews(cmd.Context(), database)
+		RunE: db.withEngine(func(cmd *cobra.Command, _ []string, engine *agent.Agent) error {
+			queues, err := engine.ListQueues(cmd.Context(), agent.ListQueuesParams{WithConfig: true})
 			if err != nil {
 				return err
+			}
+			views := make([]queueView, len(queues))
+			for i, q := range queues {
+				views[i] = queueViewOf(q)
 			}
 			out := cmd.OutOrStdout()
 			if asJSON {
@@ -147,20 +139,16 @@ func newQueueGetCommand() *cobra.Command {
 		Use:   "get NAME",
 		Short: "Show one queue: its limits, partition limits and load",
 		Args:  cobra.ExactArgs(1),
-		RunE: db.withDatabase(func(cmd *cobra.Command, args []string, database *sysdb.Postgres) error {
-			views, err := queueViews(cmd.Context(), database)
+		RunE: db.withEngine(func(cmd *cobra.Command, args []string, engine *agent.Agent) error {
+			q, err := engine.GetQueue(cmd.Context(), args[0])
 			if err != nil {
 				return err
 			}
-			for _, v := range views {
-				if v.Name == args[0] {
-					if asJSON {
-						return printJSON(cmd.OutOrStdout(), v)
-					}
-					return printQueue(cmd.OutOrStdout(), v)
-				}
+			v := queueViewOf(q)
+			if asJSON {
+				return printJSON(cmd.OutOrStdout(), v)
 			}
-			return fmt.Errorf("queue %s is not registered and has no active workflows", args[0])
+			return printQueue(cmd.OutOrStdout(), v)
 		}),
 	}
 	db.register(cmd)

@@ -1,14 +1,10 @@
 package main
 
 import (
-	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
-	"os"
 	"text/tabwriter"
 	"time"
 
@@ -76,12 +72,11 @@ func newScheduleListCommand() *cobra.Command {
 		Use:   "list",
 		Short: "List schedules by name",
 		Args:  cobra.NoArgs,
-		RunE: db.withDatabase(func(cmd *cobra.Command, _ []string, database *sysdb.Postgres) error {
-			p := sysdb.ScheduleListParams{Statuses: upper(statuses), WorkflowNames: wfNames, NamePrefix: prefix}
-			if appName != "" {
-				p.ApplicationName = &appName
-			}
-			list, err := database.ScheduleList(cmd.Context(), p)
+		RunE: db.withEngine(func(cmd *cobra.Command, _ []string, engine *agent.Agent) error {
+			// As the application's own listing: its schedules and the
+			// unclaimed ones (all, with no application named).
+			list, err := engine.ListSchedules(cmd.Context(), agent.Caller{App: appName},
+				agent.ListSchedulesParams{Statuses: upper(statuses), WorkflowNames: wfNames, NamePrefix: prefix})
 			if err != nil {
 				return err
 			}
@@ -134,8 +129,8 @@ func newScheduleGetCommand() *cobra.Command {
 		Use:   "get NAME",
 		Short: "Show one schedule",
 		Args:  cobra.ExactArgs(1),
-		RunE: db.withDatabase(func(cmd *cobra.Command, args []string, database *sysdb.Postgres) error {
-			s, err := database.ScheduleGet(cmd.Context(), args[0])
+		RunE: db.withEngine(func(cmd *cobra.Command, args []string, engine *agent.Agent) error {
+			s, err := engine.GetSchedule(cmd.Context(), args[0])
 			if err != nil {
 				return err
 			}
@@ -200,23 +195,20 @@ func newScheduleCreateCommand() *cobra.Command {
 			if !json.Valid([]byte(scheduleContext)) {
 				return fmt.Errorf("--context must be JSON text, like '{\"region\":\"eu\"}' or '\"nightly\"'")
 			}
-			// The rules a create_schedule request is held to: the table is
-			// shared with the DBOS SDKs, whoever writes it.
-			if err := (&protocol.Schedule{ScheduleName: args[0], WorkflowName: workflow, WorkflowClassName: class,
-				Cron: cronSpec, Context: scheduleContext, CronTimezone: tz, QueueName: queue}).Validate("schedule"); err != nil {
+			// The rules a create_schedule request is held to (the engine
+			// holds it to them again), named for this command's flags.
+			s := protocol.Schedule{ScheduleName: args[0], WorkflowName: workflow, WorkflowClassName: class,
+				Cron: cronSpec, Status: sysdb.ScheduleActive, Context: scheduleContext, AutomaticBackfill: backfill,
+				CronTimezone: tz, QueueName: queue, ApplicationName: appName}
+			if err := s.Validate("schedule"); err != nil {
 				return err
 			}
-			database, err := openDatabase(cmd.Context(), db)
+			engine, closeEngine, err := openEngine(cmd.Context(), db)
 			if err != nil {
 				return err
 			}
-			defer database.Close()
-			s := sysdb.Schedule{
-				Name: args[0], WorkflowName: workflow, WorkflowClassName: optionalFlag(class), Cron: cronSpec,
-				Status: sysdb.ScheduleActive, Context: scheduleContext, AutomaticBackfill: backfill,
-				CronTimezone: optionalFlag(tz), QueueName: optionalFlag(queue), ApplicationName: optionalFlag(appName),
-			}
-			if err := database.ScheduleCreate(cmd.Context(), s); err != nil {
+			defer closeEngine()
+			if err := engine.CreateSchedule(cmd.Context(), agent.Caller{}, s); err != nil {
 				return err
 			}
 			fmt.Fprintf(cmd.OutOrStdout(), "schedule %s created; next tick %s\n", args[0],
@@ -252,8 +244,8 @@ func newScheduleStatusCommand(verb, short, status string) *cobra.Command {
 		Use:   verb + " NAME",
 		Short: short,
 		Args:  cobra.ExactArgs(1),
-		RunE: db.withDatabase(func(cmd *cobra.Command, args []string, database *sysdb.Postgres) error {
-			if err := database.ScheduleSetStatus(cmd.Context(), args[0], status); err != nil {
+		RunE: db.withEngine(func(cmd *cobra.Command, args []string, engine *agent.Agent) error {
+			if err := engine.SetScheduleStatus(cmd.Context(), args[0], status); err != nil {
 				return err
 			}
 			fmt.Fprintf(cmd.OutOrStdout(), "schedule %s is %s\n", args[0], status)
@@ -270,8 +262,8 @@ func newScheduleDeleteCommand() *cobra.Command {
 		Use:   "delete NAME",
 		Short: "Delete a schedule (the workflows it enqueued stay)",
 		Args:  cobra.ExactArgs(1),
-		RunE: db.withDatabase(func(cmd *cobra.Command, args []string, database *sysdb.Postgres) error {
-			if err := database.ScheduleDelete(cmd.Context(), args[0]); err != nil {
+		RunE: db.withEngine(func(cmd *cobra.Command, args []string, engine *agent.Agent) error {
+			if err := engine.DeleteSchedule(cmd.Context(), args[0]); err != nil {
 				return err
 			}
 			fmt.Fprintf(cmd.OutOrStdout(), "schedule %s deleted\n", args[0])
@@ -291,48 +283,8 @@ type tickView struct {
 	Created bool `json:"created"`
 }
 
-// tickFirer enqueues ticks against the database, as the agent's scheduler
-// does (the rows come from agent.TickInsertParams), without an agent.
-type tickFirer struct {
-	db       *sysdb.Postgres
-	schedule sysdb.Schedule
-	version  *string
-	executor string
-}
-
-func newTickFirer(ctx context.Context, database *sysdb.Postgres, s sysdb.Schedule) (*tickFirer, error) {
-	// Ticks run on the owner's latest version, as the scheduler enqueues
-	// them; with no version registered they are unversioned. The rows carry
-	// the executor id an agent on this host would (DBOS__VMID, default
-	// local); whoever claims them replaces it.
-	f := &tickFirer{db: database, schedule: s, executor: firstNonEmpty(os.Getenv("DBOS__VMID"), "local")}
-	latest, found, err := database.VersionLatest(ctx, s.ApplicationName)
-	if err != nil {
-		return nil, err
-	}
-	if found {
-		f.version = &latest.Name
-	}
-	return f, nil
-}
-
-func (f *tickFirer) fire(ctx context.Context, tick time.Time, workflowID string) (tickView, error) {
-	var token [16]byte
-	if _, err := rand.Read(token[:]); err != nil {
-		return tickView{}, err
-	}
-	p, err := agent.TickInsertParams(f.schedule, tick, workflowID, f.executor, hex.EncodeToString(token[:]), f.version)
-	if err != nil {
-		return tickView{}, err
-	}
-	res, err := f.db.WorkflowInsert(ctx, p)
-	if err != nil && !agent.IsTickIDTaken(err) {
-		return tickView{}, fmt.Errorf("enqueue %s: %w", workflowID, err)
-	}
-	if err := f.db.ScheduleSetLastFired(ctx, f.schedule.Name, tick); err != nil {
-		return tickView{}, err
-	}
-	return tickView{WorkflowID: workflowID, ScheduledTime: tick.Format(time.RFC3339Nano), Created: res.Created}, nil
+func tickViewOf(t agent.Tick) tickView {
+	return tickView{WorkflowID: t.WorkflowID, ScheduledTime: t.Time.Format(time.RFC3339Nano), Created: t.Created}
 }
 
 func printTicks(out io.Writer, ticks []tickView) {
@@ -372,30 +324,18 @@ func newScheduleBackfillCommand() *cobra.Command {
 			if !to.After(from) {
 				return errors.New("--end must be after --start")
 			}
-			database, err := openDatabase(cmd.Context(), db)
+			engine, closeEngine, err := openEngine(cmd.Context(), db)
 			if err != nil {
 				return err
 			}
-			defer database.Close()
-			s, err := database.ScheduleGet(cmd.Context(), args[0])
+			defer closeEngine()
+			ticks, err := engine.BackfillSchedule(cmd.Context(), args[0], from, to)
 			if err != nil {
 				return err
 			}
-			ticks, err := agent.BackfillTicks(s, from, to)
-			if err != nil {
-				return err
-			}
-			firer, err := newTickFirer(cmd.Context(), database, s)
-			if err != nil {
-				return err
-			}
-			views := make([]tickView, 0, len(ticks))
-			for _, tick := range ticks {
-				v, err := firer.fire(cmd.Context(), tick, agent.TickWorkflowID(s.Name, tick))
-				if err != nil {
-					return err
-				}
-				views = append(views, v)
+			views := make([]tickView, len(ticks))
+			for i, t := range ticks {
+				views[i] = tickViewOf(t)
 			}
 			if asJSON {
 				return printJSON(cmd.OutOrStdout(), views)
@@ -429,20 +369,12 @@ func newScheduleTriggerCommand() *cobra.Command {
 		Use:   "trigger NAME",
 		Short: "Enqueue one run of the schedule's workflow now, outside its ticks",
 		Args:  cobra.ExactArgs(1),
-		RunE: db.withDatabase(func(cmd *cobra.Command, args []string, database *sysdb.Postgres) error {
-			s, err := database.ScheduleGet(cmd.Context(), args[0])
+		RunE: db.withEngine(func(cmd *cobra.Command, args []string, engine *agent.Agent) error {
+			tick, err := engine.TriggerSchedule(cmd.Context(), args[0])
 			if err != nil {
 				return err
 			}
-			firer, err := newTickFirer(cmd.Context(), database, s)
-			if err != nil {
-				return err
-			}
-			now := time.Now().UTC()
-			v, err := firer.fire(cmd.Context(), now, agent.TriggerWorkflowID(s.Name, now))
-			if err != nil {
-				return err
-			}
+			v := tickViewOf(tick)
 			if asJSON {
 				return printJSON(cmd.OutOrStdout(), v)
 			}

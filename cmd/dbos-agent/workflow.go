@@ -5,26 +5,47 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"os"
 	"strings"
 	"text/tabwriter"
 	"time"
 
 	"github.com/spf13/cobra"
 
+	"github.com/dbos-agent/dbos-agent/agent"
 	"github.com/dbos-agent/dbos-agent/sysdb"
 )
 
-// withDatabase makes a command body that runs with the system database open
-// (see openDatabase) and closes it afterwards.
-func (f *databaseFlags) withDatabase(run func(cmd *cobra.Command, args []string, database *sysdb.Postgres) error) func(*cobra.Command, []string) error {
+// withEngine makes a command body that runs against the engine over the
+// system database (see openEngine), closed afterwards.
+func (f *databaseFlags) withEngine(run func(cmd *cobra.Command, args []string, engine *agent.Agent) error) func(*cobra.Command, []string) error {
 	return func(cmd *cobra.Command, args []string) error {
-		database, err := openDatabase(cmd.Context(), *f)
+		engine, closeEngine, err := openEngine(cmd.Context(), *f)
 		if err != nil {
 			return err
 		}
-		defer database.Close()
-		return run(cmd, args, database)
+		defer closeEngine()
+		return run(cmd, args, engine)
 	}
+}
+
+// openEngine opens the system database (see openDatabase) and the engine
+// over it, one-shot: an operator command runs the very operations the
+// agent's sessions run, but none of the agent's services (no recovery,
+// pollers, sweeps or scheduler). Its rows carry the executor id an agent on
+// this host would (DBOS__VMID, default local); whoever claims them replaces
+// it. The returned func closes the database.
+func openEngine(ctx context.Context, db databaseFlags) (*agent.Agent, func(), error) {
+	database, err := openDatabase(ctx, db)
+	if err != nil {
+		return nil, nil, err
+	}
+	engine, err := agent.NewOneShot(agent.Config{DB: database, ExecutorID: firstNonEmpty(os.Getenv("DBOS__VMID"), "local")})
+	if err != nil {
+		database.Close()
+		return nil, nil, err
+	}
+	return engine, database.Close, nil
 }
 
 // openDatabase opens the system database for an operator command. It never
@@ -131,9 +152,9 @@ func newWorkflowListCommand() *cobra.Command {
 		Short: "List workflows, newest first by default",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			p := sysdb.WorkflowListParams{
+			p := agent.ListWorkflowsParams{
 				Statuses: upper(statuses), Names: names, QueueNames: queues, ExecutorIDs: executors,
-				ApplicationVersion: versions, ApplicationNames: apps, Limit: limit, Offset: offset,
+				AppVersions: versions, ApplicationNames: apps, Limit: limit, Offset: offset,
 				SortDesc: desc, LoadInputs: payloads, LoadOutputs: payloads,
 			}
 			if prefix != "" {
@@ -146,12 +167,12 @@ func newWorkflowListCommand() *cobra.Command {
 			if p.CreatedBefore, err = parseTimeFlag("end-time", endTime); err != nil {
 				return err
 			}
-			database, err := openDatabase(cmd.Context(), db)
+			engine, closeEngine, err := openEngine(cmd.Context(), db)
 			if err != nil {
 				return err
 			}
-			defer database.Close()
-			wfs, err := database.WorkflowList(cmd.Context(), p)
+			defer closeEngine()
+			wfs, err := engine.ListWorkflows(cmd.Context(), p)
 			if err != nil {
 				return err
 			}
@@ -198,16 +219,16 @@ func upper(values []string) []string {
 	return out
 }
 
-func parseTimeFlag(name, value string) (*int64, error) {
+// parseTimeFlag parses an optional RFC 3339 flag (zero when not given).
+func parseTimeFlag(name, value string) (time.Time, error) {
 	if value == "" {
-		return nil, nil
+		return time.Time{}, nil
 	}
 	t, err := time.Parse(time.RFC3339, value)
 	if err != nil {
-		return nil, fmt.Errorf("--%s: %q is not an RFC 3339 time (like 2026-01-02T15:04:05Z)", name, value)
+		return time.Time{}, fmt.Errorf("--%s: %q is not an RFC 3339 time (like 2026-01-02T15:04:05Z)", name, value)
 	}
-	ms := t.UnixMilli()
-	return &ms, nil
+	return t, nil
 }
 
 func newWorkflowGetCommand() *cobra.Command {
@@ -217,8 +238,8 @@ func newWorkflowGetCommand() *cobra.Command {
 		Use:   "get WORKFLOW_ID",
 		Short: "Show one workflow with its inputs and outcome",
 		Args:  cobra.ExactArgs(1),
-		RunE: db.withDatabase(func(cmd *cobra.Command, args []string, database *sysdb.Postgres) error {
-			w, err := database.WorkflowGet(cmd.Context(), args[0])
+		RunE: db.withEngine(func(cmd *cobra.Command, args []string, engine *agent.Agent) error {
+			w, err := engine.GetWorkflow(cmd.Context(), agent.GetWorkflowParams{WorkflowID: args[0], LoadPayloads: true})
 			if err != nil {
 				return err
 			}
@@ -285,11 +306,11 @@ func newWorkflowStepsCommand() *cobra.Command {
 		Use:   "steps WORKFLOW_ID",
 		Short: "List a workflow's recorded steps",
 		Args:  cobra.ExactArgs(1),
-		RunE: db.withDatabase(func(cmd *cobra.Command, args []string, database *sysdb.Postgres) error {
-			if _, err := database.WorkflowGet(cmd.Context(), args[0]); err != nil {
+		RunE: db.withEngine(func(cmd *cobra.Command, args []string, engine *agent.Agent) error {
+			if err := requireWorkflow(cmd, engine, args[0]); err != nil {
 				return err
 			}
-			steps, err := database.StepList(cmd.Context(), args[0])
+			steps, err := engine.ListSteps(cmd.Context(), args[0])
 			if err != nil {
 				return err
 			}
@@ -336,20 +357,16 @@ func newWorkflowCancelCommand() *cobra.Command {
 		Use:   "cancel WORKFLOW_ID",
 		Short: "Cancel a workflow (and its children); its run stops at its next step",
 		Args:  cobra.ExactArgs(1),
-		RunE: db.withDatabase(func(cmd *cobra.Command, args []string, database *sysdb.Postgres) error {
-			tree, err := workflowTree(cmd, database, args, children)
+		RunE: db.withEngine(func(cmd *cobra.Command, args []string, engine *agent.Agent) error {
+			tree, err := workflowTree(cmd, engine, args, children)
 			if err != nil {
 				return err
 			}
-			found, err := database.WorkflowCancel(cmd.Context(), sysdb.WorkflowCancelParams{WorkflowIDs: args, IncludeChildren: children})
-			if err != nil {
+			if _, err := engine.Cancel(cmd.Context(), agent.CancelParams{WorkflowID: args[0], CancelChildren: children}); err != nil {
 				return err
-			}
-			if len(found) == 0 {
-				return &sysdb.NotFoundError{WorkflowID: args[0]}
 			}
 			for _, w := range tree {
-				if err := printStatus(cmd, database, w.id, w.childOf()); err != nil {
+				if err := printStatus(cmd, engine, w.id, w.childOf()); err != nil {
 					return err
 				}
 			}
@@ -368,15 +385,11 @@ func newWorkflowResumeCommand() *cobra.Command {
 		Use:   "resume WORKFLOW_ID",
 		Short: "Resume a cancelled or failed-over workflow from its last step",
 		Args:  cobra.ExactArgs(1),
-		RunE: db.withDatabase(func(cmd *cobra.Command, args []string, database *sysdb.Postgres) error {
-			found, err := database.WorkflowResume(cmd.Context(), sysdb.WorkflowResumeParams{WorkflowIDs: args, QueueName: queue})
-			if err != nil {
+		RunE: db.withEngine(func(cmd *cobra.Command, args []string, engine *agent.Agent) error {
+			if err := engine.Resume(cmd.Context(), agent.ResumeParams{WorkflowIDs: args, QueueName: queue}); err != nil {
 				return err
 			}
-			if len(found) == 0 {
-				return &sysdb.NotFoundError{WorkflowID: args[0]}
-			}
-			return printStatus(cmd, database, args[0], "")
+			return printStatus(cmd, engine, args[0], "")
 		}),
 	}
 	db.register(cmd)

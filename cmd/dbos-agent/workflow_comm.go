@@ -10,9 +10,9 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"github.com/google/uuid"
 	"github.com/spf13/cobra"
 
+	"github.com/dbos-agent/dbos-agent/agent"
 	"github.com/dbos-agent/dbos-agent/sysdb"
 )
 
@@ -68,15 +68,15 @@ func tableWriter(out io.Writer, header string) *tabwriter.Writer {
 
 // requireWorkflow makes a listing of an unknown id an error rather than an
 // empty table.
-func requireWorkflow(cmd *cobra.Command, database *sysdb.Postgres, id string) error {
-	_, err := database.WorkflowGet(cmd.Context(), id)
+func requireWorkflow(cmd *cobra.Command, engine *agent.Agent, id string) error {
+	_, err := engine.GetWorkflow(cmd.Context(), agent.GetWorkflowParams{WorkflowID: id})
 	return err
 }
 
 // listingCommand is a `workflow <use> WORKFLOW_ID [--json]` command that
 // shows rows read for one existing workflow: as JSON, or as a table.
 func listingCommand[V any](use, short string, flags func(*cobra.Command),
-	read func(cmd *cobra.Command, database *sysdb.Postgres, id string) ([]V, error),
+	read func(cmd *cobra.Command, engine *agent.Agent, id string) ([]V, error),
 	header func() string, row func(V) string) *cobra.Command {
 	var db databaseFlags
 	var asJSON bool
@@ -84,11 +84,11 @@ func listingCommand[V any](use, short string, flags func(*cobra.Command),
 		Use:   use + " WORKFLOW_ID",
 		Short: short,
 		Args:  cobra.ExactArgs(1),
-		RunE: db.withDatabase(func(cmd *cobra.Command, args []string, database *sysdb.Postgres) error {
-			if err := requireWorkflow(cmd, database, args[0]); err != nil {
+		RunE: db.withEngine(func(cmd *cobra.Command, args []string, engine *agent.Agent) error {
+			if err := requireWorkflow(cmd, engine, args[0]); err != nil {
 				return err
 			}
-			views, err := read(cmd, database, args[0])
+			views, err := read(cmd, engine, args[0])
 			if err != nil {
 				return err
 			}
@@ -129,9 +129,9 @@ func newWorkflowEventsCommand() *cobra.Command {
 		func(cmd *cobra.Command) {
 			cmd.Flags().BoolVar(&history, "history", false, "every value published, by the step that published it")
 		},
-		func(cmd *cobra.Command, database *sysdb.Postgres, id string) ([]eventView, error) {
+		func(cmd *cobra.Command, engine *agent.Agent, id string) ([]eventView, error) {
 			if history {
-				entries, err := database.EventHistory(cmd.Context(), id)
+				entries, err := engine.EventHistory(cmd.Context(), id)
 				if err != nil {
 					return nil, err
 				}
@@ -142,7 +142,7 @@ func newWorkflowEventsCommand() *cobra.Command {
 				}
 				return views, nil
 			}
-			events, err := database.EventList(cmd.Context(), id)
+			events, err := engine.ListEvents(cmd.Context(), id)
 			if err != nil {
 				return nil, err
 			}
@@ -189,8 +189,8 @@ type messageView struct {
 func newWorkflowMessagesCommand() *cobra.Command {
 	return listingCommand("messages", "List the messages sent to a workflow, oldest first",
 		nil,
-		func(cmd *cobra.Command, database *sysdb.Postgres, id string) ([]messageView, error) {
-			list, err := database.MessageList(cmd.Context(), id)
+		func(cmd *cobra.Command, engine *agent.Agent, id string) ([]messageView, error) {
+			list, err := engine.ListMessages(cmd.Context(), id)
 			if err != nil {
 				return nil, err
 			}
@@ -240,8 +240,8 @@ func newWorkflowStreamsCommand() *cobra.Command {
 		func(cmd *cobra.Command) {
 			cmd.Flags().StringVar(&key, "key", "", "only this stream")
 		},
-		func(cmd *cobra.Command, database *sysdb.Postgres, id string) ([]streamView, error) {
-			entries, err := database.StreamList(cmd.Context(), id)
+		func(cmd *cobra.Command, engine *agent.Agent, id string) ([]streamView, error) {
+			entries, err := engine.ListStreams(cmd.Context(), id)
 			if err != nil {
 				return nil, err
 			}
@@ -291,25 +291,18 @@ func newWorkflowForkCommand() *cobra.Command {
 			"values) below --step copied, the rest run anew. The fork is ENQUEUED on --queue (default the internal\n" +
 			"queue) for --app-version (default the original's); the original keeps its history. Prints the new id.",
 		Args: cobra.ExactArgs(1),
-		RunE: db.withDatabase(func(cmd *cobra.Command, args []string, database *sysdb.Postgres) error {
+		RunE: db.withEngine(func(cmd *cobra.Command, args []string, engine *agent.Agent) error {
 			if to.step < 0 || timeout < 0 {
 				return errors.New("--step and --timeout must not be negative")
 			}
-			if newID == "" {
-				newID = uuid.NewString()
-			}
-			p := sysdb.WorkflowForkParams{
-				OriginalID: args[0], NewID: newID, StartStep: to.step, ApplicationVersion: optionalFlag(to.version),
-				QueueName: to.queue, QueuePartitionKey: optionalFlag(to.partitionKey),
-			}
-			if timeout > 0 {
-				ms := timeout.Milliseconds()
-				p.TimeoutMS = &ms
-			}
-			if err := database.WorkflowFork(cmd.Context(), p); err != nil {
+			id, err := engine.Fork(cmd.Context(), agent.Caller{}, agent.ForkParams{
+				WorkflowID: args[0], NewWorkflowID: newID, StartStep: to.step, AppVersion: to.version,
+				QueueName: to.queue, PartitionKey: to.partitionKey, Timeout: timeout,
+			})
+			if err != nil {
 				return err
 			}
-			fmt.Fprintln(cmd.OutOrStdout(), newID)
+			fmt.Fprintln(cmd.OutOrStdout(), id)
 			return nil
 		}),
 	}
@@ -347,18 +340,18 @@ func newWorkflowRewindCommand() *cobra.Command {
 			"from there and unconsumed ones are deleted, and it is ENQUEUED on --queue (default the internal queue).\n" +
 			"A workflow still running must be cancelled first.",
 		Args: cobra.ExactArgs(1),
-		RunE: db.withDatabase(func(cmd *cobra.Command, args []string, database *sysdb.Postgres) error {
+		RunE: db.withEngine(func(cmd *cobra.Command, args []string, engine *agent.Agent) error {
 			if to.step < 1 {
 				return errors.New("--step must be at least 1 (step ids start at 1; 1 replays nothing)")
 			}
-			err := database.WorkflowRewind(cmd.Context(), sysdb.WorkflowRewindParams{
-				WorkflowID: args[0], StartStep: to.step, ApplicationVersion: optionalFlag(to.version),
-				QueueName: to.queue, QueuePartitionKey: optionalFlag(to.partitionKey),
+			err := engine.Rewind(cmd.Context(), agent.RewindParams{
+				WorkflowID: args[0], StartStep: to.step, AppVersion: to.version,
+				QueueName: to.queue, PartitionKey: to.partitionKey,
 			})
 			if err != nil {
 				return err
 			}
-			return printStatus(cmd, database, args[0], "")
+			return printStatus(cmd, engine, args[0], "")
 		}),
 	}
 	db.register(cmd)
@@ -368,8 +361,8 @@ func newWorkflowRewindCommand() *cobra.Command {
 
 // printStatus prints a workflow's status after a command changed it, with
 // a note.
-func printStatus(cmd *cobra.Command, database *sysdb.Postgres, id, note string) error {
-	w, err := database.WorkflowGet(cmd.Context(), id)
+func printStatus(cmd *cobra.Command, engine *agent.Agent, id, note string) error {
+	w, err := engine.GetWorkflow(cmd.Context(), agent.GetWorkflowParams{WorkflowID: id})
 	if err != nil {
 		return err
 	}
@@ -387,18 +380,18 @@ func newWorkflowDeleteCommand() *cobra.Command {
 			"every workflow they started, recursively. It asks nothing, and does not cancel: a workflow still running\n" +
 			"should be cancelled first. Every id must name a workflow, else nothing is deleted.",
 		Args: cobra.MinimumNArgs(1),
-		RunE: db.withDatabase(func(cmd *cobra.Command, args []string, database *sysdb.Postgres) error {
+		RunE: db.withEngine(func(cmd *cobra.Command, args []string, engine *agent.Agent) error {
 			// What will go is read first: the delete itself says nothing.
 			for _, id := range args {
-				if err := requireWorkflow(cmd, database, id); err != nil {
+				if err := requireWorkflow(cmd, engine, id); err != nil {
 					return err
 				}
 			}
-			tree, err := workflowTree(cmd, database, args, children)
+			tree, err := workflowTree(cmd, engine, args, children)
 			if err != nil {
 				return err
 			}
-			if err := database.WorkflowDelete(cmd.Context(), sysdb.WorkflowDeleteParams{WorkflowIDs: args, IncludeChildren: children}); err != nil {
+			if err := engine.Delete(cmd.Context(), agent.DeleteParams{WorkflowIDs: args, DeleteChildren: children}); err != nil {
 				return err
 			}
 			for _, w := range tree {
@@ -424,7 +417,7 @@ func (n treeNode) childOf() string {
 
 // workflowTree lists the workflows named, each followed (with descendants)
 // by every workflow it started, recursively, breadth first, each once.
-func workflowTree(cmd *cobra.Command, database *sysdb.Postgres, ids []string, descendants bool) ([]treeNode, error) {
+func workflowTree(cmd *cobra.Command, engine *agent.Agent, ids []string, descendants bool) ([]treeNode, error) {
 	var tree []treeNode
 	seen := map[string]bool{}
 	for _, id := range ids {
@@ -436,14 +429,14 @@ func workflowTree(cmd *cobra.Command, database *sysdb.Postgres, ids []string, de
 		if !descendants {
 			continue
 		}
-		below, err := database.WorkflowChildren(cmd.Context(), id)
+		below, err := engine.WorkflowChildren(cmd.Context(), id)
 		if err != nil {
 			return nil, err
 		}
 		if len(below) == 0 {
 			continue
 		}
-		rows, err := database.WorkflowList(cmd.Context(), sysdb.WorkflowListParams{WorkflowIDs: below})
+		rows, err := engine.ListWorkflows(cmd.Context(), agent.ListWorkflowsParams{WorkflowIDs: below})
 		if err != nil {
 			return nil, err
 		}
@@ -471,7 +464,7 @@ func newWorkflowAttributesCommand() *cobra.Command {
 		Use:   "attributes WORKFLOW_ID [--set JSON | --merge JSON | --clear]",
 		Short: "Show, replace, merge into or clear a workflow's attributes",
 		Args:  cobra.ExactArgs(1),
-		RunE: db.withDatabase(func(cmd *cobra.Command, args []string, database *sysdb.Postgres) error {
+		RunE: db.withEngine(func(cmd *cobra.Command, args []string, engine *agent.Agent) error {
 			ctx := cmd.Context()
 			setGiven := cmd.Flags().Changed("set")
 			mergeGiven := cmd.Flags().Changed("merge")
@@ -489,11 +482,12 @@ func newWorkflowAttributesCommand() *cobra.Command {
 						return fmt.Errorf("attributes must be a JSON object, like '{\"team\":\"payments\"}'")
 					}
 				}
-				if err := database.WorkflowSetAttributes(ctx, args[0], attributes, mergeGiven); err != nil {
+				err := engine.UpdateAttributes(ctx, agent.UpdateAttributesParams{WorkflowID: args[0], Attributes: attributes, Merge: mergeGiven})
+				if err != nil {
 					return err
 				}
 			}
-			w, err := database.WorkflowGet(ctx, args[0])
+			w, err := engine.GetWorkflow(ctx, agent.GetWorkflowParams{WorkflowID: args[0]})
 			if err != nil {
 				return err
 			}
