@@ -3,8 +3,15 @@
 // batcher, waiters woken by notifications, queue pollers, recovery and
 // shutdown.
 //
-// It takes protocol frames in and hands frames out (Session.HandleFrame,
-// Session.TakeOutbound); sockets and C belong to its callers. It reaches the
+// Its operations are typed methods of Agent, params in, result and typed
+// error out (engine.go and the engine_*.go files: StartWorkflow,
+// RecordStep, Finish, Cancel, ...): they hold the policy, and whoever calls
+// says who it is with a Caller. A Session is the adapter for one
+// connection: it takes protocol frames in (Session.HandleFrame), calls the
+// methods (ops.go and the handlers beside it) and hands frames out
+// (Session.TakeOutbound), mapping every error to the catalog in one place;
+// sockets and C belong to its callers. The operator CLI calls the same
+// methods on an engine that runs no services (NewOneShot). It reaches the
 // database only through sysdb.SystemDatabase and sysdb.Notifications.
 //
 // Every goroutine starts through the agent's supervisor (supervisor.go),

@@ -49,6 +49,52 @@ func (a *Agent) registerQueues(ctx context.Context, app string, queues []protoco
 	return nil
 }
 
+// newWorker is the worker a hello describes: its functions and the queues
+// it serves (not those it only configures). It joins its group once the
+// session took the hello (addWorkerLocked).
+func newWorker(s *Session, h *protocol.Hello) *worker {
+	w := &worker{
+		session:        s,
+		functions:      make(map[string]protocol.WorkflowRegistration, len(h.Workflows)),
+		queues:         make(map[string]protocol.QueueRegistration, len(h.Queues)),
+		maxConcurrency: h.MaxConcurrency,
+		running:        map[string]*run{},
+	}
+	for _, f := range h.Workflows {
+		w.functions[f.Name] = f
+	}
+	for _, q := range h.Queues {
+		if !q.ConfigureOnly {
+			w.queues[q.Name] = q
+		}
+	}
+	return w
+}
+
+// announceVersion registers the application version a worker announces:
+// the first of it becomes the latest, which unversioned work follows.
+func (a *Agent) announceVersion(ctx context.Context, log *zap.Logger, app, version string) error {
+	if version == "" {
+		if latest, found, err := a.db.VersionLatest(ctx, optional(app)); err == nil && found {
+			// No version is never the latest (PROTOCOL.md 2.13): such a
+			// worker runs only what it starts itself.
+			log.Warn("a worker without an application version takes no queued unversioned work while its application has versions; give it one",
+				zap.String("app", app), zap.String("latest_version", latest.Name))
+		}
+		return nil
+	}
+	err := a.db.VersionRegister(ctx, version, optional(app))
+	var owned *sysdb.NameOwnedError
+	if errors.As(err, &owned) {
+		// Version names are unique across applications in the DBOS
+		// schema: this one's versions cannot be tracked, but its
+		// workflows run all the same.
+		log.Warn("application version name taken by another application; not registered", zap.Error(err))
+		return nil
+	}
+	return err
+}
+
 // RegisterQueuesParams is queues to register.
 type RegisterQueuesParams struct {
 	Queues []protocol.QueueRegistration

@@ -625,51 +625,20 @@ func (s *Session) handleHello(env protocol.Envelope) error {
 	}
 	var w *worker
 	if h.Role == protocol.RoleWorker {
-		if a.draining.Load() {
-			s.reply(env.ID, nil, protocol.Errorf(protocol.CodeShuttingDown, "the agent is shutting down"))
+		if err := a.refuseWhileDraining(); err != nil {
+			s.reply(env.ID, nil, s.protocolError(env.Op, err))
 			return nil
 		}
-		w = &worker{
-			session:        s,
-			functions:      make(map[string]protocol.WorkflowRegistration, len(h.Workflows)),
-			queues:         make(map[string]protocol.QueueRegistration, len(h.Queues)),
-			maxConcurrency: h.MaxConcurrency,
-			running:        map[string]*run{},
-		}
-		for _, f := range h.Workflows {
-			w.functions[f.Name] = f
-		}
-		for _, q := range h.Queues {
-			if !q.ConfigureOnly {
-				w.queues[q.Name] = q
-			}
-		}
+		w = newWorker(s, &h)
 		if err := a.registerQueues(s.ctx, h.AppName, h.Queues); err != nil {
 			perr := s.protocolError(env.Op, err)
 			perr.Message = "hello: " + perr.Message
 			s.reply(env.ID, nil, perr)
 			return nil
 		}
-		// A worker announces its application version: the first of it
-		// becomes the latest, which unversioned work follows.
-		if h.AppVersion != "" {
-			err := a.db.VersionRegister(s.ctx, h.AppVersion, optional(h.AppName))
-			var owned *sysdb.NameOwnedError
-			switch {
-			case errors.As(err, &owned):
-				// Version names are unique across applications in the
-				// DBOS schema: this one's versions cannot be tracked, but
-				// its workflows run all the same.
-				s.log.Warn("application version name taken by another application; not registered", zap.Error(err))
-			case err != nil:
-				s.reply(env.ID, nil, s.protocolError(env.Op, err))
-				return nil
-			}
-		} else if latest, found, err := a.db.VersionLatest(s.ctx, optional(h.AppName)); err == nil && found {
-			// No version is never the latest (PROTOCOL.md 2.13): such a
-			// worker runs only what it starts itself.
-			s.log.Warn("a worker without an application version takes no queued unversioned work while its application has versions; give it one",
-				zap.String("app", h.AppName), zap.String("latest_version", latest.Name))
+		if err := a.announceVersion(s.ctx, s.log, h.AppName, h.AppVersion); err != nil {
+			s.reply(env.ID, nil, s.protocolError(env.Op, err))
+			return nil
 		}
 	}
 	s.helloMu.Lock()

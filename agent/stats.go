@@ -14,13 +14,21 @@ import (
 const minFreeMemoryInterval = time.Second
 
 func handleStats(s *Session, env protocol.Envelope) (any, error) {
-	a := s.agent
 	var m protocol.Stats
 	if err := decode(env, &m); err != nil {
 		return nil, err
 	}
+	stats := s.agent.Stats(m.FreeMemory)
+	return &stats, nil
+}
+
+// Stats reports the process's and the engine's load (goroutines, sessions,
+// memory); with freeMemory it first returns free memory to the system, at
+// most once per minFreeMemoryInterval (the stats reply's shape is exactly
+// the report's).
+func (a *Agent) Stats(freeMemory bool) protocol.StatsReply {
 	freed := false
-	if m.FreeMemory {
+	if freeMemory {
 		freed = a.freeMemory()
 	}
 	engineGoroutines := 0
@@ -32,7 +40,7 @@ func handleStats(s *Session, env protocol.Envelope) (any, error) {
 	a.mu.Lock()
 	sessions := len(a.sessions)
 	a.mu.Unlock()
-	return &protocol.StatsReply{
+	return protocol.StatsReply{
 		Goroutines:        runtime.NumGoroutine(),
 		EngineGoroutines:  engineGoroutines,
 		Sessions:          sessions,
@@ -42,7 +50,7 @@ func handleStats(s *Session, env protocol.Envelope) (any, error) {
 		SysBytes:          ms.Sys,
 		NumGC:             ms.NumGC,
 		MemoryFreed:       freed,
-	}, nil
+	}
 }
 
 // freeMemory collects and returns free memory to the OS, at most once per
