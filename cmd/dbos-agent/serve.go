@@ -5,19 +5,15 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"path/filepath"
-	"strconv"
-	"syscall"
 	"time"
 
 	"github.com/spf13/cobra"
 	"go.uber.org/zap"
-	"go.uber.org/zap/zapcore"
 	"gopkg.in/yaml.v3"
 
 	"github.com/dbos-agent/dbos-agent/agent"
+	"github.com/dbos-agent/dbos-agent/internal/hosting"
 	"github.com/dbos-agent/dbos-agent/server"
-	"github.com/dbos-agent/dbos-agent/sysdb"
 )
 
 // fileConfig is the optional YAML config file of `serve`; flags and
@@ -37,28 +33,7 @@ type fileConfig struct {
 	Limits connectionLimits `yaml:",inline"`
 }
 
-// defaultSocketPath is private to the user: in the user's runtime
-// directory when there is one that is theirs alone, else in a directory of
-// their own (made 0700) under the temp directory. The Python binding
-// computes the same path.
-func defaultSocketPath() string {
-	if dir := os.Getenv("XDG_RUNTIME_DIR"); dir != "" && privateDir(dir) {
-		return filepath.Join(dir, "dbos-agent.sock")
-	}
-	return filepath.Join(os.TempDir(), "dbos-agent-"+strconv.Itoa(os.Getuid()), "agent.sock")
-}
-
-// privateDir says whether dir is a directory of this user that neither
-// group nor others may write. server.Listen checks more (every directory
-// on the way); this only picks the default.
-func privateDir(dir string) bool {
-	fi, err := os.Stat(dir)
-	if err != nil || !fi.IsDir() {
-		return false
-	}
-	st, ok := fi.Sys().(*syscall.Stat_t)
-	return ok && st.Uid == uint32(os.Getuid()) && fi.Mode().Perm()&0o022 == 0
-}
+func defaultSocketPath() string { return hosting.DefaultSocketPath() }
 
 func newServeCommand() *cobra.Command {
 	var (
@@ -140,7 +115,7 @@ func newServeCommand() *cobra.Command {
 	f.DurationVar(&grace, "grace-period", 0, "how long SIGTERM lets running workflows finish (default 10s)")
 	f.IntVar(&stepBatchMax, "step-batch-max", 0, "most step records in one commit (default 512; 1 = one commit per step)")
 	f.IntVar(&committers, "step-committers", 0, "step-record commits in flight at once (default 4)")
-	f.Int32Var(&poolSize, "pool-size", 20, "most database connections the agent opens")
+	f.Int32Var(&poolSize, "pool-size", hosting.DefaultPoolSize, "most database connections the agent opens")
 	f.DurationVar(&sweep, "sweep-interval", 0, "how often delayed workflows are released and timed-out ones cancelled (default 1s)")
 	f.DurationVar(&schedPoll, "schedule-interval", 0, "how often schedules are re-read from the database (default 10s)")
 	f.DurationVar(&resultPoll, "result-poll-interval", 0, "how often waiters re-check outcomes written without a notification (default 1s)")
@@ -172,51 +147,39 @@ func serve(ctx context.Context, log *zap.Logger, o serveOptions) error {
 	if _, err := server.PrepareSocketPath(o.socket); err != nil {
 		return socketError(err)
 	}
-	retry := o.dbRetry
-	if retry <= 0 {
-		retry = sysdb.RetryUntilCancelled
-	}
-	db, err := sysdb.OpenPostgres(ctx, o.db.url, sysdb.PostgresOptions{
-		Schema: o.db.schema, Password: o.db.password, Logger: log, MaxConns: o.poolSize, RetryFor: retry,
+	e, err := hosting.Start(ctx, log, hosting.Options{
+		DatabaseURL: o.db.url, Schema: o.db.schema, Password: o.db.password,
+		PoolSize: o.poolSize, DatabaseRetry: o.dbRetry,
+		Engine: agent.Config{
+			ExecutorID:          o.executorID,
+			DefaultAppVersion:   o.appVersion,
+			AgentVersion:        version,
+			PollInterval:        o.pollInterval,
+			GracePeriod:         o.grace,
+			MaxStepBatch:        o.stepBatchMax,
+			StepBatchers:        o.committers,
+			ResultPollInterval:  o.resultPoll,
+			MessagePollInterval: o.messagePoll,
+			SweepInterval:       o.sweep,
+			ScheduleInterval:    o.schedPoll,
+			ShutdownTimeout:     o.shutdownTimeout,
+			RescueInterval:      o.rescueInterval,
+			RescueHorizon:       o.rescueHorizon,
+			MaxFrameSize:        int(o.limits.MaxFrameSize),
+			MaxInFlight:         o.limits.MaxInFlight,
+			MaxRunning:          o.limits.MaxRunning,
+			MaxOutboundBytes:    int(o.limits.MaxOutbound),
+			StallTimeout:        o.limits.stallTimeout,
+		},
 	})
 	if err != nil {
 		return err
 	}
-	defer db.Close()
-	a, err := agent.New(agent.Config{
-		DB:                  db,
-		Notifications:       db,
-		ExecutorID:          o.executorID,
-		DefaultAppVersion:   o.appVersion,
-		AgentVersion:        version,
-		PollInterval:        o.pollInterval,
-		GracePeriod:         o.grace,
-		MaxStepBatch:        o.stepBatchMax,
-		StepBatchers:        o.committers,
-		ResultPollInterval:  o.resultPoll,
-		MessagePollInterval: o.messagePoll,
-		SweepInterval:       o.sweep,
-		ScheduleInterval:    o.schedPoll,
-		ShutdownTimeout:     o.shutdownTimeout,
-		RescueInterval:      o.rescueInterval,
-		RescueHorizon:       o.rescueHorizon,
-		MaxFrameSize:        int(o.limits.MaxFrameSize),
-		MaxInFlight:         o.limits.MaxInFlight,
-		MaxRunning:          o.limits.MaxRunning,
-		MaxOutboundBytes:    int(o.limits.MaxOutbound),
-		StallTimeout:        o.limits.stallTimeout,
-		Logger:              log,
-	})
-	if err != nil {
-		return err
-	}
-	if err := a.Start(ctx); err != nil {
-		return err
-	}
+	a := e.Agent
 	srv, err := server.Listen(server.Config{SocketPath: o.socket, Agent: a, AllowedUIDs: o.allowedUIDs, Logger: log,
 		MaxConnections: o.limits.MaxConnections, MaxConnectionsPerUID: o.limits.MaxConnectionsPerUID})
 	if err != nil {
-		a.Shutdown(context.Background())
+		e.Stop(context.Background())
 		return socketError(err)
 	}
 	log.Info("dbos-agent listening",
@@ -228,12 +191,12 @@ func serve(ctx context.Context, log *zap.Logger, o serveOptions) error {
 	case <-ctx.Done():
 		log.Info("shutting down: draining running workflows")
 	case err := <-errc:
-		a.Shutdown(context.Background())
+		e.Stop(context.Background())
 		return err
 	}
 	// Drain first (workers can still finish over their connections), then
 	// close the socket.
-	a.Shutdown(context.Background())
+	e.Stop(context.Background())
 	srv.Close()
 	log.Info("dbos-agent stopped")
 	return nil
@@ -251,15 +214,4 @@ func socketError(err error) error {
 	return err
 }
 
-func newLogger(level string) (*zap.Logger, error) {
-	lvl, err := zapcore.ParseLevel(level)
-	if err != nil {
-		return nil, fmt.Errorf("log level %q: use debug, info, warn or error", level)
-	}
-	cfg := zap.NewProductionConfig()
-	cfg.Level = zap.NewAtomicLevelAt(lvl)
-	cfg.EncoderConfig.TimeKey = "ts"
-	cfg.EncoderConfig.EncodeTime = zapcore.ISO8601TimeEncoder
-	cfg.Sampling = nil
-	return cfg.Build()
-}
+func newLogger(level string) (*zap.Logger, error) { return hosting.NewLogger(level) }

@@ -1,0 +1,116 @@
+// The C side of libdbos.so: the functions of libdbos.h. Each checks, before
+// entering the Go runtime, that this is the process that loaded the library
+// (a child after fork() has none of the runtime's threads, so entering Go
+// there can hang), keeps this thread's last error, and calls the Go export
+// of the same name with a "go_" prefix.
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "libdbos.h"
+#include "_cgo_export.h"
+
+// load_pid is the process that loaded the library (and started its Go
+// runtime).
+static pid_t load_pid;
+
+__attribute__((constructor)) static void dbos_record_pid(void) { load_pid = getpid(); }
+
+// The last error of each thread: malloc'd, freed at the thread's next call
+// or its exit.
+static pthread_key_t error_key;
+static pthread_once_t error_once = PTHREAD_ONCE_INIT;
+
+static void make_error_key(void) { pthread_key_create(&error_key, free); }
+
+static void set_error(char *msg) {
+	pthread_once(&error_once, make_error_key);
+	free(pthread_getspecific(error_key));
+	pthread_setspecific(error_key, msg);
+}
+
+const char *dbos_last_error(void) {
+	pthread_once(&error_once, make_error_key);
+	const char *msg = pthread_getspecific(error_key);
+	return msg ? msg : "";
+}
+
+// forked says whether this is a child of the process that loaded the
+// library, setting the error if so.
+static int forked(uint64_t handle) {
+	pid_t pid = getpid();
+	if (pid == load_pid) {
+		return 0;
+	}
+	char buf[320];
+	if (handle != 0) {
+		snprintf(buf, sizeof buf,
+			 "handle 0x%llx was opened by process %lld; this process (%lld) is a child after fork(), "
+			 "where the library cannot run: open a handle in the child, after the fork, "
+			 "from a process that did not load the library before forking",
+			 (unsigned long long)handle, (long long)(handle >> 32), (long long)pid);
+	} else {
+		snprintf(buf, sizeof buf,
+			 "libdbos was loaded by process %lld; this process (%lld) is a child after fork(), "
+			 "where the library cannot run: load and open it after forking",
+			 (long long)load_pid, (long long)pid);
+	}
+	set_error(strdup(buf));
+	return 1;
+}
+
+static const char *version;
+
+const char *dbos_version(void) {
+	if (version == NULL) {
+		if (getpid() != load_pid) {
+			return "libdbos (version unavailable in a child after fork())";
+		}
+		version = go_dbos_version();
+	}
+	return version;
+}
+
+int dbos_open(const void *config, size_t config_len, uint64_t *handle_out) {
+	if (forked(0)) {
+		return DBOS_ERR_FORKED;
+	}
+	char *err = NULL;
+	int rc = go_dbos_open((void *)config, config_len, handle_out, &err);
+	set_error(err);
+	return rc;
+}
+
+int dbos_send(uint64_t handle, const void *bytes, size_t len) {
+	if (forked(handle)) {
+		return DBOS_ERR_FORKED;
+	}
+	char *err = NULL;
+	int rc = go_dbos_send(handle, (void *)bytes, len, &err);
+	set_error(err);
+	return rc;
+}
+
+int dbos_recv(uint64_t handle, int32_t timeout_ms, void **bytes_out, size_t *len_out) {
+	if (forked(handle)) {
+		return DBOS_ERR_FORKED;
+	}
+	char *err = NULL;
+	int rc = go_dbos_recv(handle, timeout_ms, bytes_out, len_out, &err);
+	set_error(err);
+	return rc;
+}
+
+void dbos_free(void *bytes) { free(bytes); }
+
+int dbos_close(uint64_t handle) {
+	if (forked(handle)) {
+		return DBOS_ERR_FORKED;
+	}
+	char *err = NULL;
+	int rc = go_dbos_close(handle, &err);
+	set_error(err);
+	return rc;
+}
