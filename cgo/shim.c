@@ -44,17 +44,18 @@ static int forked(uint64_t handle) {
 	if (pid == load_pid) {
 		return 0;
 	}
-	char buf[320];
+	char buf[400];
 	if (handle != 0) {
 		snprintf(buf, sizeof buf,
 			 "handle 0x%llx was opened by process %lld; this process (%lld) is a child after fork(), "
-			 "where the library cannot run: open a handle in the child, after the fork, "
-			 "from a process that did not load the library before forking",
+			 "and the library's Go runtime does not survive a fork: load the library and open "
+			 "its handles only after forking (under gunicorn: no --preload, or open in post_fork)",
 			 (unsigned long long)handle, (long long)(handle >> 32), (long long)pid);
 	} else {
 		snprintf(buf, sizeof buf,
 			 "libdbos was loaded by process %lld; this process (%lld) is a child after fork(), "
-			 "where the library cannot run: load and open it after forking",
+			 "and the library's Go runtime does not survive a fork: load the library and open "
+			 "its handles only after forking (under gunicorn: no --preload, or open in post_fork)",
 			 (long long)load_pid, (long long)pid);
 	}
 	set_error(strdup(buf));

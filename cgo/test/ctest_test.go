@@ -1,0 +1,260 @@
+// Package ctest runs the C programs of c/ against libdbos.so: they are
+// compiled with gcc against libdbos.h alone (the header is the contract) and
+// linked to, or dlopen, the library built from ../ as `make lib` builds it.
+package ctest
+
+import (
+	"bufio"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/dbos-agent/dbos-agent/internal/pgtest"
+)
+
+var (
+	// dir holds the library, the header alone (include/), the programs and
+	// the agent binary.
+	dir        string
+	libPath    string
+	agentPath  string
+	testProg   string
+	dlopenProg string
+)
+
+func TestMain(m *testing.M) {
+	var err error
+	dir, err = os.MkdirTemp("", "libdbos-ctest-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	err = build()
+	code := 1
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "build:", err)
+	} else {
+		code = m.Run()
+	}
+	os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+func run(name string, args ...string) error {
+	cmd := exec.Command(name, args...)
+	cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
+	if err := cmd.Run(); err != nil {
+		return fmt.Errorf("%s %s: %w", name, strings.Join(args, " "), err)
+	}
+	return nil
+}
+
+func build() error {
+	libPath = filepath.Join(dir, "libdbos.so")
+	agentPath = filepath.Join(dir, "dbos-agent")
+	testProg = filepath.Join(dir, "libdbos_test")
+	dlopenProg = filepath.Join(dir, "dlopen_test")
+	include := filepath.Join(dir, "include")
+	header, err := os.ReadFile("../libdbos.h")
+	if err != nil {
+		return err
+	}
+	if err := os.Mkdir(include, 0o755); err != nil {
+		return err
+	}
+	if err := os.WriteFile(filepath.Join(include, "libdbos.h"), header, 0o644); err != nil {
+		return err
+	}
+	// The library's own generated header goes beside it in dir/, which the
+	// programs are not compiled against.
+	if err := run("go", "build", "-buildmode=c-shared", "-o", libPath, ".."); err != nil {
+		return err
+	}
+	if err := run("go", "build", "-o", agentPath, "../../cmd/dbos-agent"); err != nil {
+		return err
+	}
+	cflags := []string{"-std=c11", "-Wall", "-Wextra", "-Werror", "-I", include}
+	if err := run("gcc", append(cflags, "-o", testProg, "c/libdbos_test.c", "-L", dir, "-ldbos", "-lpthread")...); err != nil {
+		return err
+	}
+	return run("gcc", append(cflags, "-o", dlopenProg, "c/dlopen_test.c", "-ldl")...)
+}
+
+// vectors are the golden frames the programs send and expect, as hex.
+func vectors(t *testing.T) map[string]string {
+	raw, err := os.ReadFile("../../protocol/testdata/vectors.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var vs []struct {
+		Name string `json:"name"`
+		Hex  string `json:"hex"`
+	}
+	if err := json.Unmarshal(raw, &vs); err != nil {
+		t.Fatal(err)
+	}
+	byName := map[string]string{}
+	for _, v := range vs {
+		byName[v.Name] = v.Hex
+	}
+	// A successful reply to id 1 begins as the golden one does after its
+	// length prefix, up to its body (its fields carry this agent's version
+	// and session).
+	head, _ := hex.DecodeString(byName["hello_reply"])
+	end := strings.Index(string(head), "body") + len("body")
+	return map[string]string{
+		"DBOS_TEST_HELLO":       byName["hello_client"],
+		"DBOS_TEST_HELLO_REPLY": hex.EncodeToString(head[4:end]),
+		"DBOS_TEST_PING":        byName["ping"],
+		"DBOS_TEST_PING_REPLY":  byName["ping_reply"],
+	}
+}
+
+func programEnv(t *testing.T, config map[string]any) []string {
+	raw, err := json.Marshal(config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	env := append(os.Environ(), "LD_LIBRARY_PATH="+dir, "DBOS_TEST_CONFIG="+string(raw))
+	for k, v := range vectors(t) {
+		env = append(env, k+"="+v)
+	}
+	return env
+}
+
+// runProgram runs a C program to its end and checks it passed.
+func runProgram(t *testing.T, config map[string]any, prog string, args ...string) string {
+	t.Helper()
+	cmd := exec.Command(prog, args...)
+	cmd.Env = programEnv(t, config)
+	out, err := cmd.CombinedOutput()
+	t.Logf("%s:\n%s", filepath.Base(prog), out)
+	if err != nil {
+		t.Fatalf("%s: %v", filepath.Base(prog), err)
+	}
+	if !strings.Contains(string(out), " passed, 0 failed") {
+		t.Fatalf("%s did not report its checks passed", filepath.Base(prog))
+	}
+	return string(out)
+}
+
+func embeddedConfig(t *testing.T) map[string]any {
+	return map[string]any{"mode": "embedded", "database_url": pgtest.URL(t), "schema": pgtest.Schema(t)}
+}
+
+func TestCEmbedded(t *testing.T) {
+	out := runProgram(t, embeddedConfig(t), testProg)
+	if !strings.Contains(out, "dbos_version: libdbos ") {
+		t.Fatal("the program did not print dbos_version")
+	}
+}
+
+func TestCDlopenTwice(t *testing.T) {
+	out := runProgram(t, embeddedConfig(t), dlopenProg, libPath)
+	if strings.Count(out, ": libdbos ") != 2 {
+		t.Fatal("the library was not loaded twice")
+	}
+}
+
+// privateDir is a directory for sockets that only this user may use (the
+// agent refuses others).
+func privateDir(t *testing.T) string {
+	d, err := os.MkdirTemp("", "libdbos-sock-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(d) })
+	return d
+}
+
+func TestCConnect(t *testing.T) {
+	socket := filepath.Join(privateDir(t), "agent.sock")
+	cmd := exec.Command(agentPath, "serve", "--socket", socket, "--database-url", pgtest.URL(t),
+		"--schema", pgtest.Schema(t), "--grace-period", "1s")
+	stderr, err := cmd.StderrPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = cmd.Process.Signal(syscall.SIGTERM)
+		_ = cmd.Wait()
+	})
+	listening := make(chan struct{})
+	go func() {
+		sc := bufio.NewScanner(stderr)
+		once := false
+		for sc.Scan() {
+			if !once && strings.Contains(sc.Text(), "dbos-agent listening") {
+				once = true
+				close(listening)
+			}
+		}
+	}()
+	select {
+	case <-listening:
+	case <-time.After(60 * time.Second):
+		t.Fatal("the agent did not start listening")
+	}
+	runProgram(t, map[string]any{"mode": "connect", "socket": socket}, testProg)
+}
+
+// TestCSigterm: with the library loaded and an engine running, SIGTERM
+// still has its default action on the host (the library installs no
+// handler for it).
+func TestCSigterm(t *testing.T) {
+	cmd := exec.Command(testProg)
+	cmd.Env = append(programEnv(t, embeddedConfig(t)), "DBOS_TEST_SIGTERM=1")
+	cmd.Stderr = os.Stderr
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	ready := make(chan struct{})
+	go func() {
+		sc := bufio.NewScanner(stdout)
+		for sc.Scan() {
+			if sc.Text() == "ready" {
+				close(ready)
+			}
+		}
+	}()
+	select {
+	case <-ready:
+	case <-time.After(60 * time.Second):
+		_ = cmd.Process.Kill()
+		t.Fatal("the program did not open its handle")
+	}
+	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	select {
+	case err = <-done:
+	case <-time.After(10 * time.Second):
+		_ = cmd.Process.Kill()
+		t.Fatal("SIGTERM did not stop the host")
+	}
+	var exit *exec.ExitError
+	if !errors.As(err, &exit) {
+		t.Fatalf("the host exited with %v, not killed by SIGTERM", err)
+	}
+	ws := exit.Sys().(syscall.WaitStatus)
+	if !ws.Signaled() || ws.Signal() != syscall.SIGTERM {
+		t.Fatalf("the host ended with %v, not by SIGTERM", ws)
+	}
+}
