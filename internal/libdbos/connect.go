@@ -52,11 +52,14 @@ func dialAgent(path string, trusted []uint32, onClose func()) (*socketConn, erro
 			path, cred.Uid, cred.Pid)
 	}
 	c := &socketConn{conn: uc, in: newInbox(), onClose: onClose}
-	go c.in.pump(uc.Read)
+	go func() {
+		c.in.pump(uc.Read)
+		_ = uc.Close()
+	}()
 	return c, nil
 }
 
-func (c *socketConn) send(raw []byte, _ [][]byte) error {
+func (c *socketConn) send(raw []byte) error {
 	c.writeMu.Lock()
 	defer c.writeMu.Unlock()
 	if _, err := c.conn.Write(raw); err != nil {

@@ -87,13 +87,16 @@ func (l *Library) openEmbedded(cfg Config) (conn, error) {
 	e, err := l.acquireEngine(cfg, func(e *sharedEngine) error {
 		ctx, cancel := context.WithTimeout(context.Background(), startTimeout)
 		defer cancel()
+		settings := agent.Config{
+			ExecutorID:        cfg.ExecutorID,
+			DefaultAppVersion: cfg.ApplicationVersion,
+			AgentVersion:      Version,
+		}
+		if l.tune != nil {
+			l.tune(&settings)
+		}
 		eng, err := hosting.Start(ctx, e.log, hosting.Options{
-			DatabaseURL: cfg.DatabaseURL, Schema: cfg.Schema,
-			Engine: agent.Config{
-				ExecutorID:        cfg.ExecutorID,
-				DefaultAppVersion: cfg.ApplicationVersion,
-				AgentVersion:      Version,
-			},
+			DatabaseURL: cfg.DatabaseURL, Schema: cfg.Schema, Engine: settings,
 		})
 		if err != nil {
 			return startError(err)
@@ -107,13 +110,8 @@ func (l *Library) openEmbedded(cfg Config) (conn, error) {
 	s := e.engine.Agent.NewSession(fmt.Sprintf("libdbos pid %d", os.Getpid()))
 	c := &embeddedConn{lib: l, engine: e, session: s, in: newInbox()}
 	go func() {
-		defer func() {
-			if r := recover(); r != nil {
-				c.in.err = errorf(ErrInternal, "libdbos: the session's pump failed: %v", r)
-				s.Close()
-			}
-		}()
 		c.in.pump(s.TakeOutbound)
+		s.Close()
 	}()
 	return c, nil
 }
@@ -136,8 +134,8 @@ type embeddedConn struct {
 	in      *inbox
 }
 
-func (c *embeddedConn) send(_ []byte, payloads [][]byte) error {
-	for _, p := range payloads {
+func (c *embeddedConn) send(raw []byte) error {
+	return eachFrame(raw, func(p []byte) error {
 		select {
 		case <-c.session.Done():
 			return errClosed
@@ -146,8 +144,8 @@ func (c *embeddedConn) send(_ []byte, payloads [][]byte) error {
 		if err := c.session.HandleFrame(p); err != nil {
 			return errClosed
 		}
-	}
-	return nil
+		return nil
+	})
 }
 
 func (c *embeddedConn) inbox() *inbox { return c.in }

@@ -24,28 +24,39 @@ const (
 	maxInboundFrame = 1 << 30
 )
 
-// splitFrames checks that b is one or more whole frames, none larger than
-// max, and returns their payloads (without prefixes; they alias b).
-func splitFrames(b []byte, max int) ([][]byte, error) {
+// checkFrames checks that b is one or more whole frames, none larger than
+// max.
+func checkFrames(b []byte, max int) error {
 	if len(b) == 0 {
-		return nil, errorf(ErrInvalid, "no bytes: send one or more whole frames (a 4-byte big-endian length, then that many bytes)")
+		return errorf(ErrInvalid, "no bytes: send one or more whole frames (a 4-byte big-endian length, then that many bytes)")
 	}
-	var out [][]byte
 	for off := 0; off < len(b); {
 		if len(b)-off < 4 {
-			return nil, errorf(ErrInvalid, "a partial frame at byte %d: %d bytes where a 4-byte length prefix is needed", off, len(b)-off)
+			return errorf(ErrInvalid, "a partial frame at byte %d: %d bytes where a 4-byte length prefix is needed", off, len(b)-off)
 		}
 		n := int(binary.BigEndian.Uint32(b[off:]))
 		if n > max {
-			return nil, errorf(ErrInvalid, "the frame at byte %d is %d bytes, more than the session's maximum of %d", off, n, max)
+			return errorf(ErrInvalid, "the frame at byte %d is %d bytes, more than the session's maximum of %d", off, n, max)
 		}
 		if len(b)-off-4 < n {
-			return nil, errorf(ErrInvalid, "a partial frame at byte %d: its prefix says %d bytes, %d follow", off, n, len(b)-off-4)
+			return errorf(ErrInvalid, "a partial frame at byte %d: its prefix says %d bytes, %d follow", off, n, len(b)-off-4)
 		}
-		out = append(out, b[off+4:off+4+n])
 		off += 4 + n
 	}
-	return out, nil
+	return nil
+}
+
+// eachFrame calls f with the payload of each frame of b (checked by
+// checkFrames), stopping at its first error.
+func eachFrame(b []byte, f func([]byte) error) error {
+	for off := 0; off < len(b); {
+		n := int(binary.BigEndian.Uint32(b[off:]))
+		if err := f(b[off+4 : off+4+n]); err != nil {
+			return err
+		}
+		off += 4 + n
+	}
+	return nil
 }
 
 // inbox carries whole frames, with their prefixes, from a pump to recv. The
@@ -69,9 +80,16 @@ func newInbox() *inbox {
 
 // pump reads chunks from take until it fails, reassembling whole frames
 // into batches. A chunk holds whole frames and parts of frames, in order,
-// as on a socket.
+// as on a socket. The caller ends its source when pump returns.
 func (in *inbox) pump(take func([]byte) (int, error)) {
 	defer close(in.ended)
+	defer func() {
+		// A goroutine's panic would end the host's process: this one ends
+		// the handle's frames instead, and recv says why.
+		if r := recover(); r != nil {
+			in.err = errorf(ErrInternal, "libdbos: the handle's frames failed: %v", r)
+		}
+	}()
 	buf := make([]byte, chunkSize)
 	var pending []byte
 	for {

@@ -7,6 +7,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/dbos-agent/dbos-agent/agent"
 	"github.com/dbos-agent/dbos-agent/protocol"
 )
 
@@ -25,9 +26,9 @@ func VersionString() string {
 // conn is what a handle's mode provides: frames to the agent, and an inbox
 // of the agent's frames.
 type conn interface {
-	// send hands the agent whole frames: raw as they go on a socket, and
-	// the payloads in it (splitFrames checked them).
-	send(raw []byte, payloads [][]byte) error
+	// send hands the agent whole frames as they go on a socket
+	// (checkFrames checked them).
+	send(raw []byte) error
 	inbox() *inbox
 	// maxFrame is the largest payload the agent accepts.
 	maxFrame() int
@@ -48,6 +49,10 @@ type Library struct {
 	// stops (held across a start, which may wait for the database).
 	engineMu sync.Mutex
 	engines  map[engineKey]*sharedEngine
+
+	// tune, when set (by tests), adjusts an embedded engine's settings
+	// before it starts (smaller bounds, shorter timeouts).
+	tune func(*agent.Config)
 }
 
 // New is a library for this process.
@@ -109,11 +114,10 @@ func (l *Library) Send(h uint64, raw []byte) error {
 	if err != nil {
 		return err
 	}
-	payloads, err := splitFrames(raw, c.maxFrame())
-	if err != nil {
+	if err := checkFrames(raw, c.maxFrame()); err != nil {
 		return err
 	}
-	return c.send(raw, payloads)
+	return c.send(raw)
 }
 
 // Recv returns the agent's next whole frames, waiting up to timeout
