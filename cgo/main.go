@@ -5,8 +5,11 @@
 package main
 
 /*
+#cgo LDFLAGS: -ldl
 #include <stdint.h>
 #include <stdlib.h>
+
+char *dbos_library_dir(void);
 */
 import "C"
 
@@ -18,6 +21,12 @@ import (
 )
 
 func main() {}
+
+func init() {
+	dir := C.dbos_library_dir()
+	libdbos.LibraryDir = C.GoString(dir)
+	C.free(unsafe.Pointer(dir))
+}
 
 // result sets *errOut (malloc'd; shim.c owns it) to err's message and
 // returns its code.
@@ -94,4 +103,12 @@ func go_dbos_close(handle C.uint64_t, errOut **C.char) C.int {
 	return result(libdbos.Default.Guard(uint64(handle), func() error {
 		return libdbos.Default.Close(uint64(handle))
 	}), errOut)
+}
+
+//export go_dbos_at_exit
+func go_dbos_at_exit() {
+	_ = libdbos.Default.Guard(0, func() error {
+		libdbos.Default.AtExit()
+		return nil
+	})
 }

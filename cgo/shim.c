@@ -3,6 +3,8 @@
 // (a child after fork() has none of the runtime's threads, so entering Go
 // there can hang), keeps this thread's last error, and calls the Go export
 // of the same name with a "go_" prefix.
+#define _GNU_SOURCE
+#include <dlfcn.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -16,7 +18,35 @@
 // runtime).
 static pid_t load_pid;
 
-__attribute__((constructor)) static void dbos_record_pid(void) { load_pid = getpid(); }
+// at_exit stops the sidecar children of this process when it exits
+// normally (a crashed host leaves its child for a successor to reattach).
+static void at_exit(void) {
+	if (getpid() == load_pid) {
+		go_dbos_at_exit();
+	}
+}
+
+__attribute__((constructor)) static void dbos_load(void) {
+	load_pid = getpid();
+	atexit(at_exit);
+}
+
+// dbos_library_dir is the directory libdbos.so was loaded from (sidecar
+// mode looks for dbos-agent there), or "" when unknown. Malloc'd.
+char *dbos_library_dir(void) {
+	Dl_info info;
+	if (dladdr((void *)dbos_version, &info) == 0 || info.dli_fname == NULL) {
+		return strdup("");
+	}
+	char *dir = strdup(info.dli_fname);
+	char *slash = strrchr(dir, '/');
+	if (slash == NULL) {
+		dir[0] = '\0';
+	} else {
+		*slash = '\0';
+	}
+	return dir;
+}
 
 // The last error of each thread: malloc'd, freed at the thread's next call
 // or its exit.

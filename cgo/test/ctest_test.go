@@ -12,6 +12,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -213,36 +214,13 @@ func TestCConnect(t *testing.T) {
 // still has its default action on the host (the library installs no
 // handler for it).
 func TestCSigterm(t *testing.T) {
-	cmd := exec.Command(testProg)
-	cmd.Env = append(programEnv(t, embeddedConfig(t)), "DBOS_TEST_SIGTERM=1")
-	cmd.Stderr = os.Stderr
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	ready := make(chan struct{})
-	go func() {
-		sc := bufio.NewScanner(stdout)
-		for sc.Scan() {
-			if sc.Text() == "ready" {
-				close(ready)
-			}
-		}
-	}()
-	select {
-	case <-ready:
-	case <-time.After(60 * time.Second):
-		_ = cmd.Process.Kill()
-		t.Fatal("the program did not open its handle")
-	}
+	cmd := startHost(t, embeddedConfig(t))
 	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)
 	}
 	done := make(chan error, 1)
 	go func() { done <- cmd.Wait() }()
+	var err error
 	select {
 	case err = <-done:
 	case <-time.After(10 * time.Second):
@@ -256,5 +234,157 @@ func TestCSigterm(t *testing.T) {
 	ws := exit.Sys().(syscall.WaitStatus)
 	if !ws.Signaled() || ws.Signal() != syscall.SIGTERM {
 		t.Fatalf("the host ended with %v, not by SIGTERM", ws)
+	}
+}
+
+func sidecarConfig(t *testing.T, runtimeDir string) map[string]any {
+	return map[string]any{"mode": "sidecar", "database_url": pgtest.URL(t), "schema": pgtest.Schema(t),
+		"agent_path": agentPath, "runtime_dir": runtimeDir, "orphan_grace_sec": 3, "log_level": "info"}
+}
+
+func TestCSidecar(t *testing.T) {
+	runtimeDir := privateDir(t)
+	runProgram(t, sidecarConfig(t, runtimeDir), testProg)
+	// Its last handle closed, the host stopped its child and forgot it.
+	records, _ := filepath.Glob(filepath.Join(runtimeDir, "sidecar-*.json"))
+	if len(records) != 0 {
+		t.Fatalf("reattach records remain after the host closed: %v", records)
+	}
+}
+
+// startHost runs the C program as a host that opens its handle, says
+// "ready" and waits to be killed.
+func startHost(t *testing.T, config map[string]any) *exec.Cmd {
+	t.Helper()
+	cmd := exec.Command(testProg)
+	cmd.Env = append(programEnv(t, config), "DBOS_TEST_SIGTERM=1")
+	cmd.Stderr = os.Stderr
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = cmd.Process.Kill()
+		_ = cmd.Wait()
+	})
+	ready := make(chan struct{})
+	go func() {
+		sc := bufio.NewScanner(stdout)
+		for sc.Scan() {
+			if sc.Text() == "ready" {
+				close(ready)
+			}
+		}
+	}()
+	select {
+	case <-ready:
+	case <-time.After(60 * time.Second):
+		t.Fatal("the host did not open its handle")
+	}
+	return cmd
+}
+
+// crash SIGKILLs a host and waits for it to be gone.
+func crash(t *testing.T, host *exec.Cmd) {
+	t.Helper()
+	if err := host.Process.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	_ = host.Wait()
+}
+
+// childPID is the pid of the sidecar child of record in runtimeDir.
+func childPID(t *testing.T, runtimeDir string) int {
+	t.Helper()
+	records, _ := filepath.Glob(filepath.Join(runtimeDir, "sidecar-*.json"))
+	if len(records) != 1 {
+		t.Fatalf("%d reattach records in the runtime dir, want 1", len(records))
+	}
+	raw, err := os.ReadFile(records[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rec struct {
+		PID int `json:"pid"`
+	}
+	if err := json.Unmarshal(raw, &rec); err != nil {
+		t.Fatal(err)
+	}
+	return rec.PID
+}
+
+// running says whether pid is a live process (not gone, not a zombie
+// nobody reaped).
+func running(pid int) bool {
+	stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return false
+	}
+	fields := strings.Fields(string(stat[strings.LastIndexByte(string(stat), ')')+1:]))
+	return len(fields) > 0 && fields[0] != "Z" && fields[0] != "X"
+}
+
+// waitGone waits up to within for pid to end; the child is not the test's
+// to wait for (its host was), so its state is read from /proc.
+func waitGone(t *testing.T, pid int, within time.Duration) time.Duration {
+	t.Helper()
+	start := time.Now()
+	for running(pid) {
+		if time.Since(start) > within {
+			t.Fatalf("the sidecar pid %d still runs %s on", pid, within)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	return time.Since(start)
+}
+
+// TestCSidecarReattach: a host SIGKILLed leaves its child running; the next
+// host of the same config reattaches to it (no second child), and stops it
+// when it closes. A child whose host crashed and that nobody reattaches to
+// stops on its own after its orphan grace.
+func TestCSidecarReattach(t *testing.T) {
+	runtimeDir := privateDir(t)
+	config := sidecarConfig(t, runtimeDir)
+	crash(t, startHost(t, config))
+	pid := childPID(t, runtimeDir)
+	if !running(pid) {
+		t.Fatalf("the sidecar pid %d died with its host", pid)
+	}
+	out := runProgram(t, config, testProg)
+	if !strings.Contains(out, "reattached to the sidecar") || !strings.Contains(out, fmt.Sprintf(`"pid":%d`, pid)) {
+		t.Fatalf("the second host did not reattach to the sidecar pid %d", pid)
+	}
+	waitGone(t, pid, 10*time.Second)
+
+	crash(t, startHost(t, config))
+	orphan := childPID(t, runtimeDir)
+	if orphan == pid {
+		t.Fatal("a stopped child was reattached to")
+	}
+	took := waitGone(t, orphan, 30*time.Second)
+	t.Logf("the orphaned sidecar stopped %s after its host was killed (orphan grace 3s)", took)
+}
+
+// TestNoSignalHandlers: the library installs no signal handler (the C runs
+// check the host's SIGINT and SIGTERM still work). os/signal is linked only
+// through hashicorp/go-plugin, whose Serve (the child's side) and oklog/run's
+// SignalHandler use it; the host's side calls neither.
+func TestNoSignalHandlers(t *testing.T) {
+	out, err := exec.Command("go", "list", "-deps", "-f", `{{.ImportPath}} {{join .Imports " "}}`, "..").Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	allowed := map[string]bool{"github.com/hashicorp/go-plugin": true, "github.com/oklog/run": true}
+	for _, line := range strings.Split(string(out), "\n") {
+		fields := strings.Fields(line)
+		if len(fields) < 2 || !slices.Contains(fields[1:], "os/signal") {
+			continue
+		}
+		if !allowed[fields[0]] {
+			t.Errorf("%s imports os/signal and is linked into libdbos.so", fields[0])
+		}
 	}
 }

@@ -35,8 +35,13 @@ type fileConfig struct {
 
 func defaultSocketPath() string { return hosting.DefaultSocketPath() }
 
-func newServeCommand() *cobra.Command {
+func newServeCommand() *cobra.Command { return serveCommand(false) }
+
+// serveCommand is `serve`, or with plugin set the hidden `plugin`: the same
+// agent run as libdbos.so's sidecar child (see plugin.go).
+func serveCommand(plugin bool) *cobra.Command {
 	var (
+		orphanGrace  time.Duration
 		db           databaseFlags
 		configPath   string
 		socket       string
@@ -95,14 +100,25 @@ func newServeCommand() *cobra.Command {
 				return err
 			}
 			defer func() { _ = log.Sync() }()
-			return serve(cmd.Context(), log, serveOptions{
+			o := serveOptions{
 				db: target, socket: socketPath, executorID: executor, appVersion: version,
 				pollInterval: pollInterval, grace: grace, allowedUIDs: fc.AllowedUIDs,
 				stepBatchMax: stepBatchMax, committers: committers, resultPoll: resultPoll, messagePoll: messagePoll,
 				sweep: sweep, schedPoll: schedPoll, poolSize: poolSize, limits: limits,
 				shutdownTimeout: shutdownMax, dbRetry: dbRetry, rescueInterval: rescueEvery, rescueHorizon: rescueAfter,
-			})
+			}
+			if plugin {
+				return runPlugin(cmd.Context(), log, o, orphanGrace)
+			}
+			return serve(cmd.Context(), log, o)
 		},
+	}
+	if plugin {
+		cmd.Use = "plugin"
+		cmd.Short = "Run the agent as libdbos.so's sidecar child (started by the library, not by hand)"
+		cmd.Hidden = true
+		cmd.Flags().DurationVar(&orphanGrace, "orphan-grace", defaultOrphanGrace,
+			"how long the child runs without a host's heartbeat (a crashed host's successor reattaches within it)")
 	}
 	db.register(cmd)
 	f := cmd.Flags()
@@ -139,9 +155,14 @@ type serveOptions struct {
 	shutdownTimeout, dbRetry                  time.Duration
 	rescueInterval, rescueHorizon             time.Duration
 	limits                                    connectionLimits
+	// listening, when set, is called once the socket listens; cancel stops
+	// the agent as the end of ctx does (plugin mode).
+	listening func(cancel context.CancelFunc)
 }
 
 func serve(ctx context.Context, log *zap.Logger, o serveOptions) error {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
 	// The socket's directory is checked (and made) before the database is
 	// opened, so that a socket that cannot be trusted fails at once.
 	if _, err := server.PrepareSocketPath(o.socket); err != nil {
@@ -187,6 +208,9 @@ func serve(ctx context.Context, log *zap.Logger, o serveOptions) error {
 		zap.String("schema", o.db.schema), zap.String("version", version))
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve() }()
+	if o.listening != nil {
+		o.listening(cancel)
+	}
 	select {
 	case <-ctx.Done():
 		log.Info("shutting down: draining running workflows")

@@ -25,6 +25,7 @@ type Config struct {
 	LogLevel           string   `json:"log_level" msgpack:"log_level"`
 	AgentPath          string   `json:"agent_path" msgpack:"agent_path"`
 	RuntimeDir         string   `json:"runtime_dir" msgpack:"runtime_dir"`
+	OrphanGraceSec     float64  `json:"orphan_grace_sec" msgpack:"orphan_grace_sec"`
 	Socket             string   `json:"socket" msgpack:"socket"`
 	TrustedUIDs        []uint32 `json:"trusted_uids" msgpack:"trusted_uids"`
 }
@@ -76,11 +77,14 @@ func (c *Config) check() error {
 		if c.Socket != "" || c.TrustedUIDs != nil {
 			return fmt.Errorf("socket and trusted_uids are keys of mode connect, not %s", c.Mode)
 		}
-		if c.Mode == ModeEmbedded && (c.AgentPath != "" || c.RuntimeDir != "") {
-			return fmt.Errorf("agent_path and runtime_dir are keys of mode sidecar, not embedded")
+		if c.Mode == ModeEmbedded && (c.AgentPath != "" || c.RuntimeDir != "" || c.OrphanGraceSec != 0) {
+			return fmt.Errorf("agent_path, runtime_dir and orphan_grace_sec are keys of mode sidecar, not embedded")
+		}
+		if c.OrphanGraceSec < 0 || c.OrphanGraceSec > 86400 {
+			return fmt.Errorf("orphan_grace_sec must be from 0 (the default, 30) to 86400, not %v", c.OrphanGraceSec)
 		}
 	case ModeConnect:
-		if engine || c.AgentPath != "" || c.RuntimeDir != "" {
+		if engine || c.AgentPath != "" || c.RuntimeDir != "" || c.OrphanGraceSec != 0 {
 			return fmt.Errorf("mode connect takes only socket and trusted_uids: the agent it connects to has its own database and settings")
 		}
 	default:

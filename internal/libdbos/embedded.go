@@ -42,8 +42,8 @@ func (l *Library) acquireEngine(cfg Config, start func(*sharedEngine) error) (*s
 	key := cfg.engineKey()
 	if e := l.engines[key]; e != nil {
 		if e.cfg.ApplicationVersion != cfg.ApplicationVersion || e.cfg.LogLevel != cfg.LogLevel ||
-			e.cfg.AgentPath != cfg.AgentPath || e.cfg.RuntimeDir != cfg.RuntimeDir {
-			return nil, errorf(ErrInvalid, "an open handle runs this engine (database_url, schema, executor_id) with another application_version, log_level, agent_path or runtime_dir: open it with the same ones")
+			e.cfg.AgentPath != cfg.AgentPath || e.cfg.RuntimeDir != cfg.RuntimeDir || e.cfg.OrphanGraceSec != cfg.OrphanGraceSec {
+			return nil, errorf(ErrInvalid, "an open handle runs this engine (database_url, schema, executor_id) with another application_version, log_level, agent_path, runtime_dir or orphan_grace_sec: open it with the same ones")
 		}
 		e.refs++
 		return e, nil
