@@ -176,7 +176,10 @@ func privateDir(t *testing.T) string {
 	return d
 }
 
-func TestCConnect(t *testing.T) {
+// startServe runs `dbos-agent serve` on a socket of its own and waits until
+// it listens.
+func startServe(t *testing.T) (*exec.Cmd, string) {
+	t.Helper()
 	socket := filepath.Join(privateDir(t), "agent.sock")
 	cmd := exec.Command(agentPath, "serve", "--socket", socket, "--database-url", pgtest.URL(t),
 		"--schema", pgtest.Schema(t), "--grace-period", "1s")
@@ -207,7 +210,59 @@ func TestCConnect(t *testing.T) {
 	case <-time.After(60 * time.Second):
 		t.Fatal("the agent did not start listening")
 	}
+	return cmd, socket
+}
+
+func TestCConnect(t *testing.T) {
+	_, socket := startServe(t)
 	runProgram(t, map[string]any{"mode": "connect", "socket": socket}, testProg)
+}
+
+// TestCConnectAgentGone: the agent a handle is connected to stops; the
+// handle says so (DBOS_CLOSED) and a send to its socket fails rather than
+// kill the host with SIGPIPE.
+func TestCConnectAgentGone(t *testing.T) {
+	agent, socket := startServe(t)
+	host := exec.Command(testProg)
+	host.Env = append(programEnv(t, map[string]any{"mode": "connect", "socket": socket}), "DBOS_TEST_AGENT_GONE=1")
+	stdin, err := host.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	stdout, err := host.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	host.Stderr = os.Stderr
+	if err := host.Start(); err != nil {
+		t.Fatal(err)
+	}
+	lines := bufio.NewScanner(stdout)
+	for lines.Scan() && lines.Text() != "ready" {
+	}
+	if lines.Text() != "ready" {
+		_ = host.Process.Kill()
+		t.Fatal("the host did not open its handle")
+	}
+	if err := agent.Process.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	_ = agent.Wait()
+	if _, err := stdin.Write([]byte("go\n")); err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	for lines.Scan() {
+		out = append(out, lines.Text())
+	}
+	err = host.Wait()
+	t.Logf("host: %v", out)
+	if err != nil {
+		t.Fatalf("the host ended with %v once its agent was gone", err)
+	}
+	if len(out) == 0 || !strings.HasSuffix(out[len(out)-1], " passed, 0 failed") {
+		t.Fatal("the host did not report its checks passed")
+	}
 }
 
 // TestCSigterm: with the library loaded and an engine running, SIGTERM

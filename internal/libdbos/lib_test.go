@@ -246,3 +246,35 @@ func closeAll(l *Library) {
 		_ = l.Close(h)
 	}
 }
+
+// panicky is a mode whose every call panics, as a bug would.
+type panicky struct{ closed chan struct{} }
+
+func (p *panicky) send([]byte) error { panic("a bug in send") }
+func (p *panicky) inbox() *inbox     { panic("a bug in recv") }
+func (p *panicky) maxFrame() int     { return 1 << 20 }
+func (p *panicky) close()            { close(p.closed) }
+
+// TestGuardRecoversPanics: a panic inside a call is DBOS_ERR_INTERNAL with
+// its message, the handle is closed, and the library goes on.
+func TestGuardRecoversPanics(t *testing.T) {
+	l := New()
+	p := &panicky{closed: make(chan struct{})}
+	const h = 42
+	l.handles[h] = p
+	err := l.Guard(h, func() error { return l.Send(h, vector(t, "ping")) })
+	if CodeOf(err) != ErrInternal || !strings.Contains(err.Error(), "a bug in send") {
+		t.Fatalf("a panicking send returned %v", err)
+	}
+	select {
+	case <-p.closed:
+	default:
+		t.Fatal("the handle of a recovered panic was not closed")
+	}
+	if _, err := l.lookup(h); CodeOf(err) != ErrInvalid {
+		t.Fatalf("the handle is still open after its panic: %v", err)
+	}
+	if err := l.Guard(0, func() error { return nil }); err != nil {
+		t.Fatal(err)
+	}
+}

@@ -11,6 +11,9 @@
 //   DBOS_TEST_PING         a ping frame (id 2)
 //   DBOS_TEST_PING_REPLY   the whole reply to it
 //   DBOS_TEST_SIGTERM      when set: open, say "ready", wait for SIGTERM
+//   DBOS_TEST_AGENT_GONE   when set: open, say "ready", wait for a line on
+//                          stdin (the agent has been stopped), then check
+//                          the handle reports the end and the host lives
 //
 // It prints "N passed, N failed" and exits non-zero on any failure.
 #define _GNU_SOURCE
@@ -152,6 +155,30 @@ int main(void) {
 		for (;;) {
 			pause();
 		}
+	}
+
+	if (getenv("DBOS_TEST_AGENT_GONE") != NULL) {
+		bytes r = roundtrip(h, hello);
+		dbos_free(r.b);
+		printf("ready\n");
+		fflush(stdout);
+		char line[16];
+		if (fgets(line, sizeof line, stdin) == NULL) {
+			return 2;
+		}
+		void *p = NULL;
+		size_t n = 0;
+		rc = dbos_recv(h, 10000, &p, &n);
+		CHECK(rc == DBOS_CLOSED, "recv once the agent is gone: %d", rc);
+		// A write to the dead socket fails (the host is not killed by
+		// SIGPIPE); the first may still be buffered by the kernel.
+		for (int i = 0; i < 3 && (rc = dbos_send(h, ping.b, ping.n)) == DBOS_OK; i++) {
+		}
+		CHECK(rc == DBOS_CLOSED && dbos_last_error()[0] != '\0', "send once the agent is gone: %d", rc);
+		rc = dbos_close(h);
+		CHECK(rc == DBOS_OK, "close once the agent is gone: %d", rc);
+		printf("%d passed, %d failed\n", passed, failed);
+		return failed == 0 ? 0 : 1;
 	}
 
 	// The handshake and a ping.
