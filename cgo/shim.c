@@ -93,14 +93,17 @@ static int forked(uint64_t handle) {
 }
 
 static const char *version;
+static pthread_once_t version_once = PTHREAD_ONCE_INIT;
+
+static void make_version(void) { version = go_dbos_version(); }
 
 const char *dbos_version(void) {
-	if (version == NULL) {
-		if (getpid() != load_pid) {
-			return "libdbos (version unavailable in a child after fork())";
-		}
-		version = go_dbos_version();
+	if (getpid() != load_pid) {
+		// Made by the parent before the fork, or not at all: a child
+		// cannot enter Go to make it.
+		return version != NULL ? version : "libdbos (version unavailable in a child after fork())";
 	}
+	pthread_once(&version_once, make_version);
 	return version;
 }
 
