@@ -86,7 +86,8 @@ func build() error {
 	if err := run("gcc", append(cflags, "-o", testProg, "c/libdbos_test.c", "-L", dir, "-ldbos", "-lpthread")...); err != nil {
 		return err
 	}
-	return run("gcc", append(cflags, "-o", dlopenProg, "c/dlopen_test.c", "-ldl")...)
+	// POSIX for sigaction.
+	return run("gcc", append(cflags, "-D_POSIX_C_SOURCE=200809L", "-o", dlopenProg, "c/dlopen_test.c", "-ldl")...)
 }
 
 // vectors are the golden frames the programs send and expect, as hex.
@@ -265,30 +266,35 @@ func TestCConnectAgentGone(t *testing.T) {
 	}
 }
 
-// TestCSigterm: with the library loaded and an engine running, SIGTERM
-// still has its default action on the host (the library installs no
-// handler for it).
-func TestCSigterm(t *testing.T) {
-	cmd := startHost(t, embeddedConfig(t))
-	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
-		t.Fatal(err)
-	}
-	done := make(chan error, 1)
-	go func() { done <- cmd.Wait() }()
-	var err error
-	select {
-	case err = <-done:
-	case <-time.After(10 * time.Second):
-		_ = cmd.Process.Kill()
-		t.Fatal("SIGTERM did not stop the host")
-	}
-	var exit *exec.ExitError
-	if !errors.As(err, &exit) {
-		t.Fatalf("the host exited with %v, not killed by SIGTERM", err)
-	}
-	ws := exit.Sys().(syscall.WaitStatus)
-	if !ws.Signaled() || ws.Signal() != syscall.SIGTERM {
-		t.Fatalf("the host ended with %v, not by SIGTERM", ws)
+// TestCHostSignals: with the library loaded and an engine running, SIGTERM
+// and SIGINT still have their default actions on the host (the library
+// installs no handler for them).
+func TestCHostSignals(t *testing.T) {
+	for _, sig := range []syscall.Signal{syscall.SIGTERM, syscall.SIGINT} {
+		t.Run(sig.String(), func(t *testing.T) {
+			cmd := startHost(t, embeddedConfig(t))
+			if err := cmd.Process.Signal(sig); err != nil {
+				t.Fatal(err)
+			}
+			done := make(chan error, 1)
+			go func() { done <- cmd.Wait() }()
+			var err error
+			select {
+			case err = <-done:
+			case <-time.After(10 * time.Second):
+				_ = cmd.Process.Kill()
+				<-done
+				t.Fatalf("%v did not stop the host", sig)
+			}
+			var exit *exec.ExitError
+			if !errors.As(err, &exit) {
+				t.Fatalf("the host exited with %v, not killed by %v", err, sig)
+			}
+			ws := exit.Sys().(syscall.WaitStatus)
+			if !ws.Signaled() || ws.Signal() != sig {
+				t.Fatalf("the host ended with %v, not by %v", ws, sig)
+			}
+		})
 	}
 }
 

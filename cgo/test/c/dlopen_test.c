@@ -1,9 +1,11 @@
 // dlopen_test loads libdbos.so with dlopen, uses it, closes its handle,
 // unloads it and does it all again: a host may load the library more than
-// once in one process. argv[1] is the library; the environment is
+// once in one process. Like Python, it installs its SIGINT handler before
+// it loads the library, and checks the handler still gets SIGINT. argv[1] is the library; the environment is
 // libdbos_test.c's (DBOS_TEST_CONFIG, DBOS_TEST_PING, DBOS_TEST_PING_REPLY,
 // DBOS_TEST_HELLO).
 #include <dlfcn.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -76,15 +78,27 @@ static int load_and_use(const char *path, int i) {
 	return ok ? 0 : 1;
 }
 
+static volatile sig_atomic_t got_sigint;
+static void on_sigint(int sig) { (void)sig; got_sigint++; }
+
 int main(int argc, char **argv) {
 	if (argc != 2) {
 		fprintf(stderr, "usage: dlopen_test libdbos.so\n");
 		return 2;
 	}
+	struct sigaction sa;
+	memset(&sa, 0, sizeof sa);
+	sa.sa_handler = on_sigint;
+	sigaction(SIGINT, &sa, NULL);
 	int failed = 0;
 	for (int i = 1; i <= 2; i++) {
 		failed += load_and_use(argv[1], i);
+		raise(SIGINT);
+		if (got_sigint != i) {
+			fprintf(stderr, "round %d: SIGINT did not reach the host's handler\n", i);
+			failed++;
+		}
 	}
-	printf("%d passed, %d failed\n", 2 - failed, failed);
+	printf("%d passed, %d failed\n", 4 - failed, failed);
 	return failed == 0 ? 0 : 1;
 }
