@@ -24,8 +24,18 @@ help: ## List the targets
 	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z_-]+:.*## / {printf "  \033[36m%-12s\033[0m %s\n", $$1, $$2}' $(MAKEFILE_LIST)
 
 .PHONY: build
-build: ## Build the agent binary into bin/
+build: lib ## Build the agent binary into bin/ (and the library, make lib)
 	$(GO) build -o $(AGENT) ./cmd/dbos-agent
+
+# The library is built into bin/lib/ (where go build also writes the header
+# cgo generates, which is not the contract) and copied beside the
+# hand-written header, cgo/libdbos.h, which is.
+LIB := cgo/libdbos.so
+
+.PHONY: lib
+lib: ## Build the agent as a C library: cgo/libdbos.so, whose header is cgo/libdbos.h
+	$(GO) build -buildmode=c-shared -o $(BIN)/lib/libdbos.so ./cgo
+	cp $(BIN)/lib/libdbos.so $(LIB)
 
 .PHONY: postgres
 postgres: ## Start (installing if missing) the PostgreSQL the URLs name and create their databases
@@ -47,7 +57,7 @@ migrate: build postgres ## Migrate a local system database and print its schema 
 test: postgres test-go test-python fuzz-short ## Run every test (Go, with the fault suite's short form; Python; each fuzz target 300000 executions)
 
 .PHONY: test-go
-test-go: postgres ## The Go tests: sysdb conformance and parity, protocol, end-to-end on the real binary
+test-go: postgres build ## The Go tests: sysdb conformance and parity, protocol, end-to-end on the real binary
 	$(GO) test -race -count=1 -timeout 30m ./...
 
 .PHONY: test-python
@@ -89,4 +99,4 @@ lint: ## gofmt and go vet; the Python binding's mypy --strict and ruff
 
 .PHONY: clean
 clean: ## Remove build output
-	rm -rf $(BIN)
+	rm -rf $(BIN) $(LIB)

@@ -11,7 +11,6 @@ import (
 	"fmt"
 	"net"
 	"os"
-	"slices"
 	"sync"
 	"time"
 
@@ -142,7 +141,7 @@ func checkAgent(conn *net.UnixConn, socketPath string, trusted []uint32) error {
 	if err != nil {
 		return fmt.Errorf("check who serves the dbos-agent socket %s: %w", socketPath, err)
 	}
-	if cred.Uid == 0 || cred.Uid == uint32(os.Getuid()) || slices.Contains(trusted, cred.Uid) {
+	if peercred.Trusted(cred, trusted) {
 		return nil
 	}
 	return &UntrustedAgentError{Path: socketPath, UID: cred.Uid, PID: cred.Pid}

@@ -37,7 +37,7 @@ func newRootCommand() *cobra.Command {
 		SilenceErrors: true,
 	}
 	root.AddCommand(newServeCommand(), newMigrateCommand(), newResetCommand(), newWorkflowCommand(), newQueueCommand(),
-		newScheduleCommand(), newVersionCommand())
+		newScheduleCommand(), newVersionCommand(), serveCommand(true))
 	return root
 }
 

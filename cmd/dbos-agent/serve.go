@@ -5,19 +5,15 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"path/filepath"
-	"strconv"
-	"syscall"
 	"time"
 
 	"github.com/spf13/cobra"
 	"go.uber.org/zap"
-	"go.uber.org/zap/zapcore"
 	"gopkg.in/yaml.v3"
 
 	"github.com/dbos-agent/dbos-agent/agent"
+	"github.com/dbos-agent/dbos-agent/internal/hosting"
 	"github.com/dbos-agent/dbos-agent/server"
-	"github.com/dbos-agent/dbos-agent/sysdb"
 )
 
 // fileConfig is the optional YAML config file of `serve`; flags and
@@ -37,31 +33,15 @@ type fileConfig struct {
 	Limits connectionLimits `yaml:",inline"`
 }
 
-// defaultSocketPath is private to the user: in the user's runtime
-// directory when there is one that is theirs alone, else in a directory of
-// their own (made 0700) under the temp directory. The Python binding
-// computes the same path.
-func defaultSocketPath() string {
-	if dir := os.Getenv("XDG_RUNTIME_DIR"); dir != "" && privateDir(dir) {
-		return filepath.Join(dir, "dbos-agent.sock")
-	}
-	return filepath.Join(os.TempDir(), "dbos-agent-"+strconv.Itoa(os.Getuid()), "agent.sock")
-}
+func defaultSocketPath() string { return hosting.DefaultSocketPath() }
 
-// privateDir says whether dir is a directory of this user that neither
-// group nor others may write. server.Listen checks more (every directory
-// on the way); this only picks the default.
-func privateDir(dir string) bool {
-	fi, err := os.Stat(dir)
-	if err != nil || !fi.IsDir() {
-		return false
-	}
-	st, ok := fi.Sys().(*syscall.Stat_t)
-	return ok && st.Uid == uint32(os.Getuid()) && fi.Mode().Perm()&0o022 == 0
-}
+func newServeCommand() *cobra.Command { return serveCommand(false) }
 
-func newServeCommand() *cobra.Command {
+// serveCommand is `serve`, or with plugin set the hidden `plugin`: the same
+// agent run as libdbos.so's sidecar child (see plugin.go).
+func serveCommand(plugin bool) *cobra.Command {
 	var (
+		orphanGrace  time.Duration
 		db           databaseFlags
 		configPath   string
 		socket       string
@@ -120,14 +100,25 @@ func newServeCommand() *cobra.Command {
 				return err
 			}
 			defer func() { _ = log.Sync() }()
-			return serve(cmd.Context(), log, serveOptions{
+			o := serveOptions{
 				db: target, socket: socketPath, executorID: executor, appVersion: version,
 				pollInterval: pollInterval, grace: grace, allowedUIDs: fc.AllowedUIDs,
 				stepBatchMax: stepBatchMax, committers: committers, resultPoll: resultPoll, messagePoll: messagePoll,
 				sweep: sweep, schedPoll: schedPoll, poolSize: poolSize, limits: limits,
 				shutdownTimeout: shutdownMax, dbRetry: dbRetry, rescueInterval: rescueEvery, rescueHorizon: rescueAfter,
-			})
+			}
+			if plugin {
+				return runPlugin(cmd.Context(), log, o, orphanGrace)
+			}
+			return serve(cmd.Context(), log, o)
 		},
+	}
+	if plugin {
+		cmd.Use = "plugin"
+		cmd.Short = "Run the agent as libdbos.so's sidecar child (started by the library, not by hand)"
+		cmd.Hidden = true
+		cmd.Flags().DurationVar(&orphanGrace, "orphan-grace", defaultOrphanGrace,
+			"how long the child runs without a host's heartbeat (a crashed host's successor reattaches within it)")
 	}
 	db.register(cmd)
 	f := cmd.Flags()
@@ -140,7 +131,7 @@ func newServeCommand() *cobra.Command {
 	f.DurationVar(&grace, "grace-period", 0, "how long SIGTERM lets running workflows finish (default 10s)")
 	f.IntVar(&stepBatchMax, "step-batch-max", 0, "most step records in one commit (default 512; 1 = one commit per step)")
 	f.IntVar(&committers, "step-committers", 0, "step-record commits in flight at once (default 4)")
-	f.Int32Var(&poolSize, "pool-size", 20, "most database connections the agent opens")
+	f.Int32Var(&poolSize, "pool-size", hosting.DefaultPoolSize, "most database connections the agent opens")
 	f.DurationVar(&sweep, "sweep-interval", 0, "how often delayed workflows are released and timed-out ones cancelled (default 1s)")
 	f.DurationVar(&schedPoll, "schedule-interval", 0, "how often schedules are re-read from the database (default 10s)")
 	f.DurationVar(&resultPoll, "result-poll-interval", 0, "how often waiters re-check outcomes written without a notification (default 1s)")
@@ -164,59 +155,52 @@ type serveOptions struct {
 	shutdownTimeout, dbRetry                  time.Duration
 	rescueInterval, rescueHorizon             time.Duration
 	limits                                    connectionLimits
+	// listening, when set, is called once the socket listens; cancel stops
+	// the agent as the end of ctx does (plugin mode).
+	listening func(cancel context.CancelFunc)
 }
 
 func serve(ctx context.Context, log *zap.Logger, o serveOptions) error {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
 	// The socket's directory is checked (and made) before the database is
 	// opened, so that a socket that cannot be trusted fails at once.
 	if _, err := server.PrepareSocketPath(o.socket); err != nil {
 		return socketError(err)
 	}
-	retry := o.dbRetry
-	if retry <= 0 {
-		retry = sysdb.RetryUntilCancelled
-	}
-	db, err := sysdb.OpenPostgres(ctx, o.db.url, sysdb.PostgresOptions{
-		Schema: o.db.schema, Password: o.db.password, Logger: log, MaxConns: o.poolSize, RetryFor: retry,
+	e, err := hosting.Start(ctx, log, hosting.Options{
+		DatabaseURL: o.db.url, Schema: o.db.schema, Password: o.db.password,
+		PoolSize: o.poolSize, DatabaseRetry: o.dbRetry,
+		Engine: agent.Config{
+			ExecutorID:          o.executorID,
+			DefaultAppVersion:   o.appVersion,
+			AgentVersion:        version,
+			PollInterval:        o.pollInterval,
+			GracePeriod:         o.grace,
+			MaxStepBatch:        o.stepBatchMax,
+			StepBatchers:        o.committers,
+			ResultPollInterval:  o.resultPoll,
+			MessagePollInterval: o.messagePoll,
+			SweepInterval:       o.sweep,
+			ScheduleInterval:    o.schedPoll,
+			ShutdownTimeout:     o.shutdownTimeout,
+			RescueInterval:      o.rescueInterval,
+			RescueHorizon:       o.rescueHorizon,
+			MaxFrameSize:        int(o.limits.MaxFrameSize),
+			MaxInFlight:         o.limits.MaxInFlight,
+			MaxRunning:          o.limits.MaxRunning,
+			MaxOutboundBytes:    int(o.limits.MaxOutbound),
+			StallTimeout:        o.limits.stallTimeout,
+		},
 	})
 	if err != nil {
 		return err
 	}
-	defer db.Close()
-	a, err := agent.New(agent.Config{
-		DB:                  db,
-		Notifications:       db,
-		ExecutorID:          o.executorID,
-		DefaultAppVersion:   o.appVersion,
-		AgentVersion:        version,
-		PollInterval:        o.pollInterval,
-		GracePeriod:         o.grace,
-		MaxStepBatch:        o.stepBatchMax,
-		StepBatchers:        o.committers,
-		ResultPollInterval:  o.resultPoll,
-		MessagePollInterval: o.messagePoll,
-		SweepInterval:       o.sweep,
-		ScheduleInterval:    o.schedPoll,
-		ShutdownTimeout:     o.shutdownTimeout,
-		RescueInterval:      o.rescueInterval,
-		RescueHorizon:       o.rescueHorizon,
-		MaxFrameSize:        int(o.limits.MaxFrameSize),
-		MaxInFlight:         o.limits.MaxInFlight,
-		MaxRunning:          o.limits.MaxRunning,
-		MaxOutboundBytes:    int(o.limits.MaxOutbound),
-		StallTimeout:        o.limits.stallTimeout,
-		Logger:              log,
-	})
-	if err != nil {
-		return err
-	}
-	if err := a.Start(ctx); err != nil {
-		return err
-	}
+	a := e.Agent
 	srv, err := server.Listen(server.Config{SocketPath: o.socket, Agent: a, AllowedUIDs: o.allowedUIDs, Logger: log,
 		MaxConnections: o.limits.MaxConnections, MaxConnectionsPerUID: o.limits.MaxConnectionsPerUID})
 	if err != nil {
-		a.Shutdown(context.Background())
+		e.Stop(context.Background())
 		return socketError(err)
 	}
 	log.Info("dbos-agent listening",
@@ -224,16 +208,19 @@ func serve(ctx context.Context, log *zap.Logger, o serveOptions) error {
 		zap.String("schema", o.db.schema), zap.String("version", version))
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve() }()
+	if o.listening != nil {
+		o.listening(cancel)
+	}
 	select {
 	case <-ctx.Done():
 		log.Info("shutting down: draining running workflows")
 	case err := <-errc:
-		a.Shutdown(context.Background())
+		e.Stop(context.Background())
 		return err
 	}
 	// Drain first (workers can still finish over their connections), then
 	// close the socket.
-	a.Shutdown(context.Background())
+	e.Stop(context.Background())
 	srv.Close()
 	log.Info("dbos-agent stopped")
 	return nil
@@ -251,15 +238,4 @@ func socketError(err error) error {
 	return err
 }
 
-func newLogger(level string) (*zap.Logger, error) {
-	lvl, err := zapcore.ParseLevel(level)
-	if err != nil {
-		return nil, fmt.Errorf("log level %q: use debug, info, warn or error", level)
-	}
-	cfg := zap.NewProductionConfig()
-	cfg.Level = zap.NewAtomicLevelAt(lvl)
-	cfg.EncoderConfig.TimeKey = "ts"
-	cfg.EncoderConfig.EncodeTime = zapcore.ISO8601TimeEncoder
-	cfg.Sampling = nil
-	return cfg.Build()
-}
+func newLogger(level string) (*zap.Logger, error) { return hosting.NewLogger(level) }

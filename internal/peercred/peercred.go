@@ -5,6 +5,8 @@ package peercred
 
 import (
 	"net"
+	"os"
+	"slices"
 	"syscall"
 )
 
@@ -24,4 +26,13 @@ func Of(conn *net.UnixConn) (*syscall.Ucred, error) {
 		return nil, err
 	}
 	return cred, credErr
+}
+
+// Trusted says whether a peer may be trusted as an agent or an application
+// of this user: it is root, this process's own user, or one of extra.
+func Trusted(cred *syscall.Ucred, extra []uint32) bool {
+	if cred.Uid == 0 || cred.Uid == uint32(os.Getuid()) {
+		return true
+	}
+	return slices.Contains(extra, cred.Uid)
 }
