@@ -25,7 +25,7 @@ import tempfile
 import threading
 import time
 from pathlib import Path
-from typing import IO, TYPE_CHECKING, Callable, Dict, Iterator, List, Optional
+from typing import IO, TYPE_CHECKING, Callable, Dict, Iterator, List, Optional, Sequence
 
 import pytest
 
@@ -320,13 +320,13 @@ def dbos(agent_env: AgentEnv) -> Iterator[type]:
 class Worker:
     """A worker process (tests/apps/<script>) whose output a test waits on."""
 
-    def __init__(self, script: str, env: Dict[str, str], sink: Optional[LineWaiter] = None):
+    def __init__(self, script: str, env: Dict[str, str], sink: Optional[LineWaiter] = None, args: Sequence[str] = ()):
         self.env = env
         full_env = dict(os.environ)
         full_env.update(env)
         full_env["PYTHONUNBUFFERED"] = "1"
         self.proc = subprocess.Popen(
-            [sys.executable, str(TESTS / "apps" / script)],
+            [sys.executable, str(TESTS / "apps" / script), *args],
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=full_env,
         )
         assert self.proc.stdout is not None
