@@ -27,6 +27,7 @@ from __future__ import annotations
 import ctypes
 import json
 import os
+import re
 import threading
 from typing import Any, Dict, Iterable, Iterator, Optional, Union
 
@@ -38,7 +39,7 @@ from ._error import (
     DBOSInitializationError,
 )
 from ._migrate import AGENT_BINARY_ENV, agent_database_url
-from ._transport import Endpoint, SocketEndpoint, Stream, resolve_socket_path, resolve_trusted_uids
+from ._transport import Endpoint, SocketEndpoint, Stream, resolve_socket_path, resolve_trusted_uids, untrusted_error
 
 LIBRARY_ENV = "DBOS_AGENT_LIBRARY"
 MODE_ENV = "DBOS_AGENT_MODE"
@@ -53,6 +54,10 @@ ERR_INVALID = 3
 ERR_FORKED = 4
 ERR_UNAVAILABLE = 5
 ERR_INTERNAL = 6
+
+# How connect mode's refusal of a socket served by an untrusted user names the
+# user (cgo/README.md).
+_UNTRUSTED = re.compile(r"served by uid (\d+)")
 
 _FORK_ADVICE = (
     "launch DBOS after forking: under gunicorn, do not --preload an app that launches DBOS, "
@@ -230,7 +235,17 @@ class LibraryEndpoint(Endpoint):
         except DBOSAgentUnavailableError as e:
             if isinstance(e, DBOSAgentForkedError):
                 raise
-            raise DBOSAgentUnavailableError(f"cannot reach the dbos-agent {self.where}: {e.detail}") from None
+            untrusted = _UNTRUSTED.search(e.detail) if self.mode == "connect" else None
+            if untrusted:
+                # The library checked who serves the socket and refused it,
+                # as the socket transport does: the same typed error.
+                raise untrusted_error(str(self.config["socket"]), int(untrusted.group(1)), f" (libdbos.so: {e.detail})") from None
+            hint = (
+                " (is `dbos-agent serve` running? set config agent_socket or DBOS_AGENT_SOCKET)"
+                if self.mode == "connect"
+                else ""
+            )
+            raise DBOSAgentUnavailableError(f"cannot reach the dbos-agent {self.where}: {e.detail}{hint}") from None
         return _LibraryStream(lib, handle)
 
 

@@ -150,12 +150,17 @@ def check_peer(sock: socket.socket, path: str, trusted: FrozenSet[int]) -> None:
         pid, uid, _gid = _UCRED.unpack(sock.getsockopt(socket.SOL_SOCKET, option, _UCRED.size))
     except (OSError, struct.error) as e:
         raise DBOSAgentUntrustedError(f"cannot check who serves the dbos-agent socket {path}: {e}", path) from None
-    me = os.getuid()
-    if uid == me or uid == 0 or uid in trusted:
+    if uid == os.getuid() or uid == 0 or uid in trusted:
         return
-    raise DBOSAgentUntrustedError(
-        f"refusing the dbos-agent socket {path}: it is served by {_describe_uid(uid)} (pid {pid}), "
-        f"not by this process's user ({_describe_uid(me)}), root or a trusted user "
+    raise untrusted_error(path, uid, f" (pid {pid})")
+
+
+def untrusted_error(path: str, uid: int, detail: str = "") -> DBOSAgentUntrustedError:
+    """The refusal of a socket served by ``uid``, whoever checked it (this
+    binding, or libdbos.so in connect mode)."""
+    return DBOSAgentUntrustedError(
+        f"refusing the dbos-agent socket {path}: it is served by {_describe_uid(uid)}{detail}, "
+        f"not by this process's user ({_describe_uid(os.getuid())}), root or a trusted user "
         f"(config agent_trusted_uids, env {TRUSTED_UIDS_ENV}); nothing was sent to it",
         path,
         uid,
