@@ -17,7 +17,8 @@ or the environment:
 
 The library is loaded once per process, at the first session (not at
 import: a process that imports the binding and forks before launching
-loads it in each child). Every call of it goes through ``ctypes.CDLL``,
+loads it in each child). In a child forked after it was loaded, the library
+refuses every call (DBOS_ERR_FORKED), which is DBOSAgentForkedError here. Every call of it goes through ``ctypes.CDLL``,
 which releases the GIL for the call's length: the blocking ``dbos_recv``
 runs on the connection's reader thread and holds no lock of Python's, so
 the main thread's Ctrl-C and the event loops run on."""
@@ -59,11 +60,6 @@ ERR_INTERNAL = 6
 # user (cgo/README.md).
 _UNTRUSTED = re.compile(r"served by uid (\d+)")
 
-_FORK_ADVICE = (
-    "launch DBOS after forking: under gunicorn, do not --preload an app that launches DBOS, "
-    "or launch it in a post_fork hook"
-)
-
 
 class Library:
     """``libdbos.so``, loaded in this process."""
@@ -74,8 +70,6 @@ class Library:
         except OSError as e:
             raise DBOSInitializationError(f"cannot load libdbos.so from {path} (agent_library, {LIBRARY_ENV}): {e}") from None
         self.path = path
-        #: The process that loaded it, whose Go runtime it holds.
-        self.pid = os.getpid()
         u64, size, vp = ctypes.c_uint64, ctypes.c_size_t, ctypes.c_void_p
         lib.dbos_version.argtypes, lib.dbos_version.restype = [], ctypes.c_char_p
         lib.dbos_open.argtypes, lib.dbos_open.restype = [ctypes.c_char_p, size, ctypes.POINTER(u64)], ctypes.c_int
@@ -92,19 +86,7 @@ class Library:
         """The message of this thread's last failing call (call it right after)."""
         return (self._lib.dbos_last_error() or b"").decode("utf-8", "replace")
 
-    def check_process(self) -> None:
-        """Refuse a call from a child forked after the library was loaded,
-        before it enters the Go runtime (whose threads stayed in the parent):
-        the library checks the handle's pid itself, but ``dbos_open`` has no
-        handle to check."""
-        if os.getpid() != self.pid:
-            raise DBOSAgentForkedError(
-                f"libdbos.so was loaded by process {self.pid}, and this is process {os.getpid()}, "
-                f"a child forked from it: its Go runtime did not survive the fork; {_FORK_ADVICE}"
-            )
-
     def open(self, config: bytes) -> int:
-        self.check_process()
         handle = ctypes.c_uint64(0)
         rc = self._lib.dbos_open(config, len(config), ctypes.byref(handle))
         if rc != OK:
@@ -115,9 +97,11 @@ class Library:
         """The exception of a failing call's code, with the library's message."""
         message = self.last_error() or f"{call} returned {rc}"
         if rc == ERR_FORKED:
+            # The library refuses every call of a child forked from the
+            # process that loaded it, before entering its Go runtime.
             return DBOSAgentForkedError(
-                f"the libdbos.so session was opened in another process and this is a child forked "
-                f"from it (pid {os.getpid()}): {message}; {_FORK_ADVICE}"
+                f"DBOS cannot be used in this process ({os.getpid()}), a child forked after libdbos.so was "
+                f"loaded; launch DBOS after forking. libdbos.so: {message}"
             )
         if rc == ERR_INVALID:
             return DBOSInitializationError(f"libdbos.so refused {call}: {message}")
