@@ -229,7 +229,8 @@ class LibraryEndpoint(Endpoint):
                 if self.mode == "connect"
                 else ""
             )
-            raise DBOSAgentUnavailableError(f"cannot reach the dbos-agent {self.where}: {e.detail}{hint}") from None
+            verb = "start" if self.runs_agent else "reach"
+            raise DBOSAgentUnavailableError(f"cannot {verb} the dbos-agent {self.where}: {e.detail}{hint}") from None
         return _LibraryStream(lib, handle)
 
 

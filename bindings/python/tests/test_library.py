@@ -18,11 +18,11 @@ from typing import Dict, Iterator, List
 
 import pytest
 
-from dbos_agent import DBOSInitializationError
-from dbos_agent._library import LibraryEndpoint, resolve_endpoint
+from dbos_agent import DBOSAgentUnavailableError, DBOSClient, DBOSInitializationError
+from dbos_agent._library import LibraryEndpoint, load, resolve_endpoint
 from dbos_agent._transport import SocketEndpoint
 
-from conftest import TRANSPORT, Worker, drop_schema, effect_counts, library_path, query, sqlalchemy_url, wait_until
+from conftest import TRANSPORT, Worker, database_url, drop_schema, effect_counts, library_path, query, sqlalchemy_url, wait_until
 
 
 def test_the_suite_runs_over_the_transport_it_names(dbos: type) -> None:
@@ -70,6 +70,20 @@ def test_the_config_selects_the_transport(monkeypatch: pytest.MonkeyPatch) -> No
     monkeypatch.delenv("DBOS_SYSTEM_DATABASE_URL")
     with pytest.raises(DBOSInitializationError, match="system_database_url or DBOS_SYSTEM_DATABASE_URL"):
         resolve_endpoint(library="/l.so")
+
+
+def test_the_librarys_errors_are_the_bindings(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A library that cannot start its agent is DBOSAgentUnavailableError, a
+    config it refuses DBOSInitializationError, each with its message."""
+    if not os.path.exists(library_path()):
+        pytest.fail(f"no {library_path()}: run `make lib` (or name the library in DBOS_AGENT_TEST_LIBRARY)")
+    monkeypatch.delenv("DBOS_AGENT_MODE", raising=False)
+    wrong = database_url().replace("postgres:dbos@", "postgres:wrong@", 1)
+    with pytest.raises(DBOSAgentUnavailableError, match="cannot start the dbos-agent embedded in this process") as info:
+        DBOSClient(agent_library=library_path(), system_database_url=wrong)
+    assert "password authentication failed" in str(info.value)
+    with pytest.raises(DBOSInitializationError, match="libdbos.so refused dbos_open: .*nope"):
+        load(library_path()).open(b'{"mode": "nope"}')
 
 
 @pytest.fixture
