@@ -32,6 +32,7 @@ for both."""
 
 from __future__ import annotations
 
+import abc
 import asyncio
 import collections
 import concurrent.futures
@@ -41,7 +42,6 @@ import os
 import pwd
 import socket
 import stat
-import abc
 import struct
 import threading
 import time
@@ -263,11 +263,6 @@ class SocketEndpoint(Endpoint):
             raise
         sock.settimeout(None)
         return _SocketStream(sock)
-
-
-def stream_of(sock: socket.socket) -> Stream:
-    """A stream over a connected socket (a test's fake agent)."""
-    return _SocketStream(sock)
 
 
 PushHandler = Callable[[str, Dict[str, Any], "Connection"], None]
