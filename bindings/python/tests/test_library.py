@@ -72,7 +72,7 @@ def test_the_config_selects_the_transport(monkeypatch: pytest.MonkeyPatch) -> No
         resolve_endpoint(library="/l.so")
 
 
-def test_the_librarys_errors_are_the_bindings(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_the_librarys_errors_are_the_bindings(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     """A library that cannot start its agent is DBOSAgentUnavailableError, a
     config it refuses DBOSInitializationError, each with its message."""
     if not os.path.exists(library_path()):
@@ -84,6 +84,9 @@ def test_the_librarys_errors_are_the_bindings(monkeypatch: pytest.MonkeyPatch) -
     assert "password authentication failed" in str(info.value)
     with pytest.raises(DBOSInitializationError, match="libdbos.so refused dbos_open: .*nope"):
         load(library_path()).open(b'{"mode": "nope"}')
+    # One Go runtime per process: another libdbos.so is refused before it loads.
+    with pytest.raises(DBOSInitializationError, match="already loaded from"):
+        load(str(tmp_path / "libdbos.so"))
 
 
 @pytest.fixture
@@ -171,6 +174,18 @@ def test_a_forked_child_is_refused_with_a_clear_error(lib_env: Dict[str, str], w
     assert own_client.startswith("child DBOSAgentForkedError: ") and "was loaded by process" in own_client
     assert exited == "child exited 0"
     assert "parent before" in app.out.lines
+
+
+def test_launching_after_the_fork_works(lib_env: Dict[str, str], workers: List[Worker]) -> None:
+    """What the fork advice says to do: declare before the fork (as a
+    preloaded app does), launch in the child."""
+    app = Worker("library_app.py", lib_env, args=["postfork"])
+    workers.append(app)
+    app.out.wait_for("parent loaded the library", timeout=120)
+    assert app.proc.wait(60) == 0, app.out.text()
+    assert "child ran in the child" in app.out.lines, app.out.text()
+    assert "child exited 0" in app.out.lines
+    assert "parent loaded the library: False" in app.out.lines
 
 
 def test_ctrl_c_still_interrupts_the_host(lib_env: Dict[str, str], workers: List[Worker]) -> None:

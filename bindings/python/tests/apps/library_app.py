@@ -13,6 +13,9 @@ Scenarios:
 - ``fork``: run a workflow, fork; the child calls the agent on its parent's
   session (then opens a client of its own) and reports each exception as
   "child <class>: <message>"; the parent then runs another workflow.
+- ``postfork``: declare, fork, and launch in the child only (what a
+  pre-forking server's workers do): the child runs a workflow and reports
+  "child ran <result>"; the parent never loads the library.
 - ``interrupt``: the main thread waits on a workflow's result (prints
   "waiting result"), then sleeps (prints "sleeping"); each SIGINT must raise
   KeyboardInterrupt there ("interrupted result", "interrupted sleep"), and
@@ -133,6 +136,30 @@ def fork() -> None:
     DBOS.destroy()
 
 
+def postfork() -> None:
+    r, w = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        os.close(r)
+        try:
+            DBOS(config=config())
+            DBOS.launch()
+            report = f"child ran {echo('in the child')}"
+            DBOS.destroy()
+        except BaseException as e:
+            report = f"child {type(e).__name__}: {e}"
+        os.write(w, (report + "\n").encode())
+        os._exit(0)
+    os.close(w)
+    with os.fdopen(r) as f:
+        for line in f:
+            say(line.rstrip("\n"))
+    _, status = os.waitpid(pid, 0)
+    say(f"child exited {os.waitstatus_to_exitcode(status)}")
+    with open(f"/proc/{os.getpid()}/maps") as maps:
+        say(f"parent loaded the library: {'libdbos' in maps.read()}")
+
+
 def interrupt() -> None:
     DBOS(config=config())
     DBOS.launch()
@@ -195,7 +222,15 @@ def sidecar() -> None:
     DBOS.destroy()
 
 
+SCENARIOS = {
+    "crash": crash,
+    "fork": fork,
+    "postfork": postfork,
+    "interrupt": interrupt,
+    "sigterm": sigterm,
+    "relaunch": relaunch,
+    "sidecar": sidecar,
+}
+
 if __name__ == "__main__":
-    {"crash": crash, "fork": fork, "interrupt": interrupt, "sigterm": sigterm, "relaunch": relaunch, "sidecar": sidecar}[
-        sys.argv[1]
-    ]()
+    SCENARIOS[sys.argv[1]]()
