@@ -61,8 +61,9 @@ test-go: postgres build ## The Go tests: sysdb conformance and parity, protocol,
 	$(GO) test -race -count=1 -timeout 30m ./...
 
 .PHONY: test-python
-test-python: postgres ## The Python binding's tests against the real agent
+test-python: postgres lib ## The Python binding's tests against the real agent: the whole suite over the socket, then again over libdbos.so (connect mode)
 	bash scripts/python-test.sh
+	DBOS_AGENT_TEST_TRANSPORT=library bash scripts/python-test.sh
 
 .PHONY: dbos-suite
 dbos-suite: ## The drop-in measure (not in `make test`): DBOS Python 3.4's own tests, only their imports on dbos_agent, against the real agent (DBOS_SUITE_FILES, DBOS_SUITE_ARGS select)

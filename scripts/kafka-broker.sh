@@ -99,8 +99,10 @@ JAVA_OPTS=(-Xms128m -Xmx512m -XX:TieredStopAtLevel=1 -XX:+UseSerialGC
   -Dorg.slf4j.simpleLogger.defaultLogLevel=info)
 CP="$LIB/*"
 
+# --cluster-id=: an id may begin with "-" (base64url), which argparse would
+# take for an option after a separate -t.
 java "${JAVA_OPTS[@]}" -cp "$CP" kafka.tools.StorageTool format \
-  -t "$cluster_id" -c "$work/server.properties" >"$work/format.log" 2>&1 || {
+  --cluster-id="$cluster_id" -c "$work/server.properties" >"$work/format.log" 2>&1 || {
   cat "$work/format.log" >&2
   exit 1
 }

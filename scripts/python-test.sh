@@ -2,7 +2,8 @@
 # Runs the Python binding's tests against the real agent and PostgreSQL:
 # creates or reuses .venv, installs bindings/python[test] (pytest, the
 # official dbos package for the interop tests), builds the agent, runs pytest.
-# Extra arguments go to pytest.
+# Extra arguments go to pytest. DBOS_AGENT_TEST_TRANSPORT=library runs the
+# suite over cgo/libdbos.so (`make lib`) instead of the socket.
 set -euo pipefail
 ROOT="$(cd "$(dirname "$0")/.." && pwd)"
 cd "$ROOT"

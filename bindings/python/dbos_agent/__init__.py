@@ -29,6 +29,7 @@ from ._debouncer import Debouncer, DebouncerClient
 from ._scheduling import ClientScheduleInput, ScheduleInput, VersionInfo, WorkflowSchedule
 from ._error import (
     DBOSAgentError,
+    DBOSAgentForkedError,
     DBOSAgentUnavailableError,
     DBOSAgentUntrustedError,
     DBOSAwaitedWorkflowCancelledError,
@@ -109,6 +110,7 @@ __all__ = [
     "DBOSBaseException",
     "DBOSErrorCode",
     "DBOSAgentError",
+    "DBOSAgentForkedError",
     "DBOSAgentUnavailableError",
     "DBOSAgentUntrustedError",
     "DBOSAwaitedWorkflowCancelledError",

@@ -25,7 +25,8 @@ from ._extras import ClientExtras
 from ._facade import Scope, handle_twins, twins
 from ._scheduling import ClientScheduleInput
 from ._serialization import DBOSDefaultSerializer, Serializer, WorkflowSerializationFormat
-from ._transport import DEFAULT_RECONNECT_WAIT, AgentLink, Connection, resolve_socket_path, resolve_trusted_uids
+from ._library import resolve_endpoint
+from ._transport import DEFAULT_RECONNECT_WAIT, AgentLink, Connection
 from ._start import EnqueueOptions, enqueue_request
 from ._version import client_hello
 
@@ -171,9 +172,13 @@ class DBOSClient(ops.SharedOperations, ClientExtras):
     ``agent_socket`` names the agent (else env ``DBOS_AGENT_SOCKET``, else its
     default path); ``agent_trusted_uids`` are users besides this process's
     own and root whose agent it talks to (else env
-    ``DBOS_AGENT_TRUSTED_UIDS``). DBOS Python's ``system_database_url`` and
-    ``dbos_system_schema`` are accepted so that code written for it runs
-    unchanged; the agent's own database is the one used.
+    ``DBOS_AGENT_TRUSTED_UIDS``). ``agent_library`` (else env
+    ``DBOS_AGENT_LIBRARY``) reaches the agent through ``libdbos.so`` in
+    ``agent_mode`` (else env ``DBOS_AGENT_MODE``): ``embedded``, ``sidecar``
+    or ``connect`` (see the README). DBOS Python's ``system_database_url``
+    and ``dbos_system_schema`` name the system database of an embedded or
+    sidecar agent; over a socket they are accepted so that code written for
+    it runs unchanged, and the agent's own database is the one used.
 
     DBOS's connection options, mapped onto the agent socket the client
     talks to: ``lazy`` defers connecting to the agent until the client is
@@ -194,6 +199,8 @@ class DBOSClient(ops.SharedOperations, ClientExtras):
         *,
         agent_socket: Optional[str] = None,
         agent_trusted_uids: Union[None, str, Iterable[int]] = None,
+        agent_library: Optional[str] = None,
+        agent_mode: Optional[str] = None,
         application_name: Optional[str] = None,
         system_database_url: Optional[str] = None,
         dbos_system_schema: Optional[str] = None,
@@ -207,18 +214,25 @@ class DBOSClient(ops.SharedOperations, ClientExtras):
             raise DBOSException(
                 "A DBOSClient cannot be both lazy and use_listen_notify: the notification listener connects immediately."
             )
-        if system_database_url is not None or dbos_system_schema is not None or ignored:
+        endpoint = resolve_endpoint(
+            library=agent_library,
+            mode=agent_mode,
+            socket=agent_socket,
+            trusted_uids=agent_trusted_uids,
+            database_url=system_database_url,
+            schema=dbos_system_schema,
+        )
+        if ignored or (not endpoint.runs_agent and (system_database_url is not None or dbos_system_schema is not None)):
             logger.info("DBOSClient: database settings are the agent's business and are ignored here")
         self._app_name = application_name or ""
         self._serializer = serializer
         self._engine = Engine(serializer)
         self._link = AgentLink(
-            resolve_socket_path(agent_socket),
+            endpoint,
             self._hello,
             self._on_push,
             self._on_connected,
             self._on_lost,
-            trusted_uids=resolve_trusted_uids(agent_trusted_uids),
             reconnect_wait=DEFAULT_RECONNECT_WAIT if retry_connection_errors else 0.0,
         )
         self._engine.link = self._link

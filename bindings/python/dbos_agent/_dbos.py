@@ -101,7 +101,8 @@ from ._serialization import (
     WorkflowSerializationFormat,
 )
 from ._validation import ValidateArgsCallable, resolve_validator
-from ._transport import AgentLink, Connection, resolve_socket_path, resolve_trusted_uids
+from ._library import resolve_endpoint
+from ._transport import AgentLink, Connection
 from . import _classes
 from . import _scheduling as sched
 from ._announce import announcer as _announcer
@@ -142,6 +143,8 @@ _KNOWN_KEYS = {
     "executor_id",
     "agent_socket",
     "agent_trusted_uids",
+    "agent_library",
+    "agent_mode",
     "serializer",
     "kafka_queue_polling_interval_sec",
 } | _AGENT_OWNED_KEYS | tracing.CONFIG_KEYS
@@ -263,9 +266,13 @@ class DBOS(ops.SharedOperations, DBOSExtras):
     ``executor_id`` (must match the agent's, which owns it), ``agent_socket``
     (else env ``DBOS_AGENT_SOCKET``, else the agent's default path),
     ``agent_trusted_uids`` (users besides this process's own and root whose
-    agent it talks to, else env ``DBOS_AGENT_TRUSTED_UIDS``) and
-    ``serializer``. DBOS Python's database keys are accepted and ignored:
-    the agent owns the system database.
+    agent it talks to, else env ``DBOS_AGENT_TRUSTED_UIDS``),
+    ``agent_library`` and ``agent_mode`` (the agent through ``libdbos.so``,
+    else envs ``DBOS_AGENT_LIBRARY`` and ``DBOS_AGENT_MODE``: embedded in
+    this process or a sidecar on ``system_database_url`` and
+    ``dbos_system_schema``, or connecting to ``agent_socket``) and
+    ``serializer``. DBOS Python's other database keys are accepted and
+    ignored: the agent owns the system database.
     """
 
     # The operations bound into this class (see _facade) are classmethods,
@@ -296,7 +303,19 @@ class DBOS(ops.SharedOperations, DBOSExtras):
         unknown = sorted(set(config) - _KNOWN_KEYS)
         if unknown:
             logger.warning("dbos-agent: ignoring config keys it does not know: %s", ", ".join(unknown))
+        self._endpoint = resolve_endpoint(
+            library=config.get("agent_library"),
+            mode=config.get("agent_mode"),
+            socket=config.get("agent_socket"),
+            trusted_uids=config.get("agent_trusted_uids"),
+            database_url=config.get("system_database_url"),
+            schema=config.get("dbos_system_schema"),
+            executor_id=config.get("executor_id") or os.environ.get("DBOS__VMID") or None,
+        )
         ignored = sorted(set(config) & _AGENT_OWNED_KEYS)
+        if self._endpoint.runs_agent:
+            # The library runs the agent here, on these.
+            ignored = [k for k in ignored if k not in ("system_database_url", "dbos_system_schema")]
         if ignored:
             logger.info("dbos-agent: config keys %s are the agent's business and are ignored here", ", ".join(ignored))
         kafka.check_config(config)
@@ -326,8 +345,6 @@ class DBOS(ops.SharedOperations, DBOSExtras):
             )
         self._executor_id_wanted: Optional[str] = config.get("executor_id") or os.environ.get("DBOS__VMID") or None
         self._executor_id: str = self._executor_id_wanted or "local"
-        self._socket = resolve_socket_path(config.get("agent_socket"))
-        self._trusted_uids = resolve_trusted_uids(config.get("agent_trusted_uids"))
         serializer = config.get("serializer")
         self._serializer: Serializer = serializer if serializer is not None else DefaultSerializer()
         self._engine = Engine(self._serializer)
@@ -394,8 +411,13 @@ class DBOS(ops.SharedOperations, DBOSExtras):
         DBOS__APPVERSION), which a worker that was given no version runs as
         rather than a computed one, so that an operator's choice on the agent
         stands. A hello names the version a connection runs as, so a short
-        client connection, which registers nothing, asks."""
-        probe = Connection(self._socket, lambda op, body, conn: None, lambda conn, reason: None, self._trusted_uids)
+        client connection, which registers nothing, asks. An agent the
+        library runs here has no default but what this process's environment
+        gives it, which the binding reads itself (DBOS__APPVERSION): nothing
+        to ask, and no engine to start and stop for the asking."""
+        if self._endpoint.runs_agent:
+            return ""
+        probe = Connection(self._endpoint, lambda op, body, conn: None, lambda conn, reason: None)
         try:
             reply = probe.open(client_hello(self._app_name), _CONNECT_TIMEOUT_SEC)
         finally:
@@ -420,9 +442,7 @@ class DBOS(ops.SharedOperations, DBOSExtras):
             self._engine.main_loop = asyncio.get_running_loop()
         except RuntimeError:
             self._engine.main_loop = None  # launched outside a loop
-        link = AgentLink(
-            self._socket, self._hello, self._on_push, self._on_connected, self._on_lost, trusted_uids=self._trusted_uids
-        )
+        link = AgentLink(self._endpoint, self._hello, self._on_push, self._on_connected, self._on_lost)
         self._engine.link = link
         # Declarations made from here on are sent on the link's connections
         # (one made while the handshake is on its way, once it is live).
@@ -442,7 +462,7 @@ class DBOS(ops.SharedOperations, DBOSExtras):
             loop.call_soon_threadsafe(loop.stop)
             self._engine.link = None
             raise DBOSInitializationError(
-                f"executor_id {self._executor_id_wanted!r} was configured, but the agent at {self._socket} "
+                f"executor_id {self._executor_id_wanted!r} was configured, but the agent {self._endpoint.where} "
                 f"runs as executor {agent_executor!r}: the agent owns the executor id "
                 f"(start it with --executor-id {self._executor_id_wanted})"
             )
@@ -475,7 +495,7 @@ class DBOS(ops.SharedOperations, DBOSExtras):
         kafka.start_consumers(self)
         logger.info(
             "DBOS launched on dbos-agent %s (%s): application %s, version %r, executor %s",
-            reply.get("agent_version", "?"), self._socket, self._app_name, self._app_version, self._executor_id,
+            reply.get("agent_version", "?"), self._endpoint.where, self._app_name, self._app_version, self._executor_id,
         )
 
     def _on_connected(self, conn: Connection, reply: Dict[str, Any]) -> None:

@@ -386,6 +386,14 @@ class DBOSAgentUnavailableError(DBOSException):
         return (self.__class__, (self.detail,))
 
 
+class DBOSAgentForkedError(DBOSAgentUnavailableError):
+    """A call from a child process after ``fork()`` on a session of
+    ``libdbos.so`` its parent opened (or in a child of a process that loaded
+    the library): the Go runtime's threads did not survive the fork, so the
+    library refuses it. Launch DBOS after forking (under gunicorn: do not
+    ``--preload`` an app that launches DBOS, or launch it in ``post_fork``)."""
+
+
 class DBOSAgentUntrustedError(DBOSException):
     """The socket is served by a process of a user this process does not
     trust (not its own user, not root, not one configured with

@@ -22,10 +22,17 @@ The agent handles at most ``max_in_flight`` requests of a connection at once
 So a request waits here while that many are unanswered: a thread blocks, a
 coroutine (``request_async``) awaits. An abandoned request keeps its place
 until its late answer comes, as it does in the agent; ``cancel_request``
-takes none, since the agent answers it as it reads it."""
+takes none, since the agent answers it as it reads it.
+
+What carries the frames is an ``Endpoint``: the agent's Unix socket
+(``SocketEndpoint``, here) or a handle of ``libdbos.so`` (``_library``),
+each giving a ``Stream`` of whole frames. Everything above (multiplexing,
+the in-flight bound, cancel_request, reconnection) is written once, here,
+for both."""
 
 from __future__ import annotations
 
+import abc
 import asyncio
 import collections
 import concurrent.futures
@@ -38,12 +45,13 @@ import stat
 import struct
 import threading
 import time
-from typing import Any, Callable, Deque, Dict, FrozenSet, Iterable, List, Optional, Tuple, Union
+from typing import Any, Callable, Deque, Dict, FrozenSet, Iterable, Iterator, List, Optional, Tuple, Union
 
 from . import _protocol as proto
 from ._error import (
     CLOSING_CODES,
     AgentErrorReply,
+    DBOSAgentForkedError,
     DBOSAgentUnavailableError,
     DBOSAgentUntrustedError,
     DBOSException,
@@ -142,16 +150,119 @@ def check_peer(sock: socket.socket, path: str, trusted: FrozenSet[int]) -> None:
         pid, uid, _gid = _UCRED.unpack(sock.getsockopt(socket.SOL_SOCKET, option, _UCRED.size))
     except (OSError, struct.error) as e:
         raise DBOSAgentUntrustedError(f"cannot check who serves the dbos-agent socket {path}: {e}", path) from None
-    me = os.getuid()
-    if uid == me or uid == 0 or uid in trusted:
+    if uid == os.getuid() or uid == 0 or uid in trusted:
         return
-    raise DBOSAgentUntrustedError(
-        f"refusing the dbos-agent socket {path}: it is served by {_describe_uid(uid)} (pid {pid}), "
-        f"not by this process's user ({_describe_uid(me)}), root or a trusted user "
+    raise untrusted_error(path, uid, f" (pid {pid})")
+
+
+def untrusted_error(path: str, uid: int, detail: str = "") -> DBOSAgentUntrustedError:
+    """The refusal of a socket served by ``uid``, whoever checked it (this
+    binding, or libdbos.so in connect mode)."""
+    return DBOSAgentUntrustedError(
+        f"refusing the dbos-agent socket {path}: it is served by {_describe_uid(uid)}{detail}, "
+        f"not by this process's user ({_describe_uid(os.getuid())}), root or a trusted user "
         f"(config agent_trusted_uids, env {TRUSTED_UIDS_ENV}); nothing was sent to it",
         path,
         uid,
     )
+
+
+class Stream(abc.ABC):
+    """One session's frames, both ways: what a Connection reads and writes.
+    ``send`` and ``frames`` raise OSError (or a DBOSAgentUnavailableError,
+    which a forked child's refusal is) when the session is lost."""
+
+    @abc.abstractmethod
+    def send(self, frame: bytes) -> None:
+        """Send whole frames (each a 4-byte length and an envelope)."""
+
+    @abc.abstractmethod
+    def frames(self) -> Iterator[bytes]:
+        """The envelopes received, in order, until the session ends."""
+
+    @abc.abstractmethod
+    def close(self) -> None:
+        """End the session (idempotent), waking a reader blocked in ``frames``."""
+
+
+class Endpoint(abc.ABC):
+    """Where the agent is, and how to open a session with it."""
+
+    #: How messages name the agent: "at /run/dbos.sock", "embedded in this
+    #: process (libdbos.so)", ...
+    where: str = ""
+    #: Whether the endpoint runs the agent itself, on the system database
+    #: the config names (libdbos.so's embedded and sidecar modes).
+    runs_agent: bool = False
+
+    @abc.abstractmethod
+    def dial(self, timeout: float) -> Stream:
+        """Open a session; raises DBOSAgentUnavailableError (or a subclass)."""
+
+
+class _SocketStream(Stream):
+    def __init__(self, sock: socket.socket):
+        self._sock = sock
+
+    def send(self, frame: bytes) -> None:
+        self._sock.sendall(frame)
+
+    def frames(self) -> Iterator[bytes]:
+        f = self._sock.makefile("rb")
+        try:
+            while True:
+                header = f.read(proto.HEADER.size)
+                if len(header) < proto.HEADER.size:
+                    return
+                (n,) = proto.HEADER.unpack(header)
+                payload = f.read(n)
+                if len(payload) < n:
+                    return
+                yield payload
+        finally:
+            try:
+                f.close()
+            except OSError:
+                pass
+
+    def close(self) -> None:
+        try:
+            self._sock.shutdown(socket.SHUT_RDWR)
+        except OSError:
+            pass
+        try:
+            self._sock.close()
+        except OSError:
+            pass
+
+
+class SocketEndpoint(Endpoint):
+    """The agent's Unix socket, served by a user this process trusts (see
+    ``check_peer``)."""
+
+    def __init__(self, path: str, trusted_uids: FrozenSet[int] = frozenset()):
+        self.path = path
+        self.trusted_uids = trusted_uids
+        self.where = f"at {path}"
+
+    def dial(self, timeout: float) -> Stream:
+        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        sock.settimeout(timeout)
+        try:
+            sock.connect(self.path)
+        except OSError as e:
+            sock.close()
+            raise DBOSAgentUnavailableError(
+                f"cannot reach the dbos-agent at {self.path}: {e.strerror or e} "
+                "(is `dbos-agent serve` running? set config agent_socket or DBOS_AGENT_SOCKET)"
+            ) from None
+        try:
+            check_peer(sock, self.path, self.trusted_uids)
+        except BaseException:
+            sock.close()
+            raise
+        sock.settimeout(None)
+        return _SocketStream(sock)
 
 
 PushHandler = Callable[[str, Dict[str, Any], "Connection"], None]
@@ -193,17 +304,15 @@ class Connection:
 
     def __init__(
         self,
-        path: str,
+        endpoint: Endpoint,
         on_push: PushHandler,
         on_lost: Callable[["Connection", BaseException], None],
-        trusted_uids: FrozenSet[int] = frozenset(),
     ):
-        self.path = path
-        self._trusted_uids = trusted_uids
+        self.endpoint = endpoint
         self.generation = next(Connection._generations)
         self._on_push = on_push
         self._on_lost = on_lost
-        self._sock: Optional[socket.socket] = None
+        self._stream: Optional[Stream] = None
         self._wlock = threading.Lock()
         # Guards the pending-request table and the counters below; notified
         # whenever either changes (see ``wait_until``).
@@ -260,32 +369,14 @@ class Connection:
             return self._plock.wait_for(cond, timeout)
 
     def open(self, hello: Dict[str, Any], timeout: float) -> Dict[str, Any]:
-        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        sock.settimeout(timeout)
-        try:
-            sock.connect(self.path)
-        except OSError as e:
-            sock.close()
-            raise DBOSAgentUnavailableError(
-                f"cannot reach the dbos-agent at {self.path}: {e.strerror or e} "
-                "(is `dbos-agent serve` running? set config agent_socket or DBOS_AGENT_SOCKET)"
-            ) from None
-        try:
-            check_peer(sock, self.path, self._trusted_uids)
-        except BaseException:
-            sock.close()
-            raise
-        sock.settimeout(None)
-        self._sock = sock
-        reader = threading.Thread(target=self._read_loop, name=f"dbos-agent-reader-{self.generation}", daemon=True)
-        self._reader = reader
-        reader.start()
+        """Open the session and shake hands: the hello reply."""
+        self.attach(self.endpoint.dial(timeout))
         fut = self.request(proto.OP_HELLO, hello)
         try:
             reply = fut.result(timeout=timeout)
         except concurrent.futures.TimeoutError:
             self.close()
-            raise DBOSAgentUnavailableError(f"the dbos-agent at {self.path} did not answer the handshake") from None
+            raise DBOSAgentUnavailableError(f"the dbos-agent {self.endpoint.where} did not answer the handshake") from None
         except BaseException:
             self.close()
             raise
@@ -295,6 +386,13 @@ class Connection:
         if reply.get("max_in_flight"):
             self.max_in_flight = int(reply["max_in_flight"])
         return reply
+
+    def attach(self, stream: Stream) -> None:
+        """Start reading an open session (``open`` does, before its hello)."""
+        self._stream = stream
+        reader = threading.Thread(target=self._read_loop, name=f"dbos-agent-reader-{self.generation}", daemon=True)
+        self._reader = reader
+        reader.start()
 
     def request(self, op: str, body: Dict[str, Any]) -> "concurrent.futures.Future[Dict[str, Any]]":
         """Send a request; the future resolves to the reply body or fails with
@@ -353,9 +451,9 @@ class Connection:
             self._plock.notify_all()
         try:
             with self._wlock:
-                assert self._sock is not None
-                self._sock.sendall(frame)
-        except OSError as e:
+                assert self._stream is not None
+                self._stream.send(frame)
+        except (OSError, DBOSAgentUnavailableError) as e:
             self._lost(e)
         return fut
 
@@ -388,29 +486,24 @@ class Connection:
         frame = proto.encode_frame(proto.KIND_REQUEST, cid, proto.OP_CANCEL_REQUEST, {"request_id": req.rid})
         try:
             with self._wlock:
-                if self._closed or self._sock is None:
+                if self._closed or self._stream is None:
                     return
-                self._sock.sendall(frame)
-        except OSError as e:
+                self._stream.send(frame)
+        except (OSError, DBOSAgentUnavailableError) as e:
             self._lost(e)
 
     def _unavailable(self) -> DBOSAgentUnavailableError:
+        if isinstance(self._lost_reason, DBOSAgentForkedError):
+            # The caller is a child after fork(): say that, not "closed".
+            return DBOSAgentForkedError(self._lost_reason.detail)
         why = f": {self._lost_reason}" if self._lost_reason else ""
-        return DBOSAgentUnavailableError(f"the connection to the dbos-agent at {self.path} is closed{why}")
+        return DBOSAgentUnavailableError(f"the connection to the dbos-agent {self.endpoint.where} is closed{why}")
 
     def _read_loop(self) -> None:
-        assert self._sock is not None
-        f = self._sock.makefile("rb")
+        assert self._stream is not None
         reason: BaseException = EOFError("the agent closed the connection")
         try:
-            while True:
-                header = f.read(proto.HEADER.size)
-                if len(header) < proto.HEADER.size:
-                    break
-                (n,) = proto.HEADER.unpack(header)
-                payload = f.read(n)
-                if len(payload) < n:
-                    break
+            for payload in self._stream.frames():
                 env = proto.decode_envelope(payload)
                 kind = env["kind"]
                 if kind == proto.KIND_RESPONSE:
@@ -420,13 +513,9 @@ class Connection:
                         self._on_push(env["op"], env.get("body") or {}, self)
                     except Exception:
                         logger.exception("dbos-agent: handling a %s push failed", env.get("op"))
-        except (OSError, ValueError, proto.MalformedFrame) as e:
+        except (OSError, ValueError, proto.MalformedFrame, DBOSAgentUnavailableError) as e:
             reason = e
         finally:
-            try:
-                f.close()
-            except OSError:
-                pass
             self._lost(reason)
 
     def _resolve(self, env: Dict[str, Any]) -> None:
@@ -479,15 +568,11 @@ class Connection:
             pending = list(self._pending.values())
             self._pending.clear()
             self._freed_locked()
-        if self._sock is not None:
+        if self._stream is not None:
             try:
-                self._sock.shutdown(socket.SHUT_RDWR)
-            except OSError:
-                pass
-            try:
-                self._sock.close()
-            except OSError:
-                pass
+                self._stream.close()
+            except Exception:
+                logger.debug("dbos-agent: closing the session failed", exc_info=True)
         err = self._unavailable()
         for fut in pending:
             try:
@@ -512,13 +597,13 @@ class AgentLink:
     (with the same handshake) when it drops, until ``close``.
 
     Calls made while the agent is away wait up to ``reconnect_wait`` seconds
-    for it to come back before failing with DBOSAgentUnavailableError.
-    ``trusted_uids`` are the users besides this process's own and root
-    whose socket it connects to (see ``check_peer``)."""
+    for it to come back before failing with DBOSAgentUnavailableError. A
+    session refused because this process is a child forked after it was
+    opened (DBOSAgentForkedError) is not reopened: every call raises that."""
 
     def __init__(
         self,
-        path: str,
+        endpoint: Endpoint,
         hello: Callable[[], Dict[str, Any]],
         on_push: PushHandler,
         on_connected: Callable[[Connection, Dict[str, Any]], None],
@@ -527,10 +612,8 @@ class AgentLink:
         reconnect: bool = True,
         connect_timeout: float = 10.0,
         reconnect_wait: float = DEFAULT_RECONNECT_WAIT,
-        trusted_uids: FrozenSet[int] = frozenset(),
     ):
-        self.path = path
-        self._trusted_uids = trusted_uids
+        self.endpoint = endpoint
         self._hello = hello
         self._on_push = on_push
         self._on_connected = on_connected
@@ -545,13 +628,15 @@ class AgentLink:
         # Why the latest reconnection attempt failed, for the error of a call
         # that gives up waiting.
         self._last_failure: Optional[BaseException] = None
+        # Set when a session was refused to this process as a forked child.
+        self._forked: Optional[DBOSAgentForkedError] = None
         # defer_start: the first connection is made by the first call
         # that needs one, in that caller, one caller at a time.
         self._deferred = False
         self._start_lock = threading.Lock()
 
     def _connect(self) -> Tuple[Connection, Dict[str, Any]]:
-        conn = Connection(self.path, self._on_push, self._lost, self._trusted_uids)
+        conn = Connection(self.endpoint, self._on_push, self._lost)
         return conn, conn.open(self._hello(), self._connect_timeout)
 
     def start(self) -> Dict[str, Any]:
@@ -575,7 +660,7 @@ class AgentLink:
             conn, reply = self._connect()
         except AgentErrorReply as e:
             raise DBOSInitializationError(
-                f"the dbos-agent at {self.path} refused the handshake: {e.name or e.code}: {e.message}"
+                f"the dbos-agent {self.endpoint.where} refused the handshake: {e.name or e.code}: {e.message}"
             ) from None
         with self._cond:
             self._conn = conn
@@ -594,18 +679,20 @@ class AgentLink:
         deadline = time.monotonic() + (self._reconnect_wait if wait is None else wait)
         with self._cond:
             while True:
+                if self._forked is not None:
+                    raise DBOSAgentForkedError(self._forked.detail)
                 if self._closed:
                     raise DBOSAgentUnavailableError("the connection to the dbos-agent was closed (DBOS.destroy)")
                 conn = self._conn
                 if conn is not None and not conn.closed:
                     return conn
                 if not self._reconnect:
-                    raise DBOSAgentUnavailableError(f"the connection to the dbos-agent at {self.path} is closed")
+                    raise DBOSAgentUnavailableError(f"the connection to the dbos-agent {self.endpoint.where} is closed")
                 left = deadline - time.monotonic()
                 if left <= 0:
                     why = f" (last attempt: {self._last_failure})" if self._last_failure is not None else ""
                     raise DBOSAgentUnavailableError(
-                        f"the dbos-agent at {self.path} has been unreachable for {self._reconnect_wait:g}s{why}"
+                        f"the dbos-agent {self.endpoint.where} has been unreachable for {self._reconnect_wait:g}s{why}"
                     )
                 self._cond.wait(left)
 
@@ -641,12 +728,17 @@ class AgentLink:
             current = conn is self._conn
             if current:
                 self._conn = None
-            start = current and self._reconnect and not self._closed and not self._reconnecting
+            if isinstance(reason, DBOSAgentForkedError):
+                # A child after fork(): no session of this process's can
+                # ever be opened here; reconnecting would only fail again.
+                self._forked = reason
+                self._cond.notify_all()
+            start = current and self._forked is None and self._reconnect and not self._closed and not self._reconnecting
             if start:
                 self._reconnecting = True
         self._on_lost_cb(conn, reason)
         if start:
-            logger.warning("dbos-agent: connection to %s lost (%s); reconnecting", self.path, reason)
+            logger.warning("dbos-agent: connection to the agent %s lost (%s); reconnecting", self.endpoint.where, reason)
             threading.Thread(target=self._reconnect_loop, name="dbos-agent-reconnect", daemon=True).start()
 
     def _reconnect_loop(self) -> None:
@@ -681,7 +773,7 @@ class AgentLink:
             if stale:
                 conn.close()
                 continue
-            logger.info("dbos-agent: reconnected to %s", self.path)
+            logger.info("dbos-agent: reconnected to the agent %s", self.endpoint.where)
             self._on_connected(conn, reply)
 
     def close(self) -> None:

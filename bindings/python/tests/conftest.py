@@ -1,7 +1,17 @@
 """Test harness: the real agent binary (built once per session with go
 build) and a real Postgres. Each test module gets its own agent on a fresh
 schema, dropped afterwards; waits are on signals (process output, pipes,
-events), never on fixed sleeps."""
+events), never on fixed sleeps.
+
+The transport is the run's: env DBOS_AGENT_TEST_TRANSPORT=socket (the
+default) or =library. Over the library, every DBOS and DBOSClient the tests
+and their worker processes make reaches the test's agent through
+libdbos.so in connect mode (env DBOS_AGENT_LIBRARY, DBOS_AGENT_MODE=connect,
+set here for the whole session and inherited by the workers), so the whole
+suite runs again with only the transport swapped. The library is
+cgo/libdbos.so (`make lib`), or the one env DBOS_AGENT_TEST_LIBRARY names;
+the tests of the library's own modes (test_library_modes) use it in both
+runs."""
 
 from __future__ import annotations
 
@@ -15,13 +25,44 @@ import tempfile
 import threading
 import time
 from pathlib import Path
-from typing import IO, Callable, Dict, Iterator, List, Optional
+from typing import IO, TYPE_CHECKING, Callable, Dict, Iterator, List, Optional, Sequence
 
 import pytest
+
+if TYPE_CHECKING:
+    from dbos_agent._transport import Endpoint
 
 REPO = Path(__file__).resolve().parents[3]
 TESTS = Path(__file__).resolve().parent
 DEFAULT_DATABASE_URL = "postgres://postgres:dbos@localhost:5432/dbos_agent_test?sslmode=disable"
+
+
+TRANSPORT = os.environ.get("DBOS_AGENT_TEST_TRANSPORT") or "socket"
+if TRANSPORT not in ("socket", "library"):
+    raise RuntimeError(f"DBOS_AGENT_TEST_TRANSPORT must be socket or library, not {TRANSPORT!r}")
+
+
+def library_path() -> str:
+    """libdbos.so, as `make lib` builds it (or env DBOS_AGENT_TEST_LIBRARY)."""
+    return os.environ.get("DBOS_AGENT_TEST_LIBRARY") or str(REPO / "cgo" / "libdbos.so")
+
+
+# The transport's environment, before any test module imports the binding.
+for _key in ("DBOS_AGENT_LIBRARY", "DBOS_AGENT_MODE"):
+    os.environ.pop(_key, None)
+if TRANSPORT == "library":
+    if not os.path.exists(library_path()):
+        raise RuntimeError(f"DBOS_AGENT_TEST_TRANSPORT=library, but there is no {library_path()}: run `make lib`")
+    os.environ["DBOS_AGENT_LIBRARY"] = library_path()
+    os.environ["DBOS_AGENT_MODE"] = "connect"
+
+
+def agent_endpoint(socket: str) -> "Endpoint":
+    """The endpoint of the agent at socket, through this run's transport
+    (for the tests that open a Connection themselves)."""
+    from dbos_agent._library import resolve_endpoint
+
+    return resolve_endpoint(socket=socket)
 
 
 def database_url() -> str:
@@ -279,13 +320,13 @@ def dbos(agent_env: AgentEnv) -> Iterator[type]:
 class Worker:
     """A worker process (tests/apps/<script>) whose output a test waits on."""
 
-    def __init__(self, script: str, env: Dict[str, str], sink: Optional[LineWaiter] = None):
+    def __init__(self, script: str, env: Dict[str, str], sink: Optional[LineWaiter] = None, args: Sequence[str] = ()):
         self.env = env
         full_env = dict(os.environ)
         full_env.update(env)
         full_env["PYTHONUNBUFFERED"] = "1"
         self.proc = subprocess.Popen(
-            [sys.executable, str(TESTS / "apps" / script)],
+            [sys.executable, str(TESTS / "apps" / script), *args],
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=full_env,
         )
         assert self.proc.stdout is not None

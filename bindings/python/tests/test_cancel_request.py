@@ -10,7 +10,10 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import os
+import shutil
 import socket
+import tempfile
 import threading
 from typing import Any, Callable, Dict, List, Optional
 
@@ -20,7 +23,7 @@ from dbos_agent import DBOS, DBOSAwaitedWorkflowCancelledError, DBOSClient, SetW
 from dbos_agent import _protocol as proto
 from dbos_agent._transport import REQUEST_CANCELLED, Connection, Request
 
-from conftest import AgentEnv, gate, new_id
+from conftest import AgentEnv, agent_endpoint, gate, new_id
 from test_run_step_wait_first import finish, start_waiters
 
 WAIT = 30.0
@@ -298,11 +301,21 @@ def _no_frame(sock: socket.socket) -> Optional[bytes]:
 
 
 def test_cancel_request_is_sent_once_and_never_on_a_closed_connection() -> None:
-    ours, agent = socket.socketpair()
-    conn = Connection("fake", on_push=lambda *a: None, on_lost=lambda *a: None)
-    conn._sock = ours
+    # The fake agent listens where a real one would, so the connection
+    # reaches it through the transport of this run (the socket, or
+    # libdbos.so in connect mode).
+    path = tempfile.mkdtemp(prefix="dbf") + "/fake.sock"
+    srv = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    srv.bind(path)
+    srv.listen(1)
+    srv.settimeout(30)
+    conn = Connection(agent_endpoint(path), on_push=lambda *a: None, on_lost=lambda *a: None)
+    conn.attach(conn.endpoint.dial(30))
+    agent: Optional[socket.socket] = None
     try:
         fut = conn.request(proto.OP_RECV, {"topic": "t"})
+        agent, _ = srv.accept()
+        agent.settimeout(30)
         sent = _read_frame(agent)
         assert sent["op"] == proto.OP_RECV
         assert fut.cancel() and fut.cancel()  # twice: one cancel_request
@@ -330,5 +343,8 @@ def test_cancel_request_is_sent_once_and_never_on_a_closed_connection() -> None:
         assert late.cancel()
         assert conn.cancels_sent == 1 and _no_frame(agent) is None
     finally:
-        ours.close()
-        agent.close()
+        conn.close()
+        if agent is not None:
+            agent.close()
+        srv.close()
+        shutil.rmtree(os.path.dirname(path), ignore_errors=True)

@@ -17,7 +17,7 @@ import pytest
 from dbos_agent import _protocol as proto
 from dbos_agent._transport import Connection
 
-from conftest import AgentEnv, new_id
+from conftest import AgentEnv, agent_endpoint, new_id
 
 BOUND = 4
 WAIT = 30.0
@@ -33,7 +33,7 @@ def bounded_env(agent_binary: str) -> Iterator[AgentEnv]:
 
 
 def _connect(env: AgentEnv) -> Connection:
-    conn = Connection(env.socket, on_push=lambda *a: None, on_lost=lambda *a: None)
+    conn = Connection(agent_endpoint(env.socket), on_push=lambda *a: None, on_lost=lambda *a: None)
     conn.open({"min_version": 1, "max_version": 1, "role": proto.ROLE_CLIENT, "app_name": "bounds"}, WAIT)
     return conn
 
