@@ -48,6 +48,8 @@ func dialAgent(path string, trusted []uint32, onClose func()) (*socketConn, erro
 	}
 	if !peercred.Trusted(cred, trusted) {
 		uc.Close()
+		// "served by uid <N>" is part of the contract (cgo/README.md): the
+		// bindings match it to raise their untrusted-agent error.
 		return nil, errorf(ErrUnavailable, "the dbos-agent socket %s is served by uid %d (pid %d), not this user, root or a trusted_uids one: refusing it",
 			path, cred.Uid, cred.Pid)
 	}
