@@ -45,6 +45,10 @@ postgres: ## Start (installing if missing) the PostgreSQL the URLs name and crea
 run: ## The main job: start the agent and run the Python order-pipeline example through it
 	bash examples/python/run.sh
 
+.PHONY: run-embedded
+run-embedded: ## The same example with the agent inside the Python process (libdbos.so, embedded mode): no dbos-agent process
+	bash examples/python/run-embedded.sh
+
 .PHONY: demo-crash
 demo-crash: ## The example surviving a kill -9 of its worker mid-workflow
 	bash examples/python/crash-demo.sh
