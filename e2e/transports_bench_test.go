@@ -205,6 +205,7 @@ type transportVariant struct {
 	library bool // a libdbos.so mode: missing, not failing, when absent
 	start   func(b *testing.B, cfg transportsConfig) (transportRunner, error)
 	runner  transportRunner
+	noAgent string // what the agent column says when no process is the agent
 	missing string // why it did not run at all
 	failed  string // why it stopped running
 	results map[int][]transportMeasurement
@@ -219,11 +220,11 @@ const (
 func transportVariants(cfg transportsConfig) []*transportVariant {
 	all := []*transportVariant{
 		{name: "python/socket", start: startPythonSocket},
-		{name: "python/lib-embedded", library: true, start: startPythonLibrary("embedded")},
+		{name: "python/lib-embedded", library: true, start: startPythonLibrary("embedded"), noAgent: "in client"},
 		{name: "python/lib-sidecar", library: true, start: startPythonLibrary("sidecar")},
 		{name: "python/lib-connect", library: true, start: startPythonLibrary("connect")},
-		{name: variantDBOSPython, start: startDBOSPython},
-		{name: variantDBOSGo, start: startDBOSGo},
+		{name: variantDBOSPython, start: startDBOSPython, noAgent: "none"},
+		{name: variantDBOSGo, start: startDBOSGo, noAgent: "none"},
 	}
 	var out []*transportVariant
 	for _, v := range all {

@@ -302,7 +302,7 @@ func printTransportsReport(w io.Writer, cfg transportsConfig, variants []*transp
 		_ = tw.Flush()
 	}
 
-	fmt.Fprintf(w, "\nCPU per step in µs (medians): the client process, the agent (none when it runs in the client), the Postgres backends of the variant's database;\n"+
+	fmt.Fprintf(w, "\nCPU per step in µs (medians): the client process, the agent process, the Postgres backends of the variant's database;\n"+
 		"host: the whole machine's busy share of its %d cores during the measurement, other: of which not these processes (other work on the machine, Postgres's own background processes)\n",
 		hostCores())
 	tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
@@ -319,9 +319,13 @@ func printTransportsReport(w io.Writer, cfg transportsConfig, variants []*transp
 			us := func(of func(transportMeasurement) time.Duration) string {
 				return figures(ms, func(m transportMeasurement) float64 { return float64(of(m)) / float64(time.Microsecond) }).format(0, "")
 			}
+			agent := v.noAgent
+			if agent == "" {
+				agent = us(func(m transportMeasurement) time.Duration { return m.agentCPU })
+			}
 			fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%s\t%s\t%s\n", v.name, c,
 				us(func(m transportMeasurement) time.Duration { return m.clientCPU }),
-				us(func(m transportMeasurement) time.Duration { return m.agentCPU }),
+				agent,
 				us(func(m transportMeasurement) time.Duration { return m.postgresCPU }),
 				figures(ms, func(m transportMeasurement) float64 { return m.hostBusyPct }).format(0, ""),
 				figures(ms, func(m transportMeasurement) float64 { return m.otherBusyPct }).format(0, ""))
