@@ -1,10 +1,11 @@
 package e2e
 
 import (
-	"context"
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"io"
+	"maps"
 	"net/url"
 	"os"
 	"path/filepath"
@@ -13,8 +14,6 @@ import (
 	"strings"
 	"text/tabwriter"
 	"time"
-
-	"github.com/jackc/pgx/v5"
 )
 
 // ---- CPU accounting from /proc
@@ -29,35 +28,62 @@ type cpuUsed struct {
 	hostBusy, hostCapacity  time.Duration // all cores, everything on the machine
 }
 
-// cpuSnapshot is the CPU counters at a measurement's start: the client's and
-// the agent's processes, the Postgres backends serving the variant's
-// database (found in pg_stat_activity; those of other databases, and the
-// server's own background processes, are not counted), and the host's.
+// cpuSnapshot follows one measurement's CPU: the client's and the agent's
+// processes, the Postgres backends serving the variant's database (found by
+// their process titles, "postgres: [cluster:] user database ..."; those of
+// other databases and the server's own background processes are not
+// counted), and the host's. Backends are sampled every
+// backendSampleInterval, so that one which exits during the measurement (a
+// pool closing a connection) counts with what it had used when last seen.
 type cpuSnapshot struct {
-	databaseURL   string
 	database      string
 	client, agent []int
 	clientCPU     time.Duration
 	agentCPU      time.Duration
-	backends      map[int]time.Duration
 	busy, total   int64
+	start         map[int]time.Duration // backends at the start
+	stop, done    chan struct{}
+	last          map[int]time.Duration // backends when last seen; the sampler's until done
 }
+
+const backendSampleInterval = 250 * time.Millisecond
 
 func newCPUSnapshot(databaseURL string, client, agent []int) (*cpuSnapshot, error) {
 	u, err := url.Parse(databaseURL)
 	if err != nil {
 		return nil, err
 	}
-	s := &cpuSnapshot{databaseURL: databaseURL, database: strings.TrimPrefix(u.Path, "/"), client: client, agent: agent}
-	if s.backends, err = backendCPU(databaseURL, s.database); err != nil {
+	s := &cpuSnapshot{
+		database: strings.TrimPrefix(u.Path, "/"), client: client, agent: agent,
+		stop: make(chan struct{}), done: make(chan struct{}),
+	}
+	s.start = backendCPU(s.database)
+	s.last = maps.Clone(s.start)
+	s.clientCPU, s.agentCPU = processesCPU(client), processesCPU(agent)
+	if s.busy, s.total, err = hostTicks(); err != nil {
 		return nil, err
 	}
-	s.clientCPU, s.agentCPU = processesCPU(client), processesCPU(agent)
-	s.busy, s.total, err = hostTicks()
-	return s, err
+	go func() {
+		defer close(s.done)
+		tick := time.NewTicker(backendSampleInterval)
+		defer tick.Stop()
+		for {
+			select {
+			case <-s.stop:
+				maps.Copy(s.last, backendCPU(s.database))
+				return
+			case <-tick.C:
+				maps.Copy(s.last, backendCPU(s.database))
+			}
+		}
+	}()
+	return s, nil
 }
 
+// since stops the sampler and returns what the measurement used.
 func (s *cpuSnapshot) since() (cpuUsed, error) {
+	close(s.stop)
+	<-s.done
 	busy, total, err := hostTicks()
 	if err != nil {
 		return cpuUsed{}, err
@@ -68,44 +94,35 @@ func (s *cpuSnapshot) since() (cpuUsed, error) {
 		hostBusy:     time.Duration(busy-s.busy) * clockTick,
 		hostCapacity: time.Duration(total-s.total) * clockTick,
 	}
-	backends, err := backendCPU(s.databaseURL, s.database)
-	if err != nil {
-		return cpuUsed{}, err
-	}
-	for pid, now := range backends {
-		u.postgres += now - s.backends[pid] // a backend that started meanwhile counts whole
+	for pid, cpu := range s.last {
+		u.postgres += cpu - s.start[pid] // a backend that started meanwhile counts whole
 	}
 	return u, nil
 }
 
-// backendCPU is the CPU time of each backend connected to database, read
-// over a connection to another database (so its own backend is not one).
-func backendCPU(databaseURL, database string) (map[int]time.Duration, error) {
-	u, err := url.Parse(databaseURL)
-	if err != nil {
-		return nil, err
+// backendCPU is the CPU time of each Postgres backend serving database.
+func backendCPU(database string) map[int]time.Duration {
+	out := map[int]time.Duration{}
+	dirs, _ := os.ReadDir("/proc")
+	for _, d := range dirs {
+		pid, err := strconv.Atoi(d.Name())
+		if err != nil {
+			continue
+		}
+		cmdline, err := os.ReadFile("/proc/" + d.Name() + "/cmdline")
+		if err != nil || !bytes.HasPrefix(cmdline, []byte("postgres: ")) {
+			continue
+		}
+		f := strings.Fields(string(cmdline))
+		i := 1
+		if len(f) > i && strings.HasSuffix(f[i], ":") { // cluster_name
+			i++
+		}
+		if len(f) > i+1 && f[i+1] == database {
+			out[pid] = processCPU(pid)
+		}
 	}
-	u.Path = "/postgres"
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	conn, err := pgx.Connect(ctx, u.String())
-	if err != nil {
-		return nil, fmt.Errorf("connect to count backends: %w", err)
-	}
-	defer conn.Close(ctx)
-	rows, err := conn.Query(ctx, "SELECT pid FROM pg_stat_activity WHERE datname = $1", database)
-	if err != nil {
-		return nil, err
-	}
-	pids, err := pgx.CollectRows(rows, pgx.RowTo[int32])
-	if err != nil {
-		return nil, err
-	}
-	out := make(map[int]time.Duration, len(pids))
-	for _, pid := range pids {
-		out[int(pid)] = processCPU(int(pid))
-	}
-	return out, nil
+	return out
 }
 
 // processCPU is a process's user and system time (all its threads), 0 for
@@ -203,14 +220,14 @@ func spreadOf(xs []float64) spread {
 	return spread{m, s[0], s[len(s)-1]}
 }
 
-// format prints the median and, with more than one round, the range, each
-// followed by unit.
+// format prints the median followed by unit and, with more than one
+// round, the range.
 func (s spread) format(prec int, unit string) string {
-	f := func(x float64) string { return strconv.FormatFloat(x, 'f', prec, 64) + unit }
+	f := func(x float64) string { return strconv.FormatFloat(x, 'f', prec, 64) }
 	if s.lo == s.hi {
-		return f(s.median)
+		return f(s.median) + unit
 	}
-	return f(s.median) + " [" + f(s.lo) + "–" + f(s.hi) + "]"
+	return f(s.median) + unit + " [" + f(s.lo) + "–" + f(s.hi) + "]"
 }
 
 func figures(ms []transportMeasurement, of func(transportMeasurement) float64) spread {
