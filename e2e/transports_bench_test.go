@@ -268,6 +268,7 @@ type transportMeasurement struct {
 	clientCPU    time.Duration // per step
 	agentCPU     time.Duration
 	postgresCPU  time.Duration // the backends serving the variant's database
+	backends     int           // how many backends that is
 	hostBusyPct  float64       // of all cores, everything on the machine
 	otherBusyPct float64       // what is not the client, agent or these backends
 }
@@ -296,7 +297,7 @@ func measureVariant(v *transportVariant, cfg transportsConfig, c int) (transport
 	m := transportMeasurement{stepsPerSec: float64(steps) / res.elapsed.Seconds()}
 	m.clientCPU = used.client / time.Duration(steps)
 	m.agentCPU = used.agent / time.Duration(steps)
-	m.postgresCPU = used.postgres / time.Duration(steps)
+	m.postgresCPU, m.backends = used.postgres/time.Duration(steps), used.backends
 	m.hostBusyPct = 100 * used.hostBusy.Seconds() / used.hostCapacity.Seconds()
 	// Counters in 10 ms ticks, read at slightly different instants, can
 	// put the processes' sum a little above the host's.

@@ -25,6 +25,7 @@ const clockTick = 10 * time.Millisecond
 // cpuUsed is what one measurement cost.
 type cpuUsed struct {
 	client, agent, postgres time.Duration
+	backends                int           // how many backends postgres sums
 	hostBusy, hostCapacity  time.Duration // all cores, everything on the machine
 }
 
@@ -97,6 +98,7 @@ func (s *cpuSnapshot) since() (cpuUsed, error) {
 	for pid, cpu := range s.last {
 		u.postgres += cpu - s.start[pid] // a backend that started meanwhile counts whole
 	}
+	u.backends = len(s.last)
 	return u, nil
 }
 
@@ -336,6 +338,12 @@ func printTransportsReport(w io.Writer, cfg transportsConfig, variants []*transp
 			us := func(of func(transportMeasurement) time.Duration) string {
 				return figures(ms, func(m transportMeasurement) float64 { return float64(of(m)) / float64(time.Microsecond) }).format(0, "")
 			}
+			// No backend found by its title (update_process_title off?):
+			// unknown, not 0.
+			pg := "n/a"
+			if slices.ContainsFunc(ms, func(m transportMeasurement) bool { return m.backends > 0 }) {
+				pg = us(func(m transportMeasurement) time.Duration { return m.postgresCPU })
+			}
 			agent := v.noAgent
 			if agent == "" {
 				agent = us(func(m transportMeasurement) time.Duration { return m.agentCPU })
@@ -343,7 +351,7 @@ func printTransportsReport(w io.Writer, cfg transportsConfig, variants []*transp
 			fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%s\t%s\t%s\n", v.name, c,
 				us(func(m transportMeasurement) time.Duration { return m.clientCPU }),
 				agent,
-				us(func(m transportMeasurement) time.Duration { return m.postgresCPU }),
+				pg,
 				figures(ms, func(m transportMeasurement) float64 { return m.hostBusyPct }).format(0, ""),
 				figures(ms, func(m transportMeasurement) float64 { return m.otherBusyPct }).format(0, ""))
 		}
@@ -420,6 +428,7 @@ func writeTransportsJSON(path string, cfg transportsConfig, variants []*transpor
 		ClientCPUUs  float64 `json:"client_cpu_us_per_step"`
 		AgentCPUUs   float64 `json:"agent_cpu_us_per_step"`
 		PgCPUUs      float64 `json:"postgres_cpu_us_per_step"`
+		PgBackends   int     `json:"postgres_backends"`
 		HostBusyPct  float64 `json:"host_busy_pct"`
 		OtherBusyPct float64 `json:"other_busy_pct"`
 	}
@@ -442,7 +451,7 @@ func writeTransportsJSON(path string, cfg transportsConfig, variants []*transpor
 			for _, m := range v.results[c] {
 				jv.Measurements = append(jv.Measurements, measurement{
 					Round: m.round, Concurrency: c, StepsPerSec: m.stepsPerSec, P50Ms: p50Ms(m), P99Ms: p99Ms(m),
-					ClientCPUUs: us(m.clientCPU), AgentCPUUs: us(m.agentCPU), PgCPUUs: us(m.postgresCPU),
+					ClientCPUUs: us(m.clientCPU), AgentCPUUs: us(m.agentCPU), PgCPUUs: us(m.postgresCPU), PgBackends: m.backends,
 					HostBusyPct: m.hostBusyPct, OtherBusyPct: m.otherBusyPct,
 				})
 			}
