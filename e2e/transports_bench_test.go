@@ -475,10 +475,12 @@ func (t *tailBuffer) Write(p []byte) (int, error) {
 	return len(p), nil
 }
 
-func (t *tailBuffer) String() string {
+// last is the last line written (a Python traceback's exception).
+func (t *tailBuffer) last() string {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	return string(t.buf)
+	s := strings.TrimSpace(string(t.buf))
+	return s[strings.LastIndexByte(s, '\n')+1:]
 }
 
 func startPythonRunner(cfg transportsConfig, sdk, databaseURL string, env []string) (*pythonRunner, error) {
@@ -527,11 +529,11 @@ func (r *pythonRunner) answer(within time.Duration, into any) error {
 	case line, ok := <-r.answers:
 		if !ok {
 			_ = r.cmd.Wait()
-			return fmt.Errorf("runner exited (%v):\n%s", r.cmd.ProcessState, r.stderr)
+			return fmt.Errorf("runner exited (%v): %s", r.cmd.ProcessState, r.stderr.last())
 		}
 		return json.Unmarshal([]byte(line), into)
 	case <-time.After(within):
-		return fmt.Errorf("no answer within %s:\n%s", within, r.stderr)
+		return fmt.Errorf("no answer within %s: %s", within, r.stderr.last())
 	}
 }
 
@@ -541,7 +543,7 @@ func (r *pythonRunner) run(concurrency int, d time.Duration, latencies bool) (ru
 		return runResult{}, err
 	}
 	if _, err := r.stdin.Write(append(cmd, '\n')); err != nil {
-		return runResult{}, fmt.Errorf("runner gone: %w:\n%s", err, r.stderr)
+		return runResult{}, fmt.Errorf("runner gone: %w: %s", err, r.stderr.last())
 	}
 	var a struct {
 		ElapsedS  float64   `json:"elapsed_s"`
