@@ -71,8 +71,9 @@ import (
 func BenchmarkTransports(b *testing.B) {
 	cfg := transportsConfigFromEnv(b)
 	variants := transportVariants(cfg)
-	fmt.Printf("BenchmarkTransports: 10-step workflows, %d round(s), %s per measurement after a %s warm-up, in flight %v\n",
-		cfg.rounds, cfg.duration, cfg.warmup, cfg.concurrency)
+	fmt.Printf("BenchmarkTransports: 10-step workflows, %d round(s), %s per measurement after a %s warm-up, in flight %v; load average %s\n",
+		cfg.rounds, cfg.duration, cfg.warmup, cfg.concurrency, loadAverage())
+	defer func() { fmt.Printf("BenchmarkTransports: load average at the end %s\n", loadAverage()) }()
 
 	// Start every variant first (launch is not measured).
 	for _, v := range variants {
@@ -107,6 +108,15 @@ func BenchmarkTransports(b *testing.B) {
 				m.round = round + 1
 				v.results[c] = append(v.results[c], m)
 				fmt.Printf("  round %d c=%-3d %-20s %8.0f steps/s  (host CPU %3.0f%%)\n", round+1, c, v.name, m.stepsPerSec, m.hostBusyPct)
+			}
+		}
+	}
+	// Every variant did the same durable work: each workflow it ran is
+	// SUCCESS in its database, with its 10 steps recorded.
+	for _, v := range variants {
+		if v.runner != nil {
+			if err := checkDurable(v); err != nil {
+				b.Errorf("%s: %v", v.name, err)
 			}
 		}
 	}
@@ -206,6 +216,7 @@ type transportVariant struct {
 	start   func(b *testing.B, cfg transportsConfig) (transportRunner, error)
 	runner  transportRunner
 	noAgent string // what the agent column says when no process is the agent
+	ran     int    // workflows that ended, warm-ups included
 	missing string // why it did not run at all
 	failed  string // why it stopped running
 	results map[int][]transportMeasurement
@@ -274,9 +285,11 @@ type transportMeasurement struct {
 }
 
 func measureVariant(v *transportVariant, cfg transportsConfig, c int) (transportMeasurement, error) {
-	if _, err := v.runner.run(c, cfg.warmup, false); err != nil {
+	warm, err := v.runner.run(c, cfg.warmup, false)
+	if err != nil {
 		return transportMeasurement{}, fmt.Errorf("warm-up: %w", err)
 	}
+	v.ran += warm.workflows
 	clientPIDs, agentPIDs := v.runner.processes()
 	cpu, err := newCPUSnapshot(v.runner.database(), clientPIDs, agentPIDs)
 	if err != nil {
@@ -286,6 +299,7 @@ func measureVariant(v *transportVariant, cfg transportsConfig, c int) (transport
 	if err != nil {
 		return transportMeasurement{}, err
 	}
+	v.ran += res.workflows
 	used, err := cpu.since()
 	if err != nil {
 		return transportMeasurement{}, err
@@ -307,6 +321,36 @@ func measureVariant(v *transportVariant, cfg transportsConfig, c int) (transport
 		m.p50, m.p99 = percentile(res.steps, 0.50), percentile(res.steps, 0.99)
 	}
 	return m, nil
+}
+
+// checkDurable checks that the variant's database holds every workflow it
+// ran, SUCCESS, and their steps (waiting a little for outcomes committed
+// after the call returned).
+func checkDurable(v *transportVariant) error {
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	conn, err := pgx.Connect(ctx, v.runner.database())
+	if err != nil {
+		return err
+	}
+	defer conn.Close(ctx)
+	var workflows, steps int
+	for {
+		err := conn.QueryRow(ctx, `SELECT
+			(SELECT count(*) FROM dbos.workflow_status WHERE status = 'SUCCESS'),
+			(SELECT count(*) FROM dbos.operation_outputs)`).Scan(&workflows, &steps)
+		if err != nil {
+			return fmt.Errorf("count its workflows: %w", err)
+		}
+		if workflows == v.ran && steps == v.ran*stepsPerWorkflow {
+			fmt.Printf("  %-20s %d workflows SUCCESS and %d steps recorded in its database, as it ran\n", v.name, workflows, steps)
+			return nil
+		}
+		if workflows > v.ran || ctx.Err() != nil {
+			return fmt.Errorf("ran %d workflows, but its database has %d SUCCESS and %d steps", v.ran, workflows, steps)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
 }
 
 // ---- the variants' databases and agents
@@ -428,6 +472,15 @@ func startDBOSPython(b *testing.B, cfg transportsConfig) (transportRunner, error
 		return nil, err
 	}
 	return startPythonRunner(cfg, "dbos", db, nil)
+}
+
+// loadAverage is /proc/loadavg's 1, 5 and 15 minute figures.
+func loadAverage() string {
+	b, err := os.ReadFile("/proc/loadavg")
+	if err != nil {
+		return "unknown"
+	}
+	return strings.Join(strings.Fields(string(b))[:3], " ")
 }
 
 // mapsFile reports whether process pid has path mapped (a loaded library).
