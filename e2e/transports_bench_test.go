@@ -68,6 +68,7 @@ import (
 //	DBOS_BENCH_DATABASE_URL            the base database URL (default bench_transports on localhost)
 //	DBOS_BENCH_LIBRARY                 libdbos.so (default ../cgo/libdbos.so)
 //	DBOS_BENCH_PYTHON                  an interpreter with dbos and dbos_agent (default the repo's .venv, made by scripts/python-venv.sh)
+//	DBOS_AGENT_BINARY                  the sidecar mode's agent (default the one this benchmark builds)
 func BenchmarkTransports(b *testing.B) {
 	cfg := transportsConfigFromEnv(b)
 	variants := transportVariants(cfg)
@@ -430,13 +431,18 @@ func startPythonLibrary(mode string) func(b *testing.B, cfg transportsConfig) (t
 		if err != nil {
 			return nil, err
 		}
+		// The sidecar's child: the binary this benchmark built (from the
+		// library's tree, so it speaks the library's plugin handshake),
+		// unless DBOS_AGENT_BINARY names another.
+		child := agentBinary
+		if p := os.Getenv("DBOS_AGENT_BINARY"); p != "" {
+			child = p
+		}
 		env := []string{
 			"DBOS_AGENT_LIBRARY=" + cfg.library,
 			"DBOS_AGENT_MODE=" + mode,
 			"DBOS_SYSTEM_DATABASE_URL=" + db,
-			// The sidecar's child: the binary this benchmark built.
-			"DBOS_AGENT_BINARY=" + agentBinary,
-			"PATH=" + filepath.Dir(agentBinary) + string(os.PathListSeparator) + os.Getenv("PATH"),
+			"DBOS_AGENT_BINARY=" + child,
 		}
 		var agent *agentProc
 		if mode == "connect" {
