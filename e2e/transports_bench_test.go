@@ -91,6 +91,7 @@ func BenchmarkTransports(b *testing.B) {
 		}
 		v.runner = r
 		b.Cleanup(r.close)
+		fmt.Printf("  %-20s %s\n", v.name, r.version())
 	}
 
 	for round := 0; round < cfg.rounds; round++ {
@@ -264,6 +265,8 @@ type transportRunner interface {
 	processes() (client, agent []int)
 	// database is the variant's system database.
 	database() string
+	// version names the SDK or binding and its version.
+	version() string
 	close()
 }
 
@@ -513,6 +516,7 @@ type pythonRunner struct {
 	stderr        *tailBuffer
 	agentPIDs     []int
 	agentChildren bool // the agent is the runner's child (sidecar)
+	sdkVersion    string
 	closeOnce     sync.Once
 }
 
@@ -574,11 +578,12 @@ func startPythonRunner(cfg transportsConfig, sdk, databaseURL string, env []stri
 			}
 		}
 	}()
-	var ready struct{ Ready bool }
+	var ready struct{ Version string }
 	if err := r.answer(2*time.Minute, &ready); err != nil {
 		r.close()
 		return nil, fmt.Errorf("%s runner did not start: %w", sdk, err)
 	}
+	r.sdkVersion = ready.Version
 	return r, nil
 }
 
@@ -628,6 +633,7 @@ func (r *pythonRunner) processes() (client, agent []int) {
 }
 
 func (r *pythonRunner) database() string { return r.db }
+func (r *pythonRunner) version() string  { return r.sdkVersion }
 
 func (r *pythonRunner) close() {
 	r.closeOnce.Do(func() {
@@ -759,3 +765,16 @@ func (r *goSDKRunner) runFor(concurrency int, d time.Duration) (runResult, error
 func (r *goSDKRunner) processes() (client, agent []int) { return []int{os.Getpid()}, nil }
 func (r *goSDKRunner) database() string                 { return r.db }
 func (r *goSDKRunner) close()                           { _ = dbos.Shutdown(r.ctx, 30*time.Second) }
+
+// version is the SDK's version from go.mod (a test binary's build info
+// lists no dependencies).
+func (r *goSDKRunner) version() string {
+	const module = "github.com/dbos-inc/dbos-transact-golang"
+	mod, _ := os.ReadFile("../go.mod")
+	for _, line := range strings.Split(string(mod), "\n") {
+		if f := strings.Fields(line); len(f) >= 2 && f[0] == module {
+			return module + " " + f[1]
+		}
+	}
+	return module
+}

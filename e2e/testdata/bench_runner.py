@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import importlib.metadata
 import json
 import sys
 import threading
@@ -104,7 +105,8 @@ def main() -> int:
             raise errors[0]
         return elapsed, done[0]
 
-    print("BENCH " + json.dumps({"ready": True}), flush=True)
+    package = {"dbos": "dbos", "dbos_agent": "dbos-agent"}[args.sdk]
+    print("BENCH " + json.dumps({"ready": True, "version": f"{package} {importlib.metadata.version(package)}"}), flush=True)
     for line in sys.stdin:
         cmd = json.loads(line)
         if cmd.get("quit"):
