@@ -99,12 +99,8 @@ bench: postgres ## Run the benchmarks
 # name plus _<variant>, created fresh and dropped at the end.
 DBOS_BENCH_DATABASE_URL ?= postgres://postgres:dbos@localhost:5432/bench_transports?sslmode=disable
 .PHONY: bench-transports
-bench-transports: ## The 10-step workload via the Python binding (socket; libdbos.so embedded, sidecar, connect) beside DBOS Python and DBOS Go: interleaved rounds, medians, ratios, CPU per step (not in `make test`; DBOS_BENCH_TRANSPORTS_* size it)
+bench-transports: lib ## The 10-step workload via the Python binding (socket; libdbos.so embedded, sidecar, connect) beside DBOS Python and DBOS Go: interleaved rounds, medians, ratios, CPU per step (not in `make test`; DBOS_BENCH_TRANSPORTS_* size it)
 	bash scripts/ensure-postgres.sh '$(DBOS_BENCH_DATABASE_URL)'
-	@# The library variants need cgo/libdbos.so: built when this Makefile can
-	@# (else, or when the build fails, they are reported missing).
-	@if [ -z "$$DBOS_BENCH_LIBRARY" ] && grep -q '^lib:' $(MAKEFILE_LIST); then \
-	  $(MAKE) --no-print-directory lib || echo 'bench-transports: make lib failed: the library variants will be missing'; fi
 	cd e2e && DBOS_BENCH_DATABASE_URL='$(DBOS_BENCH_DATABASE_URL)' $(GO) test -run '^$$' -bench '^BenchmarkTransports$$' -benchtime 1x -timeout 120m .
 
 .PHONY: lint
