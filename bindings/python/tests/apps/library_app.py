@@ -100,6 +100,16 @@ def crash() -> None:
     DBOS.destroy()
 
 
+def relay_child(pid: int, r: int, w: int) -> None:
+    """Say each line the forked child writes to its pipe, then how it exited."""
+    os.close(w)
+    with os.fdopen(r) as f:
+        for line in f:
+            say(line.rstrip("\n"))
+    _, status = os.waitpid(pid, 0)
+    say(f"child exited {os.waitstatus_to_exitcode(status)}")
+
+
 def fork() -> None:
     DBOS(config=config())
     DBOS.launch()
@@ -126,12 +136,7 @@ def fork() -> None:
             report.append(f"child {type(e).__name__}: {e}")
         os.write(w, ("\n".join(report) + "\n").encode())
         os._exit(0)
-    os.close(w)
-    with os.fdopen(r) as f:
-        for line in f:
-            say(line.rstrip("\n"))
-    _, status = os.waitpid(pid, 0)
-    say(f"child exited {os.waitstatus_to_exitcode(status)}")
+    relay_child(pid, r, w)
     say("parent " + echo("after"))
     DBOS.destroy()
 
@@ -150,12 +155,7 @@ def postfork() -> None:
             report = f"child {type(e).__name__}: {e}"
         os.write(w, (report + "\n").encode())
         os._exit(0)
-    os.close(w)
-    with os.fdopen(r) as f:
-        for line in f:
-            say(line.rstrip("\n"))
-    _, status = os.waitpid(pid, 0)
-    say(f"child exited {os.waitstatus_to_exitcode(status)}")
+    relay_child(pid, r, w)
     with open(f"/proc/{os.getpid()}/maps") as maps:
         say(f"parent loaded the library: {'libdbos' in maps.read()}")
 
