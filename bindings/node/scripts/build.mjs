@@ -13,7 +13,12 @@ const root = join(dirname(fileURLToPath(import.meta.url)), '..');
 const tsc = join(root, 'node_modules', 'typescript', 'bin', 'tsc');
 
 function compile(project) {
-  execFileSync(process.execPath, [tsc, '-p', join(root, project)], { stdio: 'inherit' });
+  try {
+    execFileSync(process.execPath, [tsc, '-p', join(root, project)], { stdio: 'inherit' });
+  } catch {
+    // tsc printed its diagnostics.
+    process.exit(1);
+  }
 }
 
 if (process.argv.includes('--tests')) {
