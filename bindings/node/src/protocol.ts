@@ -77,7 +77,7 @@ const decoder = new Decoder();
 
 /** A whole frame: the 4-byte big-endian length, then the envelope in msgpack. */
 export function encodeFrame(env: Envelope): Uint8Array {
-  const body = encoder.encode({ kind: env.kind, id: env.id, op: env.op, body: env.body });
+  const body = encoder.encode({ kind: env.kind, id: env.id, op: env.op, body: env.body, error: env.error ?? undefined });
   const frame = new Uint8Array(4 + body.length);
   new DataView(frame.buffer).setUint32(0, body.length, false);
   frame.set(body, 4);
