@@ -91,6 +91,7 @@ const nativeValues: [string, unknown][] = [
   ],
   ['class instance with a recipe', new Point(3, 4)],
   ['recipes inside containers', { points: [new Point(1, 2), new Point(-1, 0.5)], byName: new Map([['o', new Point(0, 0)]]) }],
+  ['shared references', (() => { const shared = { n: 1 }; return { a: shared, b: [shared] }; })()],
   ['an object holding the marker key as data', { [SERIALIZER_MARKER_KEY]: 'not ours', json: 1 }],
 ];
 
@@ -119,6 +120,13 @@ describe('DBOSJSON (js_superjson)', () => {
     assert.equal(DBOSJSON.stringify('hi'), '{"json":"hi","__dbos_serializer":"superjson"}');
     assert.equal(DBOSJSON.stringify([1, undefined]), '{"json":[1,null],"meta":{"values":{"1":["undefined"]}},"__dbos_serializer":"superjson"}');
     assert.equal(DBOSJSON.stringify(new Date(0)), '{"json":"1970-01-01T00:00:00.000Z","meta":{"values":["Date"]},"__dbos_serializer":"superjson"}');
+  });
+
+  test('an invalid Date is written as DBOS writes it, and read back as null on both sides (superjson\'s way)', () => {
+    const ours = DBOSJSON.stringify(new Date(NaN));
+    assert.equal(ours, official.DBOSJSON.stringify(new Date(NaN)));
+    assert.equal(DBOSJSON.parse(ours), null);
+    assert.equal(official.DBOSJSON.parse(ours), null);
   });
 
   test('a recipe value comes back as its class', () => {
@@ -164,6 +172,7 @@ const portableValues: [string, unknown, unknown][] = [
   ['undefined', undefined, null],
   ['bigint', 12345678901234567890n, '12345678901234567890'],
   ['Date', new Date('2024-02-29T12:34:56.789Z'), '2024-02-29T12:34:56.789Z'],
+  ['invalid Date', new Date(NaN), null],
   ['Map with string keys', new Map<string, unknown>([['a', 1], ['b', new Date(0)]]), { a: 1, b: '1970-01-01T00:00:00.000Z' }],
   ['Set', new Set([1, 'two']), [1, 'two']],
   ['Error', new TypeError('bad'), { name: 'TypeError', message: 'bad' }],
