@@ -448,6 +448,22 @@ export async function roundTrip<T>(
   return roundTripAs(v, ser, serializationFor(format, ser), path);
 }
 
+/**
+ * A workflow's arguments written and read back, as DBOS starts a workflow:
+ * for portable JSON the record `{"positionalArgs": [...]}`, and the workflow
+ * is handed its arguments as portable JSON reads them (dates as strings).
+ */
+export async function roundTripArgs(
+  args: unknown[],
+  ser: DBOSSerializer,
+  format?: SerializationFormat,
+  path: PathSegment[] = [],
+): Promise<RoundTrip<unknown[]>> {
+  if (format !== 'portable') return roundTrip(args, ser, format, path);
+  const rt = await roundTrip<{ positionalArgs: unknown[] }>({ positionalArgs: args }, ser, format, path);
+  return { value: rt.value, serialization: rt.serialization, revived: rt.revived.positionalArgs };
+}
+
 function isObjectish(v: unknown): v is object {
   return (typeof v === 'object' && v !== null) || typeof v === 'function';
 }

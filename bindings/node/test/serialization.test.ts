@@ -16,6 +16,7 @@ import {
   deserializeValue,
   registerSerializationRecipe,
   roundTrip,
+  roundTripArgs,
   roundTripAs,
   safeDeserializeArgs,
   safeDeserializeError,
@@ -550,6 +551,25 @@ describe('round trips (what a workflow or caller is handed)', () => {
       assert.ok(oursMsg.startsWith("Attempted to call '"), oursMsg);
       assert.equal(oursMsg, theirsMsg);
     }
+  });
+
+  test('a workflow\'s arguments: what DBOS stores and hands the workflow', async () => {
+    const args = ['id', new Date(0), 3n];
+    for (const format of [undefined, 'native', 'portable'] as const) {
+      const ours = await roundTripArgs(args, DBOSJSON, format, ['wf', '<arguments>']);
+      const theirs = await official.serializeFunctionInputOutput(
+        format === 'portable' ? { positionalArgs: args } : args,
+        ['wf', '<arguments>'],
+        official.DBOSJSON,
+        format,
+      );
+      assert.equal(ours.value, theirs.stringified);
+      assert.equal(ours.serialization, theirs.sername);
+      const handed = format === 'portable' ? (theirs.deserialized as { positionalArgs: unknown[] }).positionalArgs : theirs.deserialized;
+      assert.deepStrictEqual(ours.revived, handed);
+      assert.deepStrictEqual(await deserializeArgs(ours.value, ours.serialization, DBOSJSON), ours.revived);
+    }
+    assert.deepStrictEqual((await roundTripArgs(args, DBOSJSON, 'portable')).revived, ['id', '1970-01-01T00:00:00.000Z', '3']);
   });
 
   test('a tag that is neither built in nor the serializer\'s is refused', async () => {
