@@ -11,17 +11,20 @@
  * order decides the bytes of the row.
  */
 
+/** A value of plain JSON, as portable JSON carries it. */
+export type JsonValue = string | number | boolean | null | JsonValue[] | { [key: string]: JsonValue };
+
 /**
  * The error a workflow recorded in portable JSON comes back as: a record of
  * `name`, `message`, `code` and `data` that any DBOS SDK can write and read,
  * revived as this class rather than the original one.
  */
 export class PortableWorkflowError extends Error {
-  override name: string;
-  code: unknown;
-  data: unknown;
+  override readonly name: string;
+  readonly code?: string | number | undefined;
+  readonly data?: JsonValue | undefined;
 
-  constructor(message: string, name: string, code?: unknown, data?: unknown) {
+  constructor(message: string, name: string, code?: string | number | undefined, data?: JsonValue | undefined) {
     super(message);
     this.name = name;
     this.code = code;

@@ -17,7 +17,7 @@
 import { deserializeError as reviveSerializedError, serializeError as serializeErrorRecord } from 'serialize-error';
 import superjson from 'superjson';
 import type { JSONValue, SuperJSONResult, SuperJSONValue } from 'superjson/dist/types';
-import { PortableWorkflowError } from './error';
+import { PortableWorkflowError, type JsonValue as PortableJsonValue } from './error';
 
 export type { JSONValue };
 
@@ -340,7 +340,12 @@ export async function deserializeError(
   const parsed = await deserializeValue(value, serialization, ser);
   if (serialization === PORTABLE_JSON) {
     const r = (typeof parsed === 'object' && parsed !== null ? parsed : {}) as Record<string, unknown>;
-    return new PortableWorkflowError(r['message'] as string, r['name'] as string, r['code'], r['data']);
+    return new PortableWorkflowError(
+      r['message'] as string,
+      r['name'] as string,
+      r['code'] as string | number | undefined,
+      r['data'] as PortableJsonValue | undefined,
+    );
   }
   return errorOf(parsed);
 }
