@@ -54,7 +54,7 @@ export class DBOSInitializationError extends DBOSError {
 }
 
 const ConflictingWFIDError = 5;
-/** Raised when an execution no longer owns its workflow, so it must stop and adopt the owner's outcome. */
+/** This run lost its workflow (recovered elsewhere, or fenced): it stops, and the owner's outcome stands. */
 export class DBOSWorkflowConflictError extends DBOSError {
   constructor(workflowID: string) {
     super(`Workflow ${workflowID} is no longer owned by this execution`, ConflictingWFIDError);
@@ -149,7 +149,7 @@ export class DBOSConflictingRegistrationError extends DBOSError {
 }
 
 export const UnexpectedStep = 26;
-/** Exception raised when a step has an unexpected recorded name, indicating a determinism problem. */
+/** Replay found another function recorded at this step ID: the workflow is not deterministic (or a patch is not backward compatible). */
 export class DBOSUnexpectedStepError extends DBOSError {
   readonly workflowID: string;
   readonly stepID: number;
@@ -182,7 +182,7 @@ export class DBOSAwaitedWorkflowCancelledError extends DBOSError {
 }
 
 export const QueueDedupIDDuplicated = 28;
-/** Exception raised when workflow with same dedupid is queued*/
+/** The queue already holds an active workflow with this deduplication ID. */
 export class DBOSQueueDuplicatedError extends DBOSError {
   readonly workflowID: string;
   readonly queue: string;
@@ -202,7 +202,7 @@ export class DBOSQueueDuplicatedError extends DBOSError {
 }
 
 const InvalidQueuePriority = 29;
-/** Exception raised queue priority is invalid */
+/** A queue priority outside DBOS's range. */
 export class DBOSInvalidQueuePriorityError extends DBOSError {
   readonly priority: number;
   readonly min: number;
@@ -228,7 +228,7 @@ export class DBOSAwaitedWorkflowExceededMaxRecoveryAttempts extends DBOSError {
 }
 
 const StepTimeout = 31;
-/** Exception raised when a single attempt of a step exceeds its configured `timeoutMS` */
+/** One attempt of a step ran longer than the step's `timeoutMS`. */
 export class DBOSStepTimeoutError extends DBOSError {
   readonly stepName: string;
   readonly timeoutMS: number;
@@ -241,7 +241,7 @@ export class DBOSStepTimeoutError extends DBOSError {
 }
 
 const InvalidWorkflowInput = 32;
-/** Exception raised when a workflow's arguments cannot be serialized. Blames the arguments alone. */
+/** A workflow's arguments could not be serialized; the message blames them, nothing else. */
 export class DBOSInvalidWorkflowInputError extends DBOSError {
   constructor(workflowName: string, cause: unknown) {
     const why = cause instanceof Error ? cause.message : String(cause);
@@ -250,7 +250,7 @@ export class DBOSInvalidWorkflowInputError extends DBOSError {
 }
 
 export const StreamTimeout = 33;
-/** Exception raised when no value arrives on a stream within its timeout, or the stream ends before reaching a requested offset. */
+/** A stream read got nothing in time, or the stream closed before the offset asked for. */
 export class DBOSStreamTimeoutError extends DBOSError {
   readonly workflowID: string;
   readonly key: string;
@@ -268,7 +268,7 @@ export class DBOSStreamTimeoutError extends DBOSError {
 }
 
 export const StreamNondeterminism = 34;
-/** Exception raised when concurrent stream reads would make replay depend on scheduling. */
+/** Two stream reads of one workflow at once: which records what would depend on scheduling. */
 export class DBOSStreamNondeterminismError extends DBOSError {
   readonly workflowID: string;
   readonly key: string;
@@ -287,7 +287,7 @@ export class DBOSStreamNondeterminismError extends DBOSError {
 }
 
 export const QueryTimeout = 35;
-/** Exception raised when a read-only observability query exceeds its statement timeout. */
+/** An observability query ran past its statement timeout. */
 export class DBOSQueryTimeoutError extends DBOSError {
   readonly timeoutMS: number;
 
@@ -299,7 +299,7 @@ export class DBOSQueryTimeoutError extends DBOSError {
 }
 
 export const WorkflowIDInUse = 36;
-/** Raised when a `workflowIDReusePolicy: 'reject'` start finds its ID in use; match it with `isWorkflowIDInUseError`, not `instanceof`. */
+/** A start with `workflowIDReusePolicy: 'reject'` found its ID taken. A replayed one is no instance of this class: test with `isWorkflowIDInUseError`. */
 export class DBOSWorkflowIDInUseError extends DBOSError {
   readonly workflowID: string;
   readonly status: string;
@@ -315,7 +315,7 @@ export class DBOSWorkflowIDInUseError extends DBOSError {
 }
 
 export const StepNondeterminism = 37;
-/** Raised when an execution records a step ID that it already recorded differently. */
+/** One run recorded the same step ID twice with different outcomes. */
 export class DBOSStepNondeterminismError extends DBOSError {
   readonly workflowID: string;
   readonly stepID: number;
@@ -332,17 +332,16 @@ export class DBOSStepNondeterminismError extends DBOSError {
 }
 
 /**
- * True if `e` is a stream-read timeout, including the portable-serialization
- * replay form, which carries only the original type name.
- *
- * A replayed error is revived as a plain `Error`, so `instanceof` does not hold; match on this.
+ * Whether `e` is a stream read's timeout: a live one, one revived from a row
+ * (a plain Error keeping `dbosErrorCode`), or a portable one (keeping only its
+ * name), where `instanceof` cannot tell.
  */
 export function isStreamTimeoutError(e: unknown): boolean {
   if (e instanceof Error && getDBOSErrorCode(e) === StreamTimeout) return true;
   return e instanceof PortableWorkflowError && e.name === 'DBOSStreamTimeoutError';
 }
 
-/** True if `e` is a workflow-ID-in-use rejection, including its replayed forms, where `instanceof` does not hold. */
+/** Whether `e` is a refused start on an ID in use, live or revived (as for isStreamTimeoutError). */
 export function isWorkflowIDInUseError(e: unknown): boolean {
   if (e instanceof Error && getDBOSErrorCode(e) === WorkflowIDInUse) return true;
   return e instanceof PortableWorkflowError && e.name === 'DBOSWorkflowIDInUseError';

@@ -22,11 +22,8 @@ import { PortableWorkflowError, type JsonValue as PortableJsonValue } from './er
 export type { JSONValue };
 
 /**
- * Generic serializer interface for DBOS.
- * Implementations must be able to serialize any value to a string and deserialize it back.
- *
- * Both `stringify` and `parse` may return synchronously or asynchronously, so async-only
- * libraries can be used to encrypt/decrypt persisted values.
+ * What DBOSConfig.serializer takes: any value to a string and back. Either
+ * side may be async (to encrypt what is stored, say); DBOS awaits both.
  */
 export interface DBOSSerializer {
   /** Return a name for the serialization format: the tag written with every value. */
@@ -84,7 +81,7 @@ function isMarkedRecord(v: unknown): v is SuperJSONResult {
   );
 }
 
-/** The default format: SuperJSON. */
+/** DBOS TypeScript's default serializer (`js_superjson`). */
 export const DBOSJSON: {
   name: () => string;
   parse: (text: string | null | undefined) => unknown;
@@ -127,10 +124,7 @@ function portableReplacer(_key: string, value: unknown): unknown {
   return value;
 }
 
-/**
- * DBOS Portable JSON serializer,
- *   should be something that can be implemented in any language.
- */
+/** The serializer every DBOS SDK can read and write (`portable_json`): plain JSON. */
 export const DBOSPortableJSON: {
   name: () => string;
   parse: (text: string | null) => unknown;
