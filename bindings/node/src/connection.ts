@@ -230,7 +230,7 @@ export class Connection {
       'connection',
     );
     if (error && CLOSING_CODES.has(error.code)) {
-      this.ended(new DBOSAgentUnavailableError(`the dbos-agent at ${this.where} closed the connection: ${error.message}`, err));
+      this.ended(new DBOSAgentUnavailableError(`the dbos-agent at ${this.where} closed the connection: ${error.message}`, { cause: err }));
       this.stream.close();
     }
   }
@@ -242,7 +242,7 @@ export class Connection {
         ? err
         : new DBOSAgentUnavailableError(
             `lost the connection to the dbos-agent at ${this.where}${err ? `: ${err.message}` : ''}`,
-            err,
+            { cause: err },
           );
     const pending = [...this.pending.values()];
     this.pending.clear();

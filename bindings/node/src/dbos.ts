@@ -27,7 +27,7 @@ import {
   registrationOf,
 } from './registry';
 import { Engine, HelloContributor } from './runtime';
-import { registerSerializationRecipe, SerializationRecipe, serializeValue } from './serialization';
+import { JSONValue, registerSerializationRecipe, SerializationRecipe, serializeValue } from './serialization';
 import type {
   DBOSConfig,
   DBOSLaunchOptions,
@@ -363,8 +363,8 @@ export class DBOS {
     return e.runStep(func, name, cfg);
   }
 
-  static registerSerialization<T, S>(recipe: SerializationRecipe<T, S>): void {
-    if (engine) throw new DBOSError('Serializers must be registered before DBOS.launch()');
+  static registerSerialization<T, S extends JSONValue>(recipe: SerializationRecipe<T, S>): void {
+    if (engine) throw new TypeError('Serializers/deserializers should not be registered after DBOS.launch()');
     registerSerializationRecipe(recipe);
   }
 

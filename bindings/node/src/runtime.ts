@@ -26,6 +26,7 @@ import {
   DBOSWorkflowCancelledError,
   DBOSWorkflowConflictError,
   DBOSAgentUnavailableError,
+  DBOSNonExistentWorkflowError,
   errorFromAgent,
 } from './error';
 import {
@@ -37,6 +38,7 @@ import {
   deserializeValue,
   serializeArgs,
   serializeError,
+  serializeErrorAs,
   serializeValue,
 } from './serialization';
 import { FunctionRegistration, allWorkflows, findInstance, findWorkflow, setWorkflowDeclaredHook } from './registry';
@@ -322,11 +324,12 @@ export class Engine {
     reg: FunctionRegistration | undefined,
     outcome: { output?: unknown; error?: unknown },
   ): Promise<WorkflowResult> {
+    // The outcome is written under the workflow's own tag (its inputs'), as DBOS writes it.
     const portable = state.serialization === PORTABLE || reg?.workflowConfig?.serialization === 'portable';
     const format = portable ? 'portable' : undefined;
     const body: Record<string, unknown> = { workflow_id: state.workflowID, owner_xid: state.ownerXid };
     if ('error' in outcome && outcome.error !== undefined) {
-      const ser = await serializeError(outcome.error, this.serializer, format);
+      const ser = await serializeErrorAs(outcome.error, this.serializer, portable ? PORTABLE : state.serialization || null);
       body.status = 'ERROR';
       body.error = ser.value;
       body.serialization = ser.serialization;
@@ -689,7 +692,7 @@ export class Engine {
       const info = await this.request('get_workflow', { workflow_id: workflowID, load_payloads: true });
       return await this.toStatus(info);
     } catch (err) {
-      if (err instanceof Error && err.name === 'DBOSNonExistentWorkflowError') return null;
+      if (err instanceof DBOSNonExistentWorkflowError) return null;
       throw err;
     }
   }
