@@ -120,6 +120,27 @@ async function helloPing(endpoint: Endpoint): Promise<Session> {
   return s;
 }
 
+/**
+ * Writes many pings at once, one write each, and a ping of 3 MiB among them
+ * (a frame larger than a batch of the library's sends): every one is answered.
+ */
+async function manyPings(s: Session): Promise<void> {
+  const ids: number[] = [];
+  for (let id = 100; id < 2100; id++) {
+    const body: Record<string, unknown> = id === 1000 ? { padding: 'x'.repeat(3 << 20) } : {};
+    s.stream.write(frame({ kind: 1, id, op: 'ping', body }));
+    ids.push(id);
+  }
+  const answered: number[] = [];
+  for (let i = 0; i < ids.length; i++) {
+    const reply = await s.next();
+    assert.equal(reply.kind, 2);
+    assert.equal(reply.error ?? null, null, JSON.stringify(reply.error));
+    answered.push(reply.id);
+  }
+  assert.deepEqual(answered.sort((a, b) => a - b), ids);
+}
+
 async function closeSession(s: Session): Promise<void> {
   s.stream.close();
   assert.equal(await s.endedP, undefined, 'a stream ended by close() ends without an error');
@@ -172,7 +193,10 @@ function dropDatabase(url: string): void {
   const u = new URL(url);
   const db = u.pathname.slice(1);
   u.pathname = '/postgres';
-  execFileSync('psql', [u.toString(), '-qc', `DROP DATABASE IF EXISTS "${db}" WITH (FORCE)`], { stdio: 'inherit' });
+  execFileSync('psql', [u.toString(), '-qc', `DROP DATABASE IF EXISTS "${db}" WITH (FORCE)`], {
+    stdio: ['ignore', 'ignore', 'inherit'],
+    env: { ...process.env, PGOPTIONS: '-c client_min_messages=warning' },
+  });
 }
 
 let agent: Agent;
@@ -198,6 +222,7 @@ describe('socket', () => {
     assert.ok(ep instanceof SocketEndpoint);
     assert.equal(ep.describe(), `the dbos-agent at ${agent.socket}`);
     const s = await helloPing(ep);
+    await manyPings(s);
     assert.equal((s.stream as SocketStream).queuedBytes(), 0);
     await closeSession(s);
   });
@@ -250,9 +275,12 @@ describe('socket', () => {
   test('the stream ends with an error when the agent goes away', async () => {
     const other = await startAgent('goes-away');
     const s = await helloPing(new SocketEndpoint(other.socket));
+    const viaLibrary = await helloPing(new LibraryEndpoint(libraryPath, { mode: 'connect', socket: other.socket }));
     await other.stop();
-    const err = await s.endedP;
-    assert.ok(err instanceof DBOSAgentUnavailableError, String(err));
+    for (const session of [s, viaLibrary]) {
+      const err = await session.endedP;
+      assert.ok(err instanceof DBOSAgentUnavailableError, String(err));
+    }
   });
 
   test('the default path is the one the agent computes', () => {
@@ -358,14 +386,19 @@ describe('library', () => {
     assert.ok(ep instanceof LibraryEndpoint);
     assert.equal(ep.mode, 'embedded');
     assert.equal(ep.describe(), 'the dbos-agent embedded in this process (libdbos.so)');
-    await closeSession(await helloPing(ep));
+    const s = await helloPing(ep);
+    await manyPings(s);
+    assert.equal((s.stream as LibraryStream).queuedBytes(), 0);
+    await closeSession(s);
   });
 
   test('hello and ping through libdbos.so connected to the served socket', async () => {
     const ep = resolveEndpoint({ agentLibrary: libraryPath, agentMode: 'connect', agentSocket: agent.socket }, {});
     assert.ok(ep instanceof LibraryEndpoint);
     assert.equal(ep.describe(), `the dbos-agent at ${agent.socket} (through libdbos.so)`);
-    await closeSession(await helloPing(ep));
+    const s = await helloPing(ep);
+    await manyPings(s);
+    await closeSession(s);
   });
 
   test('the event loop runs while dbos_recv waits, and dbos_close wakes it', async () => {

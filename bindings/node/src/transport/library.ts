@@ -333,9 +333,11 @@ export class LibraryStream implements FrameStream {
       }
       switch (rc) {
         case DBOS_OK: {
-          let chunk: Buffer;
+          let chunk: Uint8Array;
           try {
-            chunk = len[0] > 0 ? Buffer.from(new Uint8Array(koffi.view(bytes[0], len[0]))) : Buffer.alloc(0);
+            // A copy (koffi.decode of an array makes a new Uint8Array), so
+            // the library's buffer can be freed at once.
+            chunk = len[0] > 0 ? (koffi.decode(bytes[0], 'uint8_t', len[0]) as Uint8Array) : new Uint8Array(0);
           } finally {
             this.lib.free(bytes[0]);
           }
