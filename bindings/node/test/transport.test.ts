@@ -401,6 +401,18 @@ describe('library', () => {
     await closeSession(s);
   });
 
+  test('hello and ping through libdbos.so with the agent in a sidecar process', async () => {
+    const ep = resolveEndpoint(
+      { agentLibrary: libraryPath, agentMode: 'sidecar', systemDatabaseUrl: embeddedUrl, executorID: 'sidecar-test' },
+      { DBOS_AGENT_BINARY: agentBinary },
+    );
+    assert.ok(ep instanceof LibraryEndpoint);
+    assert.equal(ep.config.agent_path, agentBinary);
+    assert.equal(ep.describe(), 'the dbos-agent in a sidecar process of libdbos.so');
+    const s = await helloPing(ep);
+    await closeSession(s);
+  });
+
   test('the event loop runs while dbos_recv waits, and dbos_close wakes it', async () => {
     const ep = new LibraryEndpoint(libraryPath, { mode: 'connect', socket: agent.socket }, { recvTimeoutMs: 60_000 });
     const s = await helloPing(ep);

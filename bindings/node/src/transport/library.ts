@@ -116,6 +116,9 @@ export class Library {
       const worker = new Worker(`(${openInWorker.toString()})()`, {
         eval: true,
         workerData: { koffi: require.resolve('koffi'), library: this.path, config: JSON.stringify(config) },
+        // None of the host's flags (--require, --import, loaders): the
+        // thread makes one call.
+        execArgv: [],
       });
       let settled = false;
       worker.once('message', (m: { rc: number; handle: Handle; message: string }) => {
