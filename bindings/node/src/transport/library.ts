@@ -344,8 +344,11 @@ export class LibraryStream implements FrameStream {
           } finally {
             this.lib.free(bytes[0]);
           }
-          if (!this.closing && !this.ended && chunk.length > 0) this.onData?.(chunk);
+          const onData = this.closing || this.ended ? undefined : this.onData;
+          // The next receive first: a receiver that throws (an uncaught
+          // exception, as from a socket's data listener) stops nothing.
           this.pumpRecv();
+          if (chunk.length > 0) onData?.(chunk);
           return;
         }
         case DBOS_TIMEOUT:

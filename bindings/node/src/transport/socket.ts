@@ -16,7 +16,7 @@ import net from 'node:net';
 import path from 'node:path';
 import fs from 'node:fs';
 import type { Endpoint, FrameStream } from './stream';
-import { DBOSAgentUnavailableError } from './errors';
+import { DBOSAgentUnavailableError, DBOSAgentUntrustedError } from './errors';
 import { checkPeer, processTrustPolicy, TrustPolicy } from './peercred';
 
 /** The environment variable naming the agent's socket. */
@@ -109,7 +109,11 @@ export class SocketEndpoint implements Endpoint {
           checkPeer(socketFd(sock), this.path, this.policy);
         } catch (e) {
           sock.destroy();
-          reject(e);
+          reject(
+            e instanceof DBOSAgentUntrustedError
+              ? e
+              : new DBOSAgentUntrustedError(`cannot check who serves the dbos-agent socket ${this.path}: ${String(e)}`, this.path),
+          );
           return;
         }
         resolve(new SocketStream(sock));
