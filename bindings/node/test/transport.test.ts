@@ -434,6 +434,23 @@ describe('library', () => {
     assert.ok(s.ended!.at - closedAt < 5_000, `the receive ended ${s.ended!.at - closedAt} ms after close`);
   });
 
+  test("waiting receives leave libuv's thread pool to the host's fs calls", async () => {
+    // As many sessions as the pool has threads, each receive waiting its
+    // bounded time on one of them: an fs call still gets a thread.
+    const threads = Number(process.env.UV_THREADPOOL_SIZE) || 4;
+    const ep = resolveEndpoint({ agentLibrary: libraryPath, agentMode: 'connect', agentSocket: agent.socket }, {});
+    const sessions = await Promise.all(Array.from({ length: threads }, () => helloPing(ep)));
+    try {
+      for (const s of sessions) assert.equal((s.stream as LibraryStream).receivePending, true);
+      const started = Date.now();
+      await fs.promises.readFile(__filename);
+      const took = Date.now() - started;
+      assert.ok(took < 2_000, `readFile waited ${took} ms for a thread`);
+    } finally {
+      await Promise.all(sessions.map(closeSession));
+    }
+  });
+
   test('two handles at once, then again: one library, loaded and opened twice', async () => {
     const ep = resolveEndpoint({ agentLibrary: libraryPath, systemDatabaseUrl: embeddedUrl }, {});
     for (let round = 0; round < 2; round++) {
