@@ -380,6 +380,18 @@ export class DBOSAgentUnavailableError extends DBOSError {
 }
 
 /**
+ * A handle of libdbos.so used by a child after fork() of the process that
+ * opened it: the library refuses every such call, since its Go runtime's
+ * threads did not survive the fork (open after the fork instead).
+ */
+export class DBOSAgentForkedError extends DBOSAgentUnavailableError {
+  constructor(msg: string) {
+    super(msg);
+    this.name = 'DBOSAgentForkedError';
+  }
+}
+
+/**
  * The socket is served by a process of a user this process does not trust (not
  * its own user, not root, not one in DBOS_AGENT_TRUSTED_UIDS): the binding
  * closed the connection without sending or reading anything.
