@@ -5,6 +5,7 @@
  * ambient-context blocks, and forwards the rest to the modules of each area
  * (comm, management, queues, schedules).
  */
+import { execFile } from 'node:child_process';
 import { randomUUID as nodeRandomUUID } from 'node:crypto';
 import { currentContext, runWithChanges } from './context';
 import {
@@ -18,7 +19,11 @@ import {
   AnyFn,
   FunctionRegistration,
   allInstances,
+  allWorkflows,
   bindWrapper,
+  classInfoFor,
+  externalInfo,
+  functionInfoFor,
   classNameOf,
   clearRegistry,
   declareWorkflow,
@@ -52,7 +57,13 @@ let engine: Engine | undefined;
 let logger: DLogger = makeLogger(undefined);
 /** Other modules' hello fields (queues), installed before launch. */
 const contributors: HelloContributor[] = [];
-const lifecycle: Array<{ initialize?: () => Promise<void> | void; destroy?: () => Promise<void> | void }> = [];
+interface LifecycleCallback {
+  initialize?: () => Promise<void> | void;
+  destroy?: () => Promise<void> | void;
+  logRegisteredEndpoints?: () => void;
+}
+const lifecycle: LifecycleCallback[] = [];
+let alertHandler: ((name: string, message: string, metadata: Record<string, string>) => Promise<void>) | undefined;
 
 /** The running engine; DBOS's TypeError when DBOS has not been launched. */
 export function requireEngine(reason = 'workflows'): Engine {
@@ -205,17 +216,82 @@ export class DBOS {
     await e.shutdown();
   }
 
-  static registerLifecycleCallback(l: { initialize?: () => Promise<void> | void; destroy?: () => Promise<void> | void }): void {
+  static registerLifecycleCallback(l: LifecycleCallback): void {
     if (!lifecycle.includes(l)) lifecycle.push(l);
   }
 
   /** Forgets every registration (DBOS's test helper). */
   static clearRegistry(): void {
     clearRegistry();
+    lifecycle.length = 0;
+    alertHandler = undefined;
   }
 
   static get logger(): DLogger {
     return logger;
+  }
+
+  /** OpenTelemetry is not wired in this binding: no tracer, no span (as DBOS with tracing off). */
+  static get tracer(): undefined {
+    return undefined;
+  }
+
+  static get span(): undefined {
+    return undefined;
+  }
+
+  /**
+   * Migrates a system database with the agent's own migrator (`dbos-agent
+   * migrate`): the schema the agent serves is the one its migrations create.
+   * The binary is DBOS_AGENT_BINARY's, else `dbos-agent` on PATH.
+   */
+  static async migrate(systemDatabaseUrl: string, options?: { schemaName?: string; applicationRole?: string }): Promise<void> {
+    const args = ['migrate', '--database-url', systemDatabaseUrl];
+    if (options?.schemaName) args.push('--schema', options.schemaName);
+    if (options?.applicationRole) args.push('--app-role', options.applicationRole);
+    const binary = process.env.DBOS_AGENT_BINARY || 'dbos-agent';
+    await new Promise<void>((resolve, reject) => {
+      execFile(binary, args, (err, _stdout, stderr) => {
+        if (!err) return resolve();
+        const detail = (err as NodeJS.ErrnoException).code === 'ENOENT'
+          ? `no dbos-agent binary was found: put it on PATH or name it in DBOS_AGENT_BINARY`
+          : stderr.trim() || err.message;
+        reject(new DBOSError(`DBOS migrations failed: ${detail}`));
+      });
+    });
+  }
+
+  /** Logs the registered workflows (and what lifecycle callbacks list). */
+  static logRegisteredEndpoints(): void {
+    logger.info('Workflows registered:');
+    for (const reg of allWorkflows()) logger.info(`    ${reg.className ? reg.className + '.' : ''}${reg.name}`);
+    for (const l of lifecycle) l.logRegisteredEndpoints?.();
+  }
+
+  static associateClassWithInfo(external: AnyCtor | object | string, cls: AnyCtor | string): object {
+    return classInfoFor(external, cls);
+  }
+
+  static associateFunctionWithInfo<This, Args extends unknown[], Return>(
+    external: AnyCtor | object | string,
+    func: (this: This, ...args: Args) => Promise<Return>,
+    target: FunctionName,
+  ): { registration: FunctionRegistration; regInfo: object } {
+    return functionInfoFor(external, func as AnyFn, target);
+  }
+
+  static getAssociatedInfo(external: AnyCtor | object | string, cls?: object | string, funcName?: string) {
+    return externalInfo(external, cls as AnyCtor | object | string | undefined, funcName);
+  }
+
+  /**
+   * Alerts come from DBOS Conductor, which an agent does not connect to: the
+   * handler is kept (DBOS's rules: once, before launch) and never called.
+   */
+  static setAlertHandler(handler: (name: string, message: string, metadata: Record<string, string>) => Promise<void>): void {
+    if (engine) throw new DBOSError('Cannot set alert handler after DBOS.launch()');
+    if (alertHandler) throw new DBOSError('Alert handler is already registered. Only one handler is allowed.');
+    alertHandler = handler;
   }
 
   static get applicationVersion(): string {

@@ -5,4 +5,7 @@
 export { DBOS, ConfiguredInstance } from './dbos';
 export * from './types';
 export * as Error from './error';
+export { DBOSWorkflowConflictError, DBOSStepNondeterminismError, PortableWorkflowError } from './error';
+export { DBOSSerializer, SerializationRecipe } from './serialization';
+export { DLogger } from './logger';
 // ---- exports of the area modules (comm, management, queues, schedules, debouncer, client) ----

@@ -19,6 +19,10 @@ export class FunctionRegistration {
   workflowConfig?: WorkflowConfig;
   /** Set for steps. */
   stepConfig?: StepConfig;
+  /** What integrations (event receivers) attached to this function, by the integration. */
+  readonly externalRegInfo = new Map<unknown, object>();
+  /** The function DBOS calls it through (the workflow's or step's wrapper), once registered. */
+  registeredFunction?: AnyFn;
 
   constructor(
     readonly name: string,
@@ -57,6 +61,7 @@ export function registrationOf(fn: unknown): FunctionRegistration | undefined {
 }
 
 export function bindWrapper(wrapper: AnyFn, reg: FunctionRegistration): void {
+  reg.registeredFunction = wrapper;
   byFunction.set(wrapper, reg);
   byFunction.set(reg.original, reg);
   Object.defineProperty(wrapper, 'name', { value: reg.name });
@@ -135,10 +140,74 @@ export function requireWorkflow(className: string, name: string): FunctionRegist
   return reg;
 }
 
+// ---- integrations: information event receivers attach to classes and functions ----
+
+/** Every function an integration attached information to, and the class info, by class name. */
+const externalFunctions = new Set<FunctionRegistration>();
+const classInfo = new Map<string, Map<unknown, object>>();
+
+function classKey(cls: AnyCtor | object | string): string {
+  if (typeof cls === 'string') return cls;
+  if (typeof cls === 'function') return classNameOf(cls as AnyCtor);
+  return classNameOf((cls as object).constructor as AnyCtor);
+}
+
+/** DBOS.associateClassWithInfo: the (mutable) information of an integration for a class. */
+export function classInfoFor(external: unknown, cls: AnyCtor | object | string): object {
+  const k = classKey(cls);
+  let m = classInfo.get(k);
+  if (!m) classInfo.set(k, (m = new Map()));
+  let info = m.get(external);
+  if (!info) m.set(external, (info = {}));
+  return info;
+}
+
+/** DBOS.associateFunctionWithInfo: the registration of func (made if need be) and its information for external. */
+export function functionInfoFor(
+  external: unknown,
+  func: AnyFn,
+  target: { name?: string; className?: string; ctorOrProto?: object },
+): { registration: FunctionRegistration; regInfo: object } {
+  let registration = registrationOf(func);
+  if (!registration) {
+    const t = target.ctorOrProto;
+    const isStatic = typeof t === 'function';
+    const ctor = t ? ((isStatic ? t : (t as object).constructor) as AnyCtor) : undefined;
+    registration = new FunctionRegistration(target.name ?? func.name, func, ctor, t !== undefined && !isStatic, target.className);
+    byFunction.set(func, registration);
+  }
+  externalFunctions.add(registration);
+  let regInfo = registration.externalRegInfo.get(external);
+  if (!regInfo) registration.externalRegInfo.set(external, (regInfo = {}));
+  return { registration, regInfo };
+}
+
+/** DBOS.getAssociatedInfo: what external attached, to one function, one class's, or all. */
+export function externalInfo(
+  external: unknown,
+  cls?: AnyCtor | object | string,
+  funcName?: string,
+): Array<{ methodReg: FunctionRegistration; methodConfig?: object; classConfig?: object }> {
+  const out: Array<{ methodReg: FunctionRegistration; methodConfig?: object; classConfig?: object }> = [];
+  const wantClass = cls === undefined ? undefined : classKey(cls);
+  const regs = new Set([...externalFunctions, ...workflows]);
+  for (const reg of regs) {
+    if (wantClass !== undefined && reg.className !== wantClass) continue;
+    if (funcName !== undefined && reg.name !== funcName) continue;
+    const methodConfig = reg.externalRegInfo.get(external);
+    const classConfig = classInfo.get(reg.className)?.get(external);
+    if (!methodConfig && !classConfig) continue;
+    out.push({ methodReg: reg, methodConfig, classConfig: classConfig ?? {} });
+  }
+  return out;
+}
+
 /** DBOS's clearRegistry, for tests that declare anew. */
 export function clearRegistry(): void {
   workflows.clear();
   classNames.clear();
   instances.clear();
+  externalFunctions.clear();
+  classInfo.clear();
   index = undefined;
 }
