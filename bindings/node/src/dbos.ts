@@ -43,6 +43,17 @@ import type {
 import { AgentWorkflowHandle } from './workflow';
 import type { StepStatus } from './context';
 import { DLogger, makeLogger } from './logger';
+import * as mgmt from './management';
+import type {
+  CancelWorkflowsOptions,
+  ForkWorkflowOptions,
+  GetWorkflowsInput,
+  ListWorkflowStepsOptions,
+  RewindWorkflowOptions,
+  SetWorkflowDelayOptions,
+  StepInfo,
+  VersionInfo,
+} from './management';
 
 export const DBOS_QUEUE_MIN_PRIORITY = 0;
 export const DBOS_QUEUE_MAX_PRIORITY = 2 ** 31 - 1;
@@ -478,6 +489,90 @@ export class DBOS {
   // ---- communication: messages, events, streams, sleep, patches (comm.ts) ----
 
   // ---- workflow management and versions (management.ts) ----
+
+  /** The workflows matching the filter (step `DBOS.listWorkflows` from workflow code). */
+  static listWorkflows(input: GetWorkflowsInput): Promise<WorkflowStatus[]> {
+    const e = requireEngine('listWorkflows');
+    return e.runStep(() => mgmt.listWorkflows(e, input), 'DBOS.listWorkflows', {});
+  }
+
+  static listQueuedWorkflows(input: GetWorkflowsInput): Promise<WorkflowStatus[]> {
+    const e = requireEngine('listQueuedWorkflows');
+    return e.runStep(() => mgmt.listQueuedWorkflows(e, input), 'DBOS.listQueuedWorkflows', {});
+  }
+
+  static setWorkflowPriority(workflowID: string, priority: number): Promise<void> {
+    const e = requireEngine('setWorkflowPriority');
+    mgmt.checkPriority(priority);
+    return e.runStep(() => mgmt.setWorkflowPriority(e, workflowID, priority), 'DBOS.setWorkflowPriority', {});
+  }
+
+  static setWorkflowDelay(workflowID: string, options: number | SetWorkflowDelayOptions): Promise<void> {
+    const e = requireEngine('setWorkflowDelay');
+    const until = mgmt.resolveDelayEpochMS(options);
+    return e.runStep(() => mgmt.setWorkflowDelay(e, workflowID, until), 'DBOS.setWorkflowDelay', {});
+  }
+
+  static listWorkflowSteps(workflowID: string, options?: ListWorkflowStepsOptions): Promise<StepInfo[] | undefined> {
+    const e = requireEngine('listWorkflowSteps');
+    return e.runStep(() => mgmt.listWorkflowSteps(e, workflowID, options), 'DBOS.listWorkflowSteps', {});
+  }
+
+  /** Cancels a workflow: a running one stops at its next step, its awaiters get DBOSAwaitedWorkflowCancelledError. */
+  static cancelWorkflow(workflowID: string, options?: CancelWorkflowsOptions): Promise<void> {
+    return DBOS.cancelWorkflows([workflowID], options);
+  }
+
+  static cancelWorkflows(workflowIDs: string[], options?: CancelWorkflowsOptions): Promise<void> {
+    const e = requireEngine('cancelWorkflows');
+    return e.runStep(() => mgmt.cancelWorkflows(e, workflowIDs, options), 'DBOS.cancelWorkflow', {});
+  }
+
+  static async resumeWorkflow<T>(workflowID: string, options?: { queueName?: string }): Promise<WorkflowHandle<Awaited<T>>> {
+    const [handle] = await DBOS.resumeWorkflows<T>([workflowID], options);
+    return handle;
+  }
+
+  static async resumeWorkflows<T>(workflowIDs: string[], options?: { queueName?: string }): Promise<WorkflowHandle<Awaited<T>>[]> {
+    const e = requireEngine('resumeWorkflows');
+    await e.runStep(() => mgmt.resumeWorkflows(e, workflowIDs, options?.queueName), 'DBOS.resumeWorkflow', {});
+    return workflowIDs.map((id) => DBOS.retrieveWorkflow<T>(id));
+  }
+
+  static deleteWorkflow(workflowID: string, deleteChildren = false): Promise<void> {
+    return DBOS.deleteWorkflows([workflowID], deleteChildren);
+  }
+
+  static deleteWorkflows(workflowIDs: string[], deleteChildren = false): Promise<void> {
+    const e = requireEngine('deleteWorkflows');
+    return e.runStep(() => mgmt.deleteWorkflows(e, workflowIDs, deleteChildren), 'DBOS.deleteWorkflow', {});
+  }
+
+  /** A new workflow from this one's steps below startStep (the fork's id is chosen inside the step). */
+  static async forkWorkflow<T>(workflowID: string, startStep: number, options?: ForkWorkflowOptions): Promise<WorkflowHandle<Awaited<T>>> {
+    const e = requireEngine('forkWorkflow');
+    const forkedID = await e.runStep(() => mgmt.forkWorkflow(e, workflowID, startStep, options), 'DBOS.forkWorkflow', {});
+    return DBOS.retrieveWorkflow<T>(forkedID);
+  }
+
+  static async rewindWorkflow<T>(workflowID: string, options?: RewindWorkflowOptions): Promise<WorkflowHandle<Awaited<T>>> {
+    const e = requireEngine('rewindWorkflow');
+    await e.runStep(() => mgmt.rewindWorkflow(e, workflowID, options), 'DBOS.rewindWorkflow', {});
+    return DBOS.retrieveWorkflow<T>(workflowID);
+  }
+
+  /** The application's versions, the latest first (not a step, as in DBOS). */
+  static listApplicationVersions(): Promise<VersionInfo[]> {
+    return mgmt.listApplicationVersions(requireEngine('listApplicationVersions'));
+  }
+
+  static getLatestApplicationVersion(): Promise<VersionInfo> {
+    return mgmt.getLatestApplicationVersion(requireEngine('getLatestApplicationVersion'));
+  }
+
+  static setLatestApplicationVersion(versionName: string, options?: { applicationName?: string }): Promise<void> {
+    return mgmt.setLatestApplicationVersion(requireEngine('setLatestApplicationVersion'), versionName, options);
+  }
 
   // ---- queues, schedules and debouncing (queues.ts, schedules.ts, debouncer.ts) ----
 

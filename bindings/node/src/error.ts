@@ -13,6 +13,8 @@ export class DBOSWorkflowCancelledError extends DBOSError { constructor(id: stri
 export class DBOSWorkflowConflictError extends DBOSError { constructor(id: string) { super(`Conflicting workflow ${id}`); } }
 export class DBOSInvalidQueuePriorityError extends DBOSError { constructor(p: number, a: number, b: number) { super(`Invalid priority ${p}. Priority must be between ${a} and ${b}.`); } }
 export class DBOSNonExistentWorkflowError extends DBOSError {}
+export class DBOSStreamTimeoutError extends DBOSError { constructor(readonly workflowID: string, readonly key: string, readonly timeoutMS?: number) { super(`No value arrived on stream ${key} of workflow ${workflowID}${timeoutMS !== undefined ? ` within ${timeoutMS}ms` : ''}`, 33); this.name = 'DBOSStreamTimeoutError'; } }
+export class DBOSInitializationError extends DBOSError { constructor(msg: string, readonly error?: Error) { super(msg, 3); } }
 export function errorFromAgent(w: { code: number; name: string; message: string }, _ctx?: unknown): Error {
   if (w.name === 'workflow_not_found') return new DBOSNonExistentWorkflowError(w.message);
   return new DBOSError(`${w.name}: ${w.message}`);

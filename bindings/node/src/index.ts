@@ -6,3 +6,15 @@ export { DBOS, ConfiguredInstance } from './dbos';
 export * from './types';
 export * as Error from './error';
 // ---- exports of the area modules (comm, management, queues, schedules, debouncer, client) ----
+export type {
+  CancelWorkflowsOptions,
+  ForkWorkflowOptions,
+  GetWorkflowsInput,
+  ListWorkflowStepsOptions,
+  RewindWorkflowOptions,
+  SetWorkflowDelayOptions,
+  StepInfo,
+  VersionInfo,
+} from './management';
+export { DBOSClient, ClientHandle } from './client';
+export type { ClientEnqueueOptions, DBOSClientConfig, EnqueueWorkflowOptions } from './client';
