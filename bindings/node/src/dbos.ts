@@ -491,41 +491,41 @@ export class DBOS {
   // ---- workflow management and versions (management.ts) ----
 
   /** The workflows matching the filter (step `DBOS.listWorkflows` from workflow code). */
-  static listWorkflows(input: GetWorkflowsInput): Promise<WorkflowStatus[]> {
+  static async listWorkflows(input: GetWorkflowsInput): Promise<WorkflowStatus[]> {
     const e = requireEngine('listWorkflows');
-    return e.runStep(() => mgmt.listWorkflows(e, input), 'DBOS.listWorkflows', {});
+    return await e.runStep(() => mgmt.listWorkflows(e, input), 'DBOS.listWorkflows', {});
   }
 
-  static listQueuedWorkflows(input: GetWorkflowsInput): Promise<WorkflowStatus[]> {
+  static async listQueuedWorkflows(input: GetWorkflowsInput): Promise<WorkflowStatus[]> {
     const e = requireEngine('listQueuedWorkflows');
-    return e.runStep(() => mgmt.listQueuedWorkflows(e, input), 'DBOS.listQueuedWorkflows', {});
+    return await e.runStep(() => mgmt.listQueuedWorkflows(e, input), 'DBOS.listQueuedWorkflows', {});
   }
 
-  static setWorkflowPriority(workflowID: string, priority: number): Promise<void> {
+  static async setWorkflowPriority(workflowID: string, priority: number): Promise<void> {
     const e = requireEngine('setWorkflowPriority');
     mgmt.checkPriority(priority);
-    return e.runStep(() => mgmt.setWorkflowPriority(e, workflowID, priority), 'DBOS.setWorkflowPriority', {});
+    return await e.runStep(() => mgmt.setWorkflowPriority(e, workflowID, priority), 'DBOS.setWorkflowPriority', {});
   }
 
-  static setWorkflowDelay(workflowID: string, options: number | SetWorkflowDelayOptions): Promise<void> {
+  static async setWorkflowDelay(workflowID: string, options: number | SetWorkflowDelayOptions): Promise<void> {
     const e = requireEngine('setWorkflowDelay');
     const until = mgmt.resolveDelayEpochMS(options);
-    return e.runStep(() => mgmt.setWorkflowDelay(e, workflowID, until), 'DBOS.setWorkflowDelay', {});
+    return await e.runStep(() => mgmt.setWorkflowDelay(e, workflowID, until), 'DBOS.setWorkflowDelay', {});
   }
 
-  static listWorkflowSteps(workflowID: string, options?: ListWorkflowStepsOptions): Promise<StepInfo[] | undefined> {
+  static async listWorkflowSteps(workflowID: string, options?: ListWorkflowStepsOptions): Promise<StepInfo[] | undefined> {
     const e = requireEngine('listWorkflowSteps');
-    return e.runStep(() => mgmt.listWorkflowSteps(e, workflowID, options), 'DBOS.listWorkflowSteps', {});
+    return await e.runStep(() => mgmt.listWorkflowSteps(e, workflowID, options), 'DBOS.listWorkflowSteps', {});
   }
 
   /** Cancels a workflow: a running one stops at its next step, its awaiters get DBOSAwaitedWorkflowCancelledError. */
-  static cancelWorkflow(workflowID: string, options?: CancelWorkflowsOptions): Promise<void> {
-    return DBOS.cancelWorkflows([workflowID], options);
+  static async cancelWorkflow(workflowID: string, options?: CancelWorkflowsOptions): Promise<void> {
+    return await DBOS.cancelWorkflows([workflowID], options);
   }
 
-  static cancelWorkflows(workflowIDs: string[], options?: CancelWorkflowsOptions): Promise<void> {
+  static async cancelWorkflows(workflowIDs: string[], options?: CancelWorkflowsOptions): Promise<void> {
     const e = requireEngine('cancelWorkflows');
-    return e.runStep(() => mgmt.cancelWorkflows(e, workflowIDs, options), 'DBOS.cancelWorkflow', {});
+    return await e.runStep(() => mgmt.cancelWorkflows(e, workflowIDs, options), 'DBOS.cancelWorkflow', {});
   }
 
   static async resumeWorkflow<T>(workflowID: string, options?: { queueName?: string }): Promise<WorkflowHandle<Awaited<T>>> {
@@ -539,13 +539,13 @@ export class DBOS {
     return workflowIDs.map((id) => DBOS.retrieveWorkflow<T>(id));
   }
 
-  static deleteWorkflow(workflowID: string, deleteChildren = false): Promise<void> {
-    return DBOS.deleteWorkflows([workflowID], deleteChildren);
+  static async deleteWorkflow(workflowID: string, deleteChildren = false): Promise<void> {
+    return await DBOS.deleteWorkflows([workflowID], deleteChildren);
   }
 
-  static deleteWorkflows(workflowIDs: string[], deleteChildren = false): Promise<void> {
+  static async deleteWorkflows(workflowIDs: string[], deleteChildren = false): Promise<void> {
     const e = requireEngine('deleteWorkflows');
-    return e.runStep(() => mgmt.deleteWorkflows(e, workflowIDs, deleteChildren), 'DBOS.deleteWorkflow', {});
+    return await e.runStep(() => mgmt.deleteWorkflows(e, workflowIDs, deleteChildren), 'DBOS.deleteWorkflow', {});
   }
 
   /** A new workflow from this one's steps below startStep (the fork's id is chosen inside the step). */
@@ -562,16 +562,16 @@ export class DBOS {
   }
 
   /** The application's versions, the latest first (not a step, as in DBOS). */
-  static listApplicationVersions(): Promise<VersionInfo[]> {
-    return mgmt.listApplicationVersions(requireEngine('listApplicationVersions'));
+  static async listApplicationVersions(): Promise<VersionInfo[]> {
+    return await mgmt.listApplicationVersions(requireEngine('listApplicationVersions'));
   }
 
-  static getLatestApplicationVersion(): Promise<VersionInfo> {
-    return mgmt.getLatestApplicationVersion(requireEngine('getLatestApplicationVersion'));
+  static async getLatestApplicationVersion(): Promise<VersionInfo> {
+    return await mgmt.getLatestApplicationVersion(requireEngine('getLatestApplicationVersion'));
   }
 
-  static setLatestApplicationVersion(versionName: string, options?: { applicationName?: string }): Promise<void> {
-    return mgmt.setLatestApplicationVersion(requireEngine('setLatestApplicationVersion'), versionName, options);
+  static async setLatestApplicationVersion(versionName: string, options?: { applicationName?: string }): Promise<void> {
+    return await mgmt.setLatestApplicationVersion(requireEngine('setLatestApplicationVersion'), versionName, options);
   }
 
   // ---- queues, schedules and debouncing (queues.ts, schedules.ts, debouncer.ts) ----
