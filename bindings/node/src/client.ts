@@ -16,16 +16,6 @@ import { AgentLink } from './connection';
 import { DBOSError, DBOSInvalidWorkflowTransitionError, DBOSStreamTimeoutError } from './error';
 import type { DLogger } from './logger';
 import * as mgmt from './management';
-import type {
-  CancelWorkflowsOptions,
-  ForkWorkflowOptions,
-  GetWorkflowsInput,
-  ListWorkflowStepsOptions,
-  RewindWorkflowOptions,
-  SetWorkflowDelayOptions,
-  StepInfo,
-  VersionInfo,
-} from './management';
 import { PROTOCOL_VERSION } from './protocol';
 import { BINDING_VERSION, Requester, WorkflowResult, fetchStatus, mapError, outcomeOf } from './runtime';
 import { DBOSJSON, DBOSPortableJSON, DBOSSerializer, deserializeValue, serializeArgs, serializeValue } from './serialization';
@@ -357,11 +347,11 @@ export class DBOSClient {
 
   // ---- management (management.ts) --------------------------------------------
 
-  cancelWorkflow(workflowID: string, options?: CancelWorkflowsOptions): Promise<void> {
+  cancelWorkflow(workflowID: string, options?: mgmt.CancelWorkflowsOptions): Promise<void> {
     return mgmt.cancelWorkflows(this.#req, [workflowID], options);
   }
 
-  cancelWorkflows(workflowIDs: string[], options?: CancelWorkflowsOptions): Promise<void> {
+  cancelWorkflows(workflowIDs: string[], options?: mgmt.CancelWorkflowsOptions): Promise<void> {
     return mgmt.cancelWorkflows(this.#req, workflowIDs, options);
   }
 
@@ -379,7 +369,7 @@ export class DBOSClient {
     return mgmt.setWorkflowPriority(this.#req, workflowID, priority);
   }
 
-  async setWorkflowDelay(workflowID: string, options: number | SetWorkflowDelayOptions): Promise<void> {
+  async setWorkflowDelay(workflowID: string, options: number | mgmt.SetWorkflowDelayOptions): Promise<void> {
     await mgmt.setWorkflowDelay(this.#req, workflowID, mgmt.resolveDelayEpochMS(options));
   }
 
@@ -392,32 +382,32 @@ export class DBOSClient {
   }
 
   /** Forks a workflow; gives the fork's id (DBOS TypeScript's client gives the id, not a handle). */
-  forkWorkflow(workflowID: string, startStep: number, options?: ForkWorkflowOptions): Promise<string> {
+  forkWorkflow(workflowID: string, startStep: number, options?: mgmt.ForkWorkflowOptions): Promise<string> {
     return mgmt.forkWorkflow(this.#req, workflowID, startStep, options);
   }
 
-  async rewindWorkflow<T = unknown>(workflowID: string, options?: RewindWorkflowOptions): Promise<WorkflowHandle<Awaited<T>>> {
+  async rewindWorkflow<T = unknown>(workflowID: string, options?: mgmt.RewindWorkflowOptions): Promise<WorkflowHandle<Awaited<T>>> {
     await mgmt.rewindWorkflow(this.#req, workflowID, options);
     return this.retrieveWorkflow<T>(workflowID);
   }
 
-  listWorkflows(input: GetWorkflowsInput): Promise<WorkflowStatus[]> {
+  listWorkflows(input: mgmt.GetWorkflowsInput): Promise<WorkflowStatus[]> {
     return mgmt.listWorkflows(this.#req, input);
   }
 
-  listQueuedWorkflows(input: GetWorkflowsInput): Promise<WorkflowStatus[]> {
+  listQueuedWorkflows(input: mgmt.GetWorkflowsInput): Promise<WorkflowStatus[]> {
     return mgmt.listQueuedWorkflows(this.#req, input);
   }
 
-  listWorkflowSteps(workflowID: string, options?: ListWorkflowStepsOptions): Promise<StepInfo[] | undefined> {
+  listWorkflowSteps(workflowID: string, options?: mgmt.ListWorkflowStepsOptions): Promise<mgmt.StepInfo[] | undefined> {
     return mgmt.listWorkflowSteps(this.#req, workflowID, options);
   }
 
-  listApplicationVersions(): Promise<VersionInfo[]> {
+  listApplicationVersions(): Promise<mgmt.VersionInfo[]> {
     return mgmt.listApplicationVersions(this.#req);
   }
 
-  getLatestApplicationVersion(): Promise<VersionInfo> {
+  getLatestApplicationVersion(): Promise<mgmt.VersionInfo> {
     return mgmt.getLatestApplicationVersion(this.#req);
   }
 

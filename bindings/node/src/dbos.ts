@@ -44,16 +44,6 @@ import { AgentWorkflowHandle } from './workflow';
 import type { StepStatus } from './context';
 import { DLogger, makeLogger } from './logger';
 import * as mgmt from './management';
-import type {
-  CancelWorkflowsOptions,
-  ForkWorkflowOptions,
-  GetWorkflowsInput,
-  ListWorkflowStepsOptions,
-  RewindWorkflowOptions,
-  SetWorkflowDelayOptions,
-  StepInfo,
-  VersionInfo,
-} from './management';
 
 export const DBOS_QUEUE_MIN_PRIORITY = 0;
 export const DBOS_QUEUE_MAX_PRIORITY = 2 ** 31 - 1;
@@ -491,12 +481,12 @@ export class DBOS {
   // ---- workflow management and versions (management.ts) ----
 
   /** The workflows matching the filter (step `DBOS.listWorkflows` from workflow code). */
-  static async listWorkflows(input: GetWorkflowsInput): Promise<WorkflowStatus[]> {
+  static async listWorkflows(input: mgmt.GetWorkflowsInput): Promise<WorkflowStatus[]> {
     const e = requireEngine('listWorkflows');
     return await e.runStep(() => mgmt.listWorkflows(e, input), 'DBOS.listWorkflows', {});
   }
 
-  static async listQueuedWorkflows(input: GetWorkflowsInput): Promise<WorkflowStatus[]> {
+  static async listQueuedWorkflows(input: mgmt.GetWorkflowsInput): Promise<WorkflowStatus[]> {
     const e = requireEngine('listQueuedWorkflows');
     return await e.runStep(() => mgmt.listQueuedWorkflows(e, input), 'DBOS.listQueuedWorkflows', {});
   }
@@ -507,23 +497,23 @@ export class DBOS {
     return await e.runStep(() => mgmt.setWorkflowPriority(e, workflowID, priority), 'DBOS.setWorkflowPriority', {});
   }
 
-  static async setWorkflowDelay(workflowID: string, options: number | SetWorkflowDelayOptions): Promise<void> {
+  static async setWorkflowDelay(workflowID: string, options: number | mgmt.SetWorkflowDelayOptions): Promise<void> {
     const e = requireEngine('setWorkflowDelay');
     const until = mgmt.resolveDelayEpochMS(options);
     return await e.runStep(() => mgmt.setWorkflowDelay(e, workflowID, until), 'DBOS.setWorkflowDelay', {});
   }
 
-  static async listWorkflowSteps(workflowID: string, options?: ListWorkflowStepsOptions): Promise<StepInfo[] | undefined> {
+  static async listWorkflowSteps(workflowID: string, options?: mgmt.ListWorkflowStepsOptions): Promise<mgmt.StepInfo[] | undefined> {
     const e = requireEngine('listWorkflowSteps');
     return await e.runStep(() => mgmt.listWorkflowSteps(e, workflowID, options), 'DBOS.listWorkflowSteps', {});
   }
 
   /** Cancels a workflow: a running one stops at its next step, its awaiters get DBOSAwaitedWorkflowCancelledError. */
-  static async cancelWorkflow(workflowID: string, options?: CancelWorkflowsOptions): Promise<void> {
+  static async cancelWorkflow(workflowID: string, options?: mgmt.CancelWorkflowsOptions): Promise<void> {
     return await DBOS.cancelWorkflows([workflowID], options);
   }
 
-  static async cancelWorkflows(workflowIDs: string[], options?: CancelWorkflowsOptions): Promise<void> {
+  static async cancelWorkflows(workflowIDs: string[], options?: mgmt.CancelWorkflowsOptions): Promise<void> {
     const e = requireEngine('cancelWorkflows');
     return await e.runStep(() => mgmt.cancelWorkflows(e, workflowIDs, options), 'DBOS.cancelWorkflow', {});
   }
@@ -549,24 +539,24 @@ export class DBOS {
   }
 
   /** A new workflow from this one's steps below startStep (the fork's id is chosen inside the step). */
-  static async forkWorkflow<T>(workflowID: string, startStep: number, options?: ForkWorkflowOptions): Promise<WorkflowHandle<Awaited<T>>> {
+  static async forkWorkflow<T>(workflowID: string, startStep: number, options?: mgmt.ForkWorkflowOptions): Promise<WorkflowHandle<Awaited<T>>> {
     const e = requireEngine('forkWorkflow');
     const forkedID = await e.runStep(() => mgmt.forkWorkflow(e, workflowID, startStep, options), 'DBOS.forkWorkflow', {});
     return DBOS.retrieveWorkflow<T>(forkedID);
   }
 
-  static async rewindWorkflow<T>(workflowID: string, options?: RewindWorkflowOptions): Promise<WorkflowHandle<Awaited<T>>> {
+  static async rewindWorkflow<T>(workflowID: string, options?: mgmt.RewindWorkflowOptions): Promise<WorkflowHandle<Awaited<T>>> {
     const e = requireEngine('rewindWorkflow');
     await e.runStep(() => mgmt.rewindWorkflow(e, workflowID, options), 'DBOS.rewindWorkflow', {});
     return DBOS.retrieveWorkflow<T>(workflowID);
   }
 
   /** The application's versions, the latest first (not a step, as in DBOS). */
-  static async listApplicationVersions(): Promise<VersionInfo[]> {
+  static async listApplicationVersions(): Promise<mgmt.VersionInfo[]> {
     return await mgmt.listApplicationVersions(requireEngine('listApplicationVersions'));
   }
 
-  static async getLatestApplicationVersion(): Promise<VersionInfo> {
+  static async getLatestApplicationVersion(): Promise<mgmt.VersionInfo> {
     return await mgmt.getLatestApplicationVersion(requireEngine('getLatestApplicationVersion'));
   }
 

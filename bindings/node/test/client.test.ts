@@ -154,6 +154,19 @@ test('enqueue options: a generated id, a delay, deduplication, and argument chec
   );
 });
 
+test('enqueuePortable writes portable_json arguments, named ones too, as DBOS does', async () => {
+  const h = await client.enqueuePortable({ queueName: UNSERVED, workflowName: 'pyWorkflow', workflowID: 'portable-1' }, [1, 'two'], { three: 3 });
+  const row = await requireEngine().request('get_workflow', { workflow_id: h.workflowID, load_payloads: true });
+  assert.equal(row.serialization, 'portable_json');
+  assert.deepEqual(JSON.parse(row.inputs as string), { positionalArgs: [1, 'two'], namedArgs: { three: 3 } });
+  assert.equal(row.name, 'pyWorkflow');
+  await client.cancelWorkflow(h.workflowID);
+  await assert.rejects(
+    client.enqueuePortable({ queueName: UNSERVED, workflowName: 'pyWorkflow', serializationType: 'native' }, [], { a: 1 }),
+    TypeError,
+  );
+});
+
 test('send delivers a message to a waiting workflow', async () => {
   const h = await DBOS.startWorkflow(receiver, { workflowID: 'recv-1' })('greeting');
   await client.send('recv-1', { hello: 'world' }, 'greeting');
