@@ -749,7 +749,7 @@ export async function toStatus(info: Record<string, unknown>, serializer: DBOSSe
     delayUntilEpochMS: info.delay_until_epoch_ms as number | undefined,
     completedAt: info.completed_at_epoch_ms as number | undefined,
     forkedFrom: info.forked_from as string | undefined,
-    wasForkedFrom: info.was_forked_from as boolean | undefined,
+    wasForkedFrom: (info.was_forked_from as boolean | undefined) ?? false,
     parentWorkflowID: info.parent_workflow_id as string | undefined,
     attributes,
     scheduleName: info.schedule_name as string | undefined,

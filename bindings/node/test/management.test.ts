@@ -132,6 +132,7 @@ test('listWorkflows filters by name, status and ids, and decodes inputs and outp
   assert.deepEqual(byName[1].output, { a: 3, b: { doubled: 6 }, c: 20 });
   assert.equal(byName[1].status, 'SUCCESS');
   assert.equal(byName[1].applicationName, APP);
+  assert.equal(byName[1].wasForkedFrom, false);
 
   const children = await DBOS.listWorkflows({ workflowName: ['mgmtChild'], status: 'SUCCESS' });
   assert.deepEqual(ids(children).sort(), ['lw-1-2', 'lw-2-2', 'lw-3-2']);
