@@ -99,6 +99,25 @@ export interface DBOSClientConfig {
   agentTrustedUids?: number[];
 }
 
+/** Workflow attributes as the JSON text the agent stores, checked with DBOS TypeScript's rules and messages. */
+export function workflowAttributesJSON(attributes: unknown): string | undefined {
+  if (attributes === undefined || attributes === null) return undefined;
+  if (typeof attributes !== 'object' || Array.isArray(attributes)) {
+    throw new DBOSError(`Invalid workflow attributes: must be a key-value object, got ${Array.isArray(attributes) ? 'array' : typeof attributes}.`);
+  }
+  let text: string;
+  try {
+    text = JSON.stringify(attributes);
+  } catch (e) {
+    throw new DBOSError(`Invalid workflow attributes: must be JSON-serializable. ${(e as Error).message}`);
+  }
+  // JSON drops functions and undefined values: an object of nothing else is refused, not stored empty.
+  if (text === '{}' && Object.keys(attributes).length > 0) {
+    throw new DBOSError('Invalid workflow attributes: object has no JSON-serializable properties.');
+  }
+  return text;
+}
+
 /**
  * The `start_workflow` request that enqueues a workflow by name, checked as
  * DBOS TypeScript checks it (attributes, priority, the id). namedArgs need
@@ -111,10 +130,7 @@ export async function enqueueRequest(
   namedArgs?: Record<string, unknown>,
   defaultFormat?: WorkflowSerializationFormat,
 ): Promise<Record<string, unknown>> {
-  const attributes = options.attributes;
-  if (attributes !== undefined && (attributes === null || typeof attributes !== 'object' || Array.isArray(attributes))) {
-    throw new DBOSError('workflowAttributes must be a plain object');
-  }
+  const attributes = workflowAttributesJSON(options.attributes);
   if (options.priority !== undefined) mgmt.checkPriority(options.priority);
   if (options.workflowID !== undefined && options.workflowID.trim() === '') {
     throw new DBOSError(`Invalid workflow ID '${options.workflowID}': workflow IDs must be non-empty and cannot be only whitespace.`);
@@ -149,7 +165,7 @@ export async function enqueueRequest(
     app_version: options.appVersion,
     authenticated_user: options.authenticatedUser || undefined,
     authenticated_roles: options.authenticatedRoles?.length ? options.authenticatedRoles : undefined,
-    attributes: attributes ? JSON.stringify(attributes) : undefined,
+    attributes,
     application_name: options.applicationName,
   };
 }

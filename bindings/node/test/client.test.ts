@@ -147,6 +147,21 @@ test('enqueue options: a generated id, a delay, deduplication, and argument chec
   await client.cancelWorkflow('enq-delayed');
 
   await assert.rejects(client.enqueue({ queueName: QUEUE, workflowName: 'clientTarget', priority: -1 }), DBOSErrors.DBOSInvalidQueuePriorityError);
+  await assert.rejects(
+    client.enqueue({ queueName: QUEUE, workflowName: 'clientTarget', attributes: [1] as never }),
+    /Invalid workflow attributes: must be a key-value object, got array/,
+  );
+  await assert.rejects(
+    client.enqueue({ queueName: QUEUE, workflowName: 'clientTarget', attributes: { f: () => 1 } }),
+    /no JSON-serializable properties/,
+  );
+  const tagged = await client.enqueue({ queueName: QUEUE, workflowName: 'clientTarget', attributes: { team: 'a', n: 1 } }, 3, 4);
+  assert.equal(await tagged.getResult(), 7);
+  assert.deepEqual((await tagged.getStatus())?.attributes, { team: 'a', n: 1 });
+  assert.deepEqual(
+    (await client.listWorkflows({ attributes: { team: 'a' } })).map((s) => s.workflowID),
+    [tagged.workflowID],
+  );
   await assert.rejects(client.enqueue({ queueName: QUEUE, workflowName: 'clientTarget', workflowID: '  ' }), /workflow IDs must be non-empty/);
   await assert.rejects(
     client.enqueue({ queueName: QUEUE, workflowName: 'clientTarget', duplicationPolicy: 'return-existing' }),
