@@ -9,6 +9,7 @@ import { DBOS, Error as DBOSErrors } from '../src';
 import type { WorkflowStatus } from '../src';
 import { AgentLink } from '../src/connection';
 import { resolveEndpoint } from '../src/transport';
+import { requireEngine } from '../src/dbos';
 import { Agent, freshAgent } from './harness';
 
 let agent: Agent;
@@ -311,6 +312,25 @@ test('management from workflow code is a durable step: a resumed workflow does n
   const resumed = await DBOS.resumeWorkflow<string[]>(h.workflowID);
   assert.deepEqual(await resumed.getResult(), ['managed-target']);
   assert.equal(counts.get('mgmtWait'), 2);
+  assert.equal((await target.getStatus())?.status, 'ENQUEUED');
+  await DBOS.cancelWorkflow(target.workflowID);
+});
+
+test('a workflow recovered after its worker reconnects replays its management steps: no second cancel', async () => {
+  const target = await DBOS.startWorkflow(unservedWf, { workflowID: 'recovered-target', queueName: UNSERVED })();
+  counts.delete('mgmtWait');
+  mgmtEntered = new Latch();
+  const h = await DBOS.startWorkflow(managingWf, { workflowID: 'recovering-1' })(target.workflowID);
+  await mgmtEntered.promise;
+  assert.equal((await target.getStatus())?.status, 'CANCELLED');
+  await DBOS.resumeWorkflow(target.workflowID, { queueName: UNSERVED });
+
+  // The worker's connection drops mid-run: the agent hands the run back and pushes it again
+  // once the worker has reconnected.
+  requireEngine().link.current!.close();
+  assert.deepEqual(await h.getResult(), ['recovered-target']);
+  assert.equal(counts.get('mgmtWait'), 2);
+  assert.ok(((await h.getStatus())?.recoveryAttempts ?? 0) >= 2);
   assert.equal((await target.getStatus())?.status, 'ENQUEUED');
   await DBOS.cancelWorkflow(target.workflowID);
 });
