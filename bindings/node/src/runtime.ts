@@ -20,6 +20,7 @@ import {
   DBOSError,
   DBOSInvalidWorkflowTransitionError,
   DBOSMaxStepRetriesError,
+  DBOSNonExistentWorkflowError,
   DBOSNotRegisteredError,
   DBOSStepTimeoutError,
   DBOSUnexpectedStepError,
@@ -707,7 +708,8 @@ export async function fetchStatus(req: Requester, workflowID: string, loadPayloa
     const info = await req.request('get_workflow', { workflow_id: workflowID, load_payloads: loadPayloads || undefined });
     return await toStatus(info, req.serializer);
   } catch (err) {
-    if (err instanceof Error && err.name === 'DBOSNonExistentWorkflowError') return null;
+    // By class: DBOS's errors keep the name 'Error'.
+    if (err instanceof DBOSNonExistentWorkflowError) return null;
     throw err;
   }
 }
