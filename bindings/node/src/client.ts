@@ -236,7 +236,11 @@ export class DBOSClient {
         pid: process.pid,
       }),
       onRetry: (err, attempt) => {
-        if (attempt === 1 || attempt % 20 === 0) console.warn(`dbos-agent: client reconnecting (attempt ${attempt}): ${err.message}`);
+        if (attempt === 1 || attempt % 20 === 0) {
+          const msg = `dbos-agent: client reconnecting (attempt ${attempt}): ${err.message}`;
+          if (config.logger) config.logger.warn(msg);
+          else console.warn(msg);
+        }
       },
     });
     await link.open();
