@@ -48,6 +48,7 @@ import type {
 import { AgentWorkflowHandle } from './workflow';
 import type { StepStatus } from './context';
 import { DLogger, makeLogger } from './logger';
+import * as mgmt from './management';
 
 export const DBOS_QUEUE_MIN_PRIORITY = 0;
 export const DBOS_QUEUE_MAX_PRIORITY = 2 ** 31 - 1;
@@ -554,6 +555,90 @@ export class DBOS {
   // ---- communication: messages, events, streams, sleep, patches (comm.ts) ----
 
   // ---- workflow management and versions (management.ts) ----
+
+  /** The workflows matching the filter (step `DBOS.listWorkflows` from workflow code). */
+  static async listWorkflows(input: mgmt.GetWorkflowsInput): Promise<WorkflowStatus[]> {
+    const e = requireEngine('listWorkflows');
+    return await e.runStep(() => mgmt.listWorkflows(e, input), 'DBOS.listWorkflows', {});
+  }
+
+  static async listQueuedWorkflows(input: mgmt.GetWorkflowsInput): Promise<WorkflowStatus[]> {
+    const e = requireEngine('listQueuedWorkflows');
+    return await e.runStep(() => mgmt.listQueuedWorkflows(e, input), 'DBOS.listQueuedWorkflows', {});
+  }
+
+  static async setWorkflowPriority(workflowID: string, priority: number): Promise<void> {
+    const e = requireEngine('setWorkflowPriority');
+    mgmt.checkPriority(priority);
+    return await e.runStep(() => mgmt.setWorkflowPriority(e, workflowID, priority), 'DBOS.setWorkflowPriority', {});
+  }
+
+  static async setWorkflowDelay(workflowID: string, options: number | mgmt.SetWorkflowDelayOptions): Promise<void> {
+    const e = requireEngine('setWorkflowDelay');
+    const until = mgmt.resolveDelayEpochMS(options);
+    return await e.runStep(() => mgmt.setWorkflowDelay(e, workflowID, until), 'DBOS.setWorkflowDelay', {});
+  }
+
+  static async listWorkflowSteps(workflowID: string, options?: mgmt.ListWorkflowStepsOptions): Promise<mgmt.StepInfo[] | undefined> {
+    const e = requireEngine('listWorkflowSteps');
+    return await e.runStep(() => mgmt.listWorkflowSteps(e, workflowID, options), 'DBOS.listWorkflowSteps', {});
+  }
+
+  /** Cancels a workflow: a running one stops at its next step, its awaiters get DBOSAwaitedWorkflowCancelledError. */
+  static async cancelWorkflow(workflowID: string, options?: mgmt.CancelWorkflowsOptions): Promise<void> {
+    return await DBOS.cancelWorkflows([workflowID], options);
+  }
+
+  static async cancelWorkflows(workflowIDs: string[], options?: mgmt.CancelWorkflowsOptions): Promise<void> {
+    const e = requireEngine('cancelWorkflows');
+    return await e.runStep(() => mgmt.cancelWorkflows(e, workflowIDs, options), 'DBOS.cancelWorkflow', {});
+  }
+
+  static async resumeWorkflow<T>(workflowID: string, options?: { queueName?: string }): Promise<WorkflowHandle<Awaited<T>>> {
+    const [handle] = await DBOS.resumeWorkflows<T>([workflowID], options);
+    return handle;
+  }
+
+  static async resumeWorkflows<T>(workflowIDs: string[], options?: { queueName?: string }): Promise<WorkflowHandle<Awaited<T>>[]> {
+    const e = requireEngine('resumeWorkflows');
+    await e.runStep(() => mgmt.resumeWorkflows(e, workflowIDs, options?.queueName), 'DBOS.resumeWorkflow', {});
+    return workflowIDs.map((id) => DBOS.retrieveWorkflow<T>(id));
+  }
+
+  static async deleteWorkflow(workflowID: string, deleteChildren = false): Promise<void> {
+    return await DBOS.deleteWorkflows([workflowID], deleteChildren);
+  }
+
+  static async deleteWorkflows(workflowIDs: string[], deleteChildren = false): Promise<void> {
+    const e = requireEngine('deleteWorkflows');
+    return await e.runStep(() => mgmt.deleteWorkflows(e, workflowIDs, deleteChildren), 'DBOS.deleteWorkflow', {});
+  }
+
+  /** A new workflow from this one's steps below startStep (the fork's id is chosen inside the step). */
+  static async forkWorkflow<T>(workflowID: string, startStep: number, options?: mgmt.ForkWorkflowOptions): Promise<WorkflowHandle<Awaited<T>>> {
+    const e = requireEngine('forkWorkflow');
+    const forkedID = await e.runStep(() => mgmt.forkWorkflow(e, workflowID, startStep, options), 'DBOS.forkWorkflow', {});
+    return DBOS.retrieveWorkflow<T>(forkedID);
+  }
+
+  static async rewindWorkflow<T>(workflowID: string, options?: mgmt.RewindWorkflowOptions): Promise<WorkflowHandle<Awaited<T>>> {
+    const e = requireEngine('rewindWorkflow');
+    await e.runStep(() => mgmt.rewindWorkflow(e, workflowID, options), 'DBOS.rewindWorkflow', {});
+    return DBOS.retrieveWorkflow<T>(workflowID);
+  }
+
+  /** The application's versions, the latest first (not a step, as in DBOS). */
+  static async listApplicationVersions(): Promise<mgmt.VersionInfo[]> {
+    return await mgmt.listApplicationVersions(requireEngine('listApplicationVersions'));
+  }
+
+  static async getLatestApplicationVersion(): Promise<mgmt.VersionInfo> {
+    return await mgmt.getLatestApplicationVersion(requireEngine('getLatestApplicationVersion'));
+  }
+
+  static async setLatestApplicationVersion(versionName: string, options?: { applicationName?: string }): Promise<void> {
+    return await mgmt.setLatestApplicationVersion(requireEngine('setLatestApplicationVersion'), versionName, options);
+  }
 
   // ---- queues, schedules and debouncing (queues.ts, schedules.ts, debouncer.ts) ----
 

@@ -9,3 +9,15 @@ export { DBOSWorkflowConflictError, DBOSStepNondeterminismError, PortableWorkflo
 export { DBOSSerializer, SerializationRecipe } from './serialization';
 export { DLogger } from './logger';
 // ---- exports of the area modules (comm, management, queues, schedules, debouncer, client) ----
+export type {
+  CancelWorkflowsOptions,
+  ForkWorkflowOptions,
+  GetWorkflowsInput,
+  ListWorkflowStepsOptions,
+  RewindWorkflowOptions,
+  SetWorkflowDelayOptions,
+  StepInfo,
+  VersionInfo,
+} from './management';
+export { DBOSClient, ClientHandle } from './client';
+export type { ClientEnqueueOptions, DBOSClientConfig, EnqueueWorkflowOptions } from './client';

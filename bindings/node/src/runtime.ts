@@ -20,13 +20,13 @@ import {
   DBOSError,
   DBOSInvalidWorkflowTransitionError,
   DBOSMaxStepRetriesError,
+  DBOSNonExistentWorkflowError,
   DBOSNotRegisteredError,
   DBOSStepTimeoutError,
   DBOSUnexpectedStepError,
   DBOSWorkflowCancelledError,
   DBOSWorkflowConflictError,
   DBOSAgentUnavailableError,
-  DBOSNonExistentWorkflowError,
   errorFromAgent,
 } from './error';
 import {
@@ -632,19 +632,8 @@ export class Engine {
   }
 
   /** A stored outcome as the awaiting caller sees it: the value, or the error thrown. */
-  async outcome<T>(result: WorkflowResult): Promise<T> {
-    switch (result.status) {
-      case 'SUCCESS':
-        return (await deserializeValue(result.output, result.serialization ?? null, this.serializer)) as T;
-      case 'ERROR':
-        throw await deserializeError(result.error ?? '', result.serialization ?? null, this.serializer);
-      case 'CANCELLED':
-        throw new DBOSAwaitedWorkflowCancelledError(result.workflow_id);
-      case 'MAX_RECOVERY_ATTEMPTS_EXCEEDED':
-        throw new DBOSAwaitedWorkflowExceededMaxRecoveryAttempts(result.workflow_id);
-      default:
-        throw new DBOSError(`Workflow ${result.workflow_id} has status ${result.status}, not an outcome`);
-    }
+  outcome<T>(result: WorkflowResult): Promise<T> {
+    return outcomeOf<T>(result, this.serializer);
   }
 
   /**
@@ -687,65 +676,104 @@ export class Engine {
     return this.outcome<T>(result);
   }
 
-  async getStatus(workflowID: string): Promise<WorkflowStatus | null> {
-    try {
-      const info = await this.request('get_workflow', { workflow_id: workflowID, load_payloads: true });
-      return await this.toStatus(info);
-    } catch (err) {
-      if (err instanceof DBOSNonExistentWorkflowError) return null;
-      throw err;
-    }
+  getStatus(workflowID: string): Promise<WorkflowStatus | null> {
+    return fetchStatus(this, workflowID);
   }
 
   /** A `WorkflowInfo` as DBOS TypeScript's WorkflowStatus. */
-  async toStatus(info: Record<string, unknown>): Promise<WorkflowStatus> {
-    const ser = (info.serialization as string | undefined) ?? null;
-    const attributes = info.attributes ? (JSON.parse(info.attributes as string) as Record<string, unknown>) : undefined;
-    let input: unknown[] | undefined;
-    let output: unknown;
-    let error: unknown;
-    if (info.inputs !== undefined) input = await deserializeArgs(info.inputs as string, ser, this.serializer).catch(() => undefined);
-    if (info.output !== undefined) output = await deserializeValue(info.output as string, ser, this.serializer).catch(() => info.output);
-    if (info.error !== undefined) error = await deserializeError(info.error as string, ser, this.serializer).catch(() => info.error);
-    return {
-      workflowID: info.workflow_id as string,
-      status: info.status as string,
-      workflowName: info.name as string,
-      workflowClassName: (info.class_name as string) ?? '',
-      workflowConfigName: (info.config_name as string) ?? '',
-      queueName: info.queue_name as string | undefined,
-      authenticatedUser: info.authenticated_user as string | undefined,
-      assumedRole: info.assumed_role as string | undefined,
-      authenticatedRoles: info.authenticated_roles as string[] | undefined,
-      input,
-      output,
-      error,
-      executorId: info.executor_id as string | undefined,
-      applicationVersion: info.app_version as string | undefined,
-      applicationName: info.app_name as string | undefined,
-      createdAt: info.created_at_epoch_ms as number,
-      updatedAt: info.updated_at_epoch_ms as number | undefined,
-      timeoutMS: info.timeout_ms as number | undefined,
-      deadlineEpochMS: info.deadline_epoch_ms as number | undefined,
-      deduplicationID: info.deduplication_id as string | undefined,
-      priority: (info.priority as number | undefined) ?? 0,
-      queuePartitionKey: info.partition_key as string | undefined,
-      dequeuedAt: info.started_at_epoch_ms as number | undefined,
-      delayUntilEpochMS: info.delay_until_epoch_ms as number | undefined,
-      completedAt: info.completed_at_epoch_ms as number | undefined,
-      forkedFrom: info.forked_from as string | undefined,
-      wasForkedFrom: info.was_forked_from as boolean | undefined,
-      parentWorkflowID: info.parent_workflow_id as string | undefined,
-      attributes,
-      scheduleName: info.schedule_name as string | undefined,
-      recoveryAttempts: info.recovery_attempts as number | undefined,
-    };
+  toStatus(info: Record<string, unknown>): Promise<WorkflowStatus> {
+    return toStatus(info, this.serializer);
   }
 
   /** The run of the workflow code calling now (not a step), or undefined. */
   currentRun(): RunState | undefined {
     const ctx = currentContext();
     return ctx?.run && ctx.stepFunctionId === undefined ? ctx.run : undefined;
+  }
+}
+
+/**
+ * What the status, outcome and management functions need of a connection:
+ * requests with errors mapped to DBOS's classes, and the serializer that
+ * decodes payloads. The worker's Engine and DBOSClient both are one.
+ */
+export interface Requester {
+  request(op: string, body: Record<string, unknown>, signal?: AbortSignal): Promise<Record<string, unknown>>;
+  readonly serializer: DBOSSerializer;
+  /** The application the caller acts for: DBOS scopes its listings to it by default. */
+  readonly appName?: string;
+}
+
+/** A workflow's status (with its payloads unless told otherwise), or null when no workflow has the id. */
+export async function fetchStatus(req: Requester, workflowID: string, loadPayloads = true): Promise<WorkflowStatus | null> {
+  try {
+    const info = await req.request('get_workflow', { workflow_id: workflowID, load_payloads: loadPayloads || undefined });
+    return await toStatus(info, req.serializer);
+  } catch (err) {
+    // By class: DBOS's errors keep the name 'Error'.
+    if (err instanceof DBOSNonExistentWorkflowError) return null;
+    throw err;
+  }
+}
+
+/** A `WorkflowInfo` as DBOS TypeScript's WorkflowStatus. */
+export async function toStatus(info: Record<string, unknown>, serializer: DBOSSerializer): Promise<WorkflowStatus> {
+  const ser = (info.serialization as string | undefined) ?? null;
+  const attributes = info.attributes ? (JSON.parse(info.attributes as string) as Record<string, unknown>) : undefined;
+  let input: unknown[] | undefined;
+  let output: unknown;
+  let error: unknown;
+  if (info.inputs !== undefined) input = await deserializeArgs(info.inputs as string, ser, serializer).catch(() => undefined);
+  if (info.output !== undefined) output = await deserializeValue(info.output as string, ser, serializer).catch(() => info.output);
+  if (info.error !== undefined) error = await deserializeError(info.error as string, ser, serializer).catch(() => info.error);
+  return {
+    workflowID: info.workflow_id as string,
+    status: info.status as string,
+    workflowName: info.name as string,
+    workflowClassName: (info.class_name as string) ?? '',
+    workflowConfigName: (info.config_name as string) ?? '',
+    queueName: info.queue_name as string | undefined,
+    authenticatedUser: info.authenticated_user as string | undefined,
+    assumedRole: info.assumed_role as string | undefined,
+    authenticatedRoles: info.authenticated_roles as string[] | undefined,
+    input,
+    output,
+    error,
+    executorId: info.executor_id as string | undefined,
+    applicationVersion: info.app_version as string | undefined,
+    applicationName: info.app_name as string | undefined,
+    createdAt: info.created_at_epoch_ms as number,
+    updatedAt: info.updated_at_epoch_ms as number | undefined,
+    timeoutMS: info.timeout_ms as number | undefined,
+    deadlineEpochMS: info.deadline_epoch_ms as number | undefined,
+    deduplicationID: info.deduplication_id as string | undefined,
+    priority: (info.priority as number | undefined) ?? 0,
+    queuePartitionKey: info.partition_key as string | undefined,
+    dequeuedAt: info.started_at_epoch_ms as number | undefined,
+    delayUntilEpochMS: info.delay_until_epoch_ms as number | undefined,
+    completedAt: info.completed_at_epoch_ms as number | undefined,
+    forkedFrom: info.forked_from as string | undefined,
+    wasForkedFrom: (info.was_forked_from as boolean | undefined) ?? false,
+    parentWorkflowID: info.parent_workflow_id as string | undefined,
+    attributes,
+    scheduleName: info.schedule_name as string | undefined,
+    recoveryAttempts: info.recovery_attempts as number | undefined,
+  };
+}
+
+/** A stored outcome as the awaiting caller sees it: the value, or the error thrown. */
+export async function outcomeOf<T>(result: WorkflowResult, serializer: DBOSSerializer): Promise<T> {
+  switch (result.status) {
+    case 'SUCCESS':
+      return (await deserializeValue(result.output, result.serialization ?? null, serializer)) as T;
+    case 'ERROR':
+      throw await deserializeError(result.error ?? '', result.serialization ?? null, serializer);
+    case 'CANCELLED':
+      throw new DBOSAwaitedWorkflowCancelledError(result.workflow_id);
+    case 'MAX_RECOVERY_ATTEMPTS_EXCEEDED':
+      throw new DBOSAwaitedWorkflowExceededMaxRecoveryAttempts(result.workflow_id);
+    default:
+      throw new DBOSError(`Workflow ${result.workflow_id} has status ${result.status}, not an outcome`);
   }
 }
 
