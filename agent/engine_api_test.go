@@ -161,7 +161,9 @@ func TestEngineRunsADirectStartOfAWorkerAndFencesAStaleRun(t *testing.T) {
 
 	requireInvalid(t, a.RecordStep(ctx, worker, RecordStepParams{WorkflowID: "here", OwnerXID: "o"}), "record_step: name is required")
 	requireInvalid(t, a.RecordStep(ctx, worker, RecordStepParams{WorkflowID: "here", OwnerXID: "o", Name: "s", FunctionID: -1}),
-		"record_step: function_id must not be negative")
+		"record_step: function_id must be from 0 to 2^31-1")
+	requireInvalid(t, a.RecordStep(ctx, worker, RecordStepParams{WorkflowID: "here", OwnerXID: "o", Name: "s", FunctionID: 1 << 31}),
+		"record_step: function_id must be from 0 to 2^31-1")
 
 	// Cancelled, the run's next step is told so, not merely fenced.
 	cancelled, err := a.Cancel(ctx, CancelParams{WorkflowID: "here"})
