@@ -154,8 +154,10 @@ func stepCaller(op string, c Caller, r StepRef) (sysdb.StepCaller, error) {
 	if err := required(op, "caller.workflow_id", r.WorkflowID, "caller.owner_xid", r.OwnerXID); err != nil {
 		return sysdb.StepCaller{}, err
 	}
-	if r.FunctionID < 1 {
-		return sysdb.StepCaller{}, invalidf("%s: caller.function_id must be at least 1", op)
+	// Function ids start where the SDK a binding mirrors starts them: 1 in
+	// DBOS Python, 0 in DBOS TypeScript (PROTOCOL.md 2.3).
+	if err := checkFunctionID(op, "caller.function_id", r.FunctionID); err != nil {
+		return sysdb.StepCaller{}, err
 	}
 	return sysdb.StepCaller{
 		WorkflowID:      r.WorkflowID,
@@ -164,6 +166,16 @@ func stepCaller(op string, c Caller, r StepRef) (sysdb.StepCaller, error) {
 		InStep:          r.InStep,
 		ApplicationName: optional(c.App),
 	}, nil
+}
+
+// checkFunctionID bounds a step id: from 0 (DBOS TypeScript numbers its
+// steps from 0, DBOS Python from 1) to 2^31-1 (the DBOS schema stores it as
+// a 32-bit integer).
+func checkFunctionID(op, field string, id int) error {
+	if id < 0 || id > math.MaxInt32 {
+		return invalidf("%s: %s must be from 0 to 2^31-1", op, field)
+	}
+	return nil
 }
 
 // required checks (field name, value) pairs, in order: the first empty value

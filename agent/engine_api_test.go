@@ -60,7 +60,7 @@ func TestEngineStartWorkflowRefusesWhatItCannotMean(t *testing.T) {
 		{StartWorkflowParams{Name: "w", Delay: -time.Second}, "start_workflow: timeout_ms, deadline_epoch_ms and delay_ms must not be negative"},
 		{StartWorkflowParams{Name: "w", DeduplicationPolicy: "drop"}, `start_workflow: deduplication_policy must be "reject" or "return_existing"`},
 		{StartWorkflowParams{Name: "w", WorkflowIDReusePolicy: "maybe"}, `start_workflow: workflow_id_reuse_policy must be "return-existing" or "reject"`},
-		{StartWorkflowParams{Name: "w", Parent: &StepRef{WorkflowID: "p", OwnerXID: "o"}}, "start_workflow: caller.function_id must be at least 1"},
+		{StartWorkflowParams{Name: "w", Parent: &StepRef{WorkflowID: "p", OwnerXID: "o", FunctionID: -1}}, "start_workflow: caller.function_id must be from 0 to 2^31-1"},
 		{StartWorkflowParams{Name: "w", Parent: &StepRef{OwnerXID: "o", FunctionID: 1}}, "start_workflow: caller.workflow_id is required"},
 	} {
 		_, err := a.StartWorkflow(ctx, client, c.p)
@@ -161,7 +161,9 @@ func TestEngineRunsADirectStartOfAWorkerAndFencesAStaleRun(t *testing.T) {
 
 	requireInvalid(t, a.RecordStep(ctx, worker, RecordStepParams{WorkflowID: "here", OwnerXID: "o"}), "record_step: name is required")
 	requireInvalid(t, a.RecordStep(ctx, worker, RecordStepParams{WorkflowID: "here", OwnerXID: "o", Name: "s", FunctionID: -1}),
-		"record_step: function_id must not be negative")
+		"record_step: function_id must be from 0 to 2^31-1")
+	requireInvalid(t, a.RecordStep(ctx, worker, RecordStepParams{WorkflowID: "here", OwnerXID: "o", Name: "s", FunctionID: 1 << 31}),
+		"record_step: function_id must be from 0 to 2^31-1")
 
 	// Cancelled, the run's next step is told so, not merely fenced.
 	cancelled, err := a.Cancel(ctx, CancelParams{WorkflowID: "here"})
@@ -337,7 +339,7 @@ func TestEngineMessagesAndEventsOfARun(t *testing.T) {
 		{DestinationID: "talker", Topic: str("t"), Message: `"hi"`, Serialization: "portable_json"}}}))
 
 	_, err := a.Recv(ctx, ctx, worker, RecvParams{Caller: at(1), TimeoutFunctionID: 1, Topic: str("t")})
-	requireInvalid(t, err, "recv: timeout_function_id must be at least 1 and differ from caller.function_id")
+	requireInvalid(t, err, "recv: timeout_function_id must be from 1 to 2^31-1 and differ from caller.function_id")
 	got, err := a.Recv(ctx, ctx, worker, RecvParams{Caller: at(1), TimeoutFunctionID: 2, Topic: str("t"), Timeout: time.Second})
 	require.NoError(t, err)
 	require.Equal(t, RecvResult{Received: true, Message: str(`"hi"`), Serialization: "portable_json"}, got)

@@ -3,6 +3,7 @@ package agent
 import (
 	"context"
 	"errors"
+	"math"
 	"time"
 
 	"github.com/dbos-agent/dbos-agent/protocol"
@@ -156,8 +157,10 @@ func (a *Agent) recordedStep(ctx context.Context, caller sysdb.StepCaller, name 
 }
 
 func checkTimeoutFunctionID(op string, caller sysdb.StepCaller, timeoutFunctionID int) error {
-	if timeoutFunctionID < 1 || timeoutFunctionID == caller.FunctionID {
-		return invalidf("%s: timeout_function_id must be at least 1 and differ from caller.function_id", op)
+	// Both SDKs reserve it right after the wait's own id (N+1), so it is
+	// never 0; 0 is also how an absent get_event field reads.
+	if timeoutFunctionID < 1 || timeoutFunctionID > math.MaxInt32 || timeoutFunctionID == caller.FunctionID {
+		return invalidf("%s: timeout_function_id must be from 1 to 2^31-1 and differ from caller.function_id", op)
 	}
 	return nil
 }

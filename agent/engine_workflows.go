@@ -294,8 +294,8 @@ func (a *Agent) RecordStep(ctx context.Context, c Caller, p RecordStepParams) er
 	if err := required(op, "workflow_id", p.WorkflowID, "owner_xid", p.OwnerXID, "name", p.Name); err != nil {
 		return err
 	}
-	if p.FunctionID < 0 {
-		return invalidf("%s: function_id must not be negative", op)
+	if err := checkFunctionID(op, "function_id", p.FunctionID); err != nil {
+		return err
 	}
 	err := a.recordStep(ctx, sysdb.StepRecordParams{
 		WorkflowID:      p.WorkflowID,
@@ -631,7 +631,8 @@ func (a *Agent) Fork(ctx context.Context, c Caller, p ForkParams) (string, error
 // RewindParams names an ended workflow to run again from a step.
 type RewindParams struct {
 	WorkflowID string
-	// StartStep is the first step to run again (at least 1).
+	// StartStep is the first step to run again (0, DBOS TypeScript's first
+	// step, runs it all again).
 	StartStep    int
 	AppVersion   string
 	QueueName    string
@@ -645,8 +646,8 @@ func (a *Agent) Rewind(ctx context.Context, p RewindParams) error {
 	if err := required(op, "workflow_id", p.WorkflowID); err != nil {
 		return err
 	}
-	if p.StartStep < 1 {
-		return invalidf("%s: start_step must be at least 1", op)
+	if p.StartStep < 0 {
+		return invalidf("%s: start_step must not be negative", op)
 	}
 	err := a.db.WorkflowRewind(ctx, sysdb.WorkflowRewindParams{
 		WorkflowID:         p.WorkflowID,

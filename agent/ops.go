@@ -72,7 +72,7 @@ func (s *Session) caller() Caller {
 // protocol refuses.
 func decode(env protocol.Envelope, v any) error {
 	if err := protocol.DecodeBody(env.Body, v); err != nil {
-		return invalidf("%s: %v", env.Op, err)
+		return &InvalidArgumentError{Message: bodyError(env.Op, err)}
 	}
 	if m, ok := v.(protocol.Validator); ok {
 		if err := m.Validate(env.Op); err != nil {
@@ -80,6 +80,17 @@ func decode(env protocol.Envelope, v any) error {
 		}
 	}
 	return nil
+}
+
+// bodyError is the message of a body that does not decode: a field that
+// breaks a rule of its type (a float that is no integer of its range) is
+// named by its path from the op, as the other field errors are.
+func bodyError(op string, err error) string {
+	var fe *protocol.FieldError
+	if errors.As(err, &fe) {
+		return op + "." + fe.Error()
+	}
+	return op + ": " + err.Error()
 }
 
 // stepRef is a protocol caller in the engine's form.

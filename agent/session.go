@@ -602,7 +602,7 @@ func (s *Session) handleHello(env protocol.Envelope) error {
 	a := s.agent
 	var h protocol.Hello
 	if err := protocol.DecodeBody(env.Body, &h); err != nil {
-		s.reply(env.ID, nil, protocol.Errorf(protocol.CodeInvalidArgument, "hello: %v", err))
+		s.reply(env.ID, nil, protocol.Errorf(protocol.CodeInvalidArgument, "%s", bodyError(env.Op, err)))
 		return nil
 	}
 	// The version comes first: a peer of another protocol version may

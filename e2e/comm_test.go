@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"sort"
 	"sync"
 	"sync/atomic"
@@ -546,18 +547,23 @@ func TestCommBadInput(t *testing.T) {
 		{protocol.OpSend, map[string]any{"messages": []any{map[string]any{"message": "x"}}}},
 		{protocol.OpSend, map[string]any{"messages": []any{map[string]any{"destination_id": "a", "message": "x", "idempotency_key": "k"}, map[string]any{"destination_id": "b", "message": "y", "idempotency_key": "k"}}}},
 		{protocol.OpSend, map[string]any{"messages": []any{map[string]any{"destination_id": "a", "message": "x"}}, "step_name": "DBOS.other"}},
-		{protocol.OpSend, map[string]any{"messages": []any{map[string]any{"destination_id": "a", "message": "x"}}, "caller": map[string]any{"workflow_id": "w", "owner_xid": "o", "function_id": 0}}},
+		{protocol.OpSend, map[string]any{"messages": []any{map[string]any{"destination_id": "a", "message": "x"}}, "caller": map[string]any{"workflow_id": "w", "owner_xid": "o", "function_id": -1}}},
 		{protocol.OpSleep, map[string]any{"caller": map[string]any{"workflow_id": "w", "owner_xid": "o", "function_id": 1}, "duration_ms": -5}},
 		{protocol.OpSetEvent, map[string]any{"caller": map[string]any{"workflow_id": "w", "owner_xid": "o", "function_id": 1}, "value": "v"}},
 		{protocol.OpGetEvent, map[string]any{"workflow_id": "w", "key": "k", "timeout_ms": -1}},
 		{protocol.OpWriteStream, map[string]any{"caller": map[string]any{"workflow_id": "w", "function_id": 1}, "key": "s", "value": "v"}},
 		{protocol.OpForkWorkflow, map[string]any{"workflow_id": "w", "start_step": -1}},
-		{protocol.OpRewindWorkflow, map[string]any{"workflow_id": "w", "start_step": 0}},
+		{protocol.OpRewindWorkflow, map[string]any{"workflow_id": "w", "start_step": -1}},
 		{protocol.OpDeleteWorkflow, map[string]any{"workflow_ids": []string{}}},
 		{protocol.OpUpdateAttributes, map[string]any{"workflow_id": "w", "attributes": "[1, 2]"}},
 		{protocol.OpUpdateAttributes, map[string]any{"workflow_id": "w", "merge": true}},
 		{protocol.OpStartWorkflow, map[string]any{"name": "n", "attributes": "not json"}},
-		{protocol.OpStartWorkflow, map[string]any{"name": "n", "parent": map[string]any{"workflow_id": "p", "owner_xid": "o", "function_id": 0}}},
+		{protocol.OpStartWorkflow, map[string]any{"name": "n", "parent": map[string]any{"workflow_id": "p", "owner_xid": "o", "function_id": -1}}},
+		{protocol.OpStartWorkflow, map[string]any{"name": "n", "parent": map[string]any{"workflow_id": "p", "owner_xid": "o", "function_id": 1 << 31}}},
+		{protocol.OpRecordStep, map[string]any{"workflow_id": "w", "owner_xid": "o", "name": "s", "function_id": 1 << 31}},
+		{protocol.OpRecordStep, map[string]any{"workflow_id": "w", "owner_xid": "o", "name": "s", "function_id": 1.5}},
+		{protocol.OpRecordStep, map[string]any{"workflow_id": "w", "owner_xid": "o", "name": "s", "function_id": math.NaN()}},
+		{protocol.OpStartWorkflow, map[string]any{"name": "n", "timeout_ms": 0x1p63}},
 	} {
 		env := raw.request(bad.op, bad.body)
 		require.NotNil(t, env.Error, "%s %v was accepted", bad.op, bad.body)

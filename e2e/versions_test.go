@@ -119,3 +119,73 @@ func TestAgentAppVersionAppliesToWorkersThatAnnounceNone(t *testing.T) {
 	w.requireRanBy(c, "d-2", "default")
 	require.Equal(t, "v3", getWorkflow(t, c, "d-2").AppVersion, "claimed by v3, it is v3's")
 }
+
+// TestWorkerWithoutAppName: what PROTOCOL.md section 6 says a worker that
+// announces no app_name (and no app_version, with no --app-version) is
+// given. It is no application: its dispatch filters on none, so it takes
+// the rows of every application and of none (here "shop"'s and a nameless
+// client's), by the routing rule of 2.13 with the latest version taken
+// over every application's versions. Claiming leaves a row's application
+// as it was. Once any application registers a version, it takes no
+// unversioned work (it still runs what it starts itself).
+func TestWorkerWithoutAppName(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	a := e.startAgent(agentOptions{})
+	clock := startClock(t, a.socket)
+	ctx := context.Background()
+	ranBy := make(chan string, 16)
+	connect := func(app, version string) *client.Worker {
+		w, err := client.NewWorker(ctx, a.socket, client.WorkerConfig{AppName: app, AppVersion: version,
+			Queues: []protocol.QueueRegistration{{Name: "nq"}},
+			Workflows: map[string]client.WorkflowFunc{"routed": func(wf *client.Workflow, _ *string) (*string, error) {
+				ranBy <- app + " " + wf.ID()
+				return str(app), nil
+			}}})
+		require.NoError(t, err)
+		t.Cleanup(func() { w.Close() })
+		return w
+	}
+	nameless := connect("", "")
+	require.Equal(t, "", nameless.Client.Hello.AppVersion, "no version, none from the agent")
+
+	shop, err := client.Dial(ctx, a.socket, protocol.Hello{MinVersion: 1, AppName: "shop"})
+	require.NoError(t, err)
+	t.Cleanup(func() { shop.Close() })
+	anon, err := client.Dial(ctx, a.socket, protocol.Hello{MinVersion: 1})
+	require.NoError(t, err)
+	t.Cleanup(func() { anon.Close() })
+
+	enqueue(t, shop, protocol.StartWorkflow{WorkflowID: "shop-1", Name: "routed", QueueName: "nq"})
+	require.Equal(t, " shop-1", recv(t, ranBy, "a run"))
+	enqueue(t, anon, protocol.StartWorkflow{WorkflowID: "anon-1", Name: "routed", QueueName: "nq"})
+	require.Equal(t, " anon-1", recv(t, ranBy, "a run"))
+	for id, app := range map[string]string{"shop-1": "shop", "anon-1": ""} {
+		info := getWorkflow(t, shop, id)
+		require.Equal(t, "SUCCESS", info.Status)
+		require.Equal(t, app, info.AppName, "claiming leaves the row's application as it was")
+		require.Equal(t, "", info.AppVersion, "unversioned, and it stays so")
+	}
+
+	// Another application registers a version (a worker of it serving
+	// another queue): the nameless worker's latest is now that version, so
+	// unversioned rows wait for a worker of the latest version.
+	other, err := client.NewWorker(ctx, a.socket, client.WorkerConfig{AppName: "other", AppVersion: "v1",
+		Queues: []protocol.QueueRegistration{{Name: "oq"}}, Workflows: map[string]client.WorkflowFunc{}})
+	require.NoError(t, err)
+	t.Cleanup(func() { other.Close() })
+	enqueue(t, shop, protocol.StartWorkflow{WorkflowID: "shop-2", Name: "routed", QueueName: "nq"})
+	clock.waitTicks(t, 2)
+	require.Equal(t, "ENQUEUED", getWorkflow(t, shop, "shop-2").Status)
+	require.Empty(t, ranBy)
+
+	// What it starts itself with run_here it still runs; the row has no
+	// application and no version.
+	reply, err := nameless.Start(ctx, protocol.StartWorkflow{WorkflowID: "own", Name: "routed"})
+	require.NoError(t, err)
+	require.NotNil(t, reply.Run)
+	require.Equal(t, " own", recv(t, ranBy, "a run"))
+	info := getWorkflow(t, shop, "own")
+	require.Equal(t, "", info.AppName)
+	require.Equal(t, "", info.AppVersion)
+}

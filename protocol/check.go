@@ -23,20 +23,33 @@ var errTruncated = errors.New("the frame ends inside a value")
 // nesting nor a huge announced length in a small frame can exhaust the
 // stack or the memory of the process decoding it.
 func checkWellFormed(b []byte) error {
-	end, err := skipValue(b, 0, 1)
+	_, err := checkBody(b)
+	return err
+}
+
+// checkBody is checkWellFormed that also says whether b holds a float
+// anywhere (an integer field may hold one: coerceIntegralFloats).
+func checkBody(b []byte) (hasFloat bool, err error) {
+	end, err := walkValue(b, 0, 1, &hasFloat)
 	if err != nil {
-		return err
+		return false, err
 	}
 	if end < len(b) {
-		return fmt.Errorf("%d trailing bytes after the value", len(b)-end)
+		return false, fmt.Errorf("%d trailing bytes after the value", len(b)-end)
 	}
-	return nil
+	return hasFloat, nil
 }
 
 // skipValue walks one value starting at b[i], counting the envelope's
 // level as depth (1 for the envelope itself), and returns the offset just
 // after it.
 func skipValue(b []byte, i, depth int) (int, error) {
+	return walkValue(b, i, depth, nil)
+}
+
+// walkValue is skipValue that sets *hasFloat when it meets a float (when
+// hasFloat is not nil).
+func walkValue(b []byte, i, depth int, hasFloat *bool) (int, error) {
 	var stack [MaxDepth]int // values still due at each open level
 	base := depth - 1
 	depth = base
@@ -89,8 +102,14 @@ func skipValue(b []byte, i, depth int) (int, error) {
 				skip++
 			case 0xca: // float 32
 				skip = 4
+				if hasFloat != nil {
+					*hasFloat = true
+				}
 			case 0xcb: // float 64
 				skip = 8
+				if hasFloat != nil {
+					*hasFloat = true
+				}
 			case 0xcc, 0xd0: // uint 8, int 8
 				skip = 1
 			case 0xcd, 0xd1:

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"reflect"
 	"sync"
 
 	"github.com/vmihailenco/msgpack/v5"
@@ -285,15 +286,22 @@ func putDecoder(d *decoderState) {
 	decoders.Put(d)
 }
 
-// decodeUint decodes a non-negative integer of any msgpack int type. The
-// msgpack library's own DecodeUint64 reads nil as 0 and wraps negative
-// numbers around, which would turn id -1 into 2^64-1.
+// decodeUint decodes a non-negative integer of any msgpack int type, or a
+// float that holds one (a JavaScript encoder's number: section 5 of
+// PROTOCOL.md). The msgpack library's own DecodeUint64 reads nil as 0 and
+// wraps negative numbers around, which would turn id -1 into 2^64-1.
 func decodeUint(dec *msgpack.Decoder) (uint64, error) {
 	c, err := dec.PeekCode()
 	if err != nil {
 		return 0, err
 	}
 	switch {
+	case c == msgpcode.Float || c == msgpcode.Double:
+		f, err := dec.DecodeFloat64()
+		if err != nil {
+			return 0, err
+		}
+		return integralFloat(f, reflect.Uint64)
 	case msgpcode.IsFixedNum(c) && int8(c) >= 0,
 		c == msgpcode.Uint8, c == msgpcode.Uint16, c == msgpcode.Uint32, c == msgpcode.Uint64:
 		return dec.DecodeUint64()
@@ -314,13 +322,21 @@ func decodeUint(dec *msgpack.Decoder) (uint64, error) {
 // DecodeBody decodes an envelope's body into v. A missing body decodes as
 // an empty message. Unknown fields are ignored (a newer peer may send
 // more); a field of the wrong type is an error, and so are bytes after the
-// body's value.
+// body's value. An integer field also reads a float that holds an integer
+// of its range (JavaScript encoders write numbers as floats); any other
+// float there is an error that wraps a *FieldError naming the field.
 func DecodeBody(body []byte, v any) error {
 	if len(body) == 0 {
 		return nil
 	}
-	if err := checkWellFormed(body); err != nil {
+	hasFloat, err := checkBody(body)
+	if err != nil {
 		return fmt.Errorf("%w: %v", ErrMalformed, err)
+	}
+	if hasFloat {
+		if body, err = coerceIntegralFloats(body, reflect.TypeOf(v)); err != nil {
+			return fmt.Errorf("%w: %w", ErrMalformed, err)
+		}
 	}
 	// Not msgpack.Unmarshal: it turns on value preallocation, which starts
 	// a background goroutine per decoded pointer type.

@@ -3,6 +3,7 @@ package protocol
 import (
 	"bytes"
 	"encoding/hex"
+	"math"
 	"runtime"
 	"testing"
 	"time"
@@ -176,7 +177,14 @@ func TestDecodeEnvelopeRefuses(t *testing.T) {
 		{"no kind", "needs kind and id", envelopeBytes(id1, ping), 0, 1},
 		{"kind nil", "kind: not an integer", envelopeBytes(kv{"kind", nil}, id1, ping), 0, 1},
 		{"kind a string", "kind: not an integer", envelopeBytes(kv{"kind", "request"}, id1, ping), 0, 1},
-		{"kind a float", "kind: not an integer", envelopeBytes(kv{"kind", 1.0}, id1, ping), 0, 1},
+		{"kind a fraction", "kind: 1.5 is not an integer", envelopeBytes(kv{"kind", 1.5}, id1, ping), 0, 1},
+		{"kind a float of no kind", "unknown kind 4", envelopeBytes(kv{"kind", 4.0}, id1, ping), 0, 1},
+		{"id a fraction", "id: 1.5 is not an integer", envelopeBytes(kind1, kv{"id", 1.5}, ping), KindRequest, 0},
+		{"id NaN", "id: NaN is not an integer", envelopeBytes(kind1, kv{"id", math.NaN()}, ping), KindRequest, 0},
+		{"id an infinity", "id: +Inf is not an integer", envelopeBytes(kind1, kv{"id", math.Inf(1)}, ping), KindRequest, 0},
+		{"id a negative float", "id: -1 is out of range", envelopeBytes(kind1, kv{"id", -1.0}, ping), KindRequest, 0},
+		{"id 2^64 as a float", "id: 1.8446744073709552e+19 is out of range", envelopeBytes(kind1, kv{"id", 0x1p64}, ping), KindRequest, 0},
+		{"request id 0.0", "0 is reserved", envelopeBytes(kind1, kv{"id", 0.0}, ping), KindRequest, 0},
 		{"kind 0", "unknown kind 0", envelopeBytes(kv{"kind", int64(0)}, id1, ping), 0, 1},
 		{"kind 4", "unknown kind 4", envelopeBytes(kv{"kind", int64(4)}, id1, ping), 0, 1},
 		{"kind 257 (1 modulo 256)", "unknown kind 257", envelopeBytes(kv{"kind", int64(257)}, id1, ping), 0, 1},

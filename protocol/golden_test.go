@@ -387,6 +387,23 @@ func vectorDefs() []vectorDef {
 				}},
 			}},
 
+		{name: "js_floats_start_workflow", description: "A start_workflow from a JavaScript encoder that writes numbers as float64: timeout_ms, deadline_epoch_ms and priority are floats holding integers, read as those integers (section 5).",
+			kind: KindRequest, id: 79, op: OpStartWorkflow, message: "StartWorkflow", raw: omap{
+				{"kind", int64(1)}, {"id", int64(79)}, {"op", "start_workflow"},
+				{"body", omap{
+					{"workflow_id", "order-1010"}, {"name", "checkout"}, {"inputs", `[{"order":1010}]`}, {"serialization", "portable_json"},
+					{"queue_name", "orders"}, {"priority", 5.0}, {"timeout_ms", 60000.0}, {"deadline_epoch_ms", 1767225600000.0},
+				}},
+			}},
+		{name: "js_floats_record_step", description: "A record_step whose every number is a float64, the envelope's kind and id included (as @msgpack/msgpack writes with forceIntegerToFloat): read as integers.",
+			kind: KindRequest, id: 80, op: OpRecordStep, message: "RecordStep", raw: omap{
+				{"kind", 1.0}, {"id", 80.0}, {"op", "record_step"},
+				{"body", omap{
+					{"workflow_id", "order-1002"}, {"owner_xid", exampleOwner},
+					{"function_id", 5.0}, {"name", "notify"}, {"output", nil}, {"error", nil}, {"started_at_epoch_ms", 1767225600000.0},
+				}},
+			}},
+
 		// Queues: registration after hello, delays, deduplication policies,
 		// debounce, inspection.
 		{name: "register_queues", description: "A worker declares a partitioned queue after its hello: at most 20 running in the whole queue, 2 per partition (1 in this process), 10 starts per partition per minute, polled every 0.5 s.",

@@ -70,8 +70,8 @@ func checkCaller(c *StepCaller) error {
 	if c.WorkflowID == "" || c.OwnerXID == "" {
 		return errors.New("a caller needs a workflow id and an owner token")
 	}
-	if c.FunctionID < 1 {
-		return fmt.Errorf("workflow %s: step id %d: step ids start at 1", c.WorkflowID, c.FunctionID)
+	if c.FunctionID < 0 {
+		return fmt.Errorf("workflow %s: step id %d: step ids start at 0", c.WorkflowID, c.FunctionID)
 	}
 	return nil
 }

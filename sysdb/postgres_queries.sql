@@ -850,7 +850,9 @@ LEFT JOIN {{schema}}.operation_outputs o ON o.workflow_uuid = $1 AND o.function_
 -- this statement inserted it. $1 original, $2 fork, $3 start step, $4
 -- application version (NULL: the original's), $5 queue, $6 partition key,
 -- $7 timeout, $8 owner when the original has none, $9/$10 child ids
--- replaced (old, new).
+-- replaced (old, new). Steps are copied from start step 1 on: DBOS
+-- TypeScript numbers its first step 0 (DBOS Python 1, where a fork from 1
+-- finds nothing below it to copy).
 WITH original AS (
     SELECT w.*, COALESCE(i.inputs, w.inputs) AS original_inputs
     FROM {{schema}}.workflow_status w
@@ -890,21 +892,21 @@ WITH original AS (
     FROM forked f
     JOIN {{schema}}.operation_outputs s ON s.workflow_uuid = $1 AND s.function_id < $3::int4
     LEFT JOIN unnest($9::text[], $10::text[]) AS r(old_id, new_id) ON r.old_id = s.child_workflow_id
-    WHERE $3 > 1
+    WHERE $3 > 0
     RETURNING 1
 ), history AS (
     INSERT INTO {{schema}}.workflow_events_history (workflow_uuid, function_id, key, value, serialization)
     SELECT f.workflow_uuid, h.function_id, h.key, h.value, h.serialization
     FROM forked f
     JOIN {{schema}}.workflow_events_history h ON h.workflow_uuid = $1 AND h.function_id < $3
-    WHERE $3 > 1
+    WHERE $3 > 0
     RETURNING 1
 ), events AS (
     INSERT INTO {{schema}}.workflow_events (workflow_uuid, key, value, serialization)
     SELECT DISTINCT ON (h.key) f.workflow_uuid, h.key, h.value, h.serialization
     FROM forked f
     JOIN {{schema}}.workflow_events_history h ON h.workflow_uuid = $1 AND h.function_id < $3
-    WHERE $3 > 1
+    WHERE $3 > 0
     ORDER BY h.key, h.function_id DESC
     RETURNING 1
 ), streams AS (
@@ -912,7 +914,7 @@ WITH original AS (
     SELECT f.workflow_uuid, s.key, s.value, s."offset", s.function_id, s.serialization
     FROM forked f
     JOIN {{schema}}.streams s ON s.workflow_uuid = $1 AND s.function_id < $3
-    WHERE $3 > 1
+    WHERE $3 > 0
     RETURNING 1
 )
 SELECT EXISTS (SELECT 1 FROM original), EXISTS (SELECT 1 FROM forked),
