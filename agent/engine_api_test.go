@@ -258,7 +258,10 @@ func TestEngineCancelResumeAndForkOutcomes(t *testing.T) {
 
 	_, err = a.Fork(ctx, client, ForkParams{WorkflowID: "parent", StartStep: -1})
 	requireInvalid(t, err, "fork_workflow: start_step and timeout_ms must not be negative")
-	forked, err := a.Fork(ctx, client, ForkParams{WorkflowID: "parent", StartStep: 2, NewWorkflowID: "forked", Timeout: time.Minute})
+	// On a queue no worker serves, so the fork stays ENQUEUED while it is read
+	// (on the internal queue, the worker above, which registered "parent",
+	// could claim it first).
+	forked, err := a.Fork(ctx, client, ForkParams{WorkflowID: "parent", StartStep: 2, NewWorkflowID: "forked", Timeout: time.Minute, QueueName: "unserved"})
 	require.NoError(t, err)
 	require.Equal(t, "forked", forked)
 	wf, err = a.GetWorkflow(ctx, GetWorkflowParams{WorkflowID: "forked", LoadPayloads: true})

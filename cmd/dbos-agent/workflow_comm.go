@@ -341,8 +341,8 @@ func newWorkflowRewindCommand() *cobra.Command {
 			"A workflow still running must be cancelled first.",
 		Args: cobra.ExactArgs(1),
 		RunE: db.withEngine(func(cmd *cobra.Command, args []string, engine *agent.Agent) error {
-			if to.step < 1 {
-				return errors.New("--step must be at least 1 (step ids start at 1; 1 replays nothing)")
+			if to.step < 0 {
+				return errors.New("--step must not be negative (DBOS Python numbers steps from 1, DBOS TypeScript from 0: its first step replays nothing)")
 			}
 			err := engine.Rewind(cmd.Context(), agent.RewindParams{
 				WorkflowID: args[0], StartStep: to.step, AppVersion: to.version,
