@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"slices"
 	"time"
 
@@ -336,6 +337,19 @@ func (a *Agent) SetWorkflowDelay(ctx context.Context, workflowID string, until t
 		return err
 	}
 	return a.db.WorkflowSetDelay(ctx, workflowID, epochMS(until))
+}
+
+// SetWorkflowPriority changes the priority of a workflow waiting on its
+// queue; false when it does not exist or no longer waits (left alone, as
+// DBOS leaves it).
+func (a *Agent) SetWorkflowPriority(ctx context.Context, workflowID string, priority int) (bool, error) {
+	if err := required(protocol.OpSetWorkflowPriority, "workflow_id", workflowID); err != nil {
+		return false, err
+	}
+	if priority < 0 || priority > math.MaxInt32 {
+		return false, invalidf("%s.priority: %d is out of range (0 to 2^31-1)", protocol.OpSetWorkflowPriority, priority)
+	}
+	return a.db.WorkflowSetPriority(ctx, workflowID, priority)
 }
 
 // DebounceParams is a debounced start: the workflow starts once its key has

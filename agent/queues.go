@@ -134,6 +134,18 @@ func handleSetWorkflowDelay(s *Session, env protocol.Envelope) (any, error) {
 	return protocol.Empty{}, nil
 }
 
+func handleSetWorkflowPriority(s *Session, env protocol.Envelope) (any, error) {
+	var m protocol.SetWorkflowPriority
+	if err := decode(env, &m); err != nil {
+		return nil, err
+	}
+	applied, err := s.agent.SetWorkflowPriority(s.ctx, m.WorkflowID, m.Priority)
+	if err != nil {
+		return nil, err
+	}
+	return protocol.SetWorkflowPriorityReply{Applied: applied}, nil
+}
+
 func handleDebounceWorkflow(s *Session, env protocol.Envelope) (any, error) {
 	var m protocol.DebounceWorkflow
 	if err := decode(env, &m); err != nil {

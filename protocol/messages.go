@@ -38,12 +38,13 @@ const (
 	OpRegister = "register"
 
 	// Queues, delays and debounce.
-	OpRegisterQueues   = "register_queues"
-	OpDebounceWorkflow = "debounce_workflow"
-	OpSetWorkflowDelay = "set_workflow_delay"
-	OpGetQueue         = "get_queue"
-	OpListQueues       = "list_queues"
-	OpDeleteQueue      = "delete_queue"
+	OpRegisterQueues      = "register_queues"
+	OpDebounceWorkflow    = "debounce_workflow"
+	OpSetWorkflowDelay    = "set_workflow_delay"
+	OpSetWorkflowPriority = "set_workflow_priority"
+	OpGetQueue            = "get_queue"
+	OpListQueues          = "list_queues"
+	OpDeleteQueue         = "delete_queue"
 
 	// Schedules.
 	OpCreateSchedule   = "create_schedule"
@@ -529,6 +530,19 @@ type DebounceWorkflowReply struct {
 type SetWorkflowDelay struct {
 	WorkflowID        string `msgpack:"workflow_id"`
 	DelayUntilEpochMS int64  `msgpack:"delay_until_epoch_ms"`
+}
+
+// SetWorkflowPriority changes the priority of a workflow still waiting on
+// its queue (ENQUEUED or DELAYED), as DBOS TypeScript's setWorkflowPriority.
+type SetWorkflowPriority struct {
+	WorkflowID string `msgpack:"workflow_id"`
+	Priority   int    `msgpack:"priority"`
+}
+
+// SetWorkflowPriorityReply says whether the priority changed: false when the
+// workflow does not exist or no longer waits (DBOS leaves those alone).
+type SetWorkflowPriorityReply struct {
+	Applied bool `msgpack:"applied"`
 }
 
 // QueueRef names a queue.

@@ -423,6 +423,11 @@ UPDATE {{schema}}.workflow_status
 SET delay_until_epoch_ms = $2, updated_at = (EXTRACT(epoch FROM now()) * 1000)::bigint
 WHERE workflow_uuid = $1 AND status = 'DELAYED'
 
+-- name: WorkflowSetPriority
+UPDATE {{schema}}.workflow_status
+SET priority = $2, updated_at = (EXTRACT(epoch FROM now()) * 1000)::bigint
+WHERE workflow_uuid = $1 AND status IN ('ENQUEUED', 'DELAYED')
+
 -- name: WorkflowStatusOf
 SELECT status FROM {{schema}}.workflow_status WHERE workflow_uuid = $1
 

@@ -223,6 +223,20 @@ func (p *Postgres) WorkflowSetDelay(ctx context.Context, workflowID string, dela
 	return nil
 }
 
+// WorkflowSetPriority implements QueueSystem.
+func (p *Postgres) WorkflowSetPriority(ctx context.Context, workflowID string, priority int) (bool, error) {
+	var updated int64
+	err := p.retry(ctx, "set priority of workflow "+workflowID, func(ctx context.Context) error {
+		tag, err := p.pool.Exec(ctx, p.sql("WorkflowSetPriority"), workflowID, priority)
+		if err != nil {
+			return err
+		}
+		updated = tag.RowsAffected()
+		return nil
+	})
+	return updated > 0, err
+}
+
 // WorkflowCancelTimedOut implements QueueSystem. A limit of 0 or less means
 // no limit.
 func (p *Postgres) WorkflowCancelTimedOut(ctx context.Context, limit int, applicationName *string) ([]string, error) {

@@ -43,6 +43,10 @@ type QueueSystem interface {
 	// (on the database clock) to ENQUEUED, clearing the deduplication id of
 	// debounced ones, and returns them.
 	WorkflowReleaseDelayed(ctx context.Context, applicationName *string) ([]QueuedWorkflow, error)
+	// WorkflowSetPriority changes the priority of a workflow that waits on
+	// its queue (ENQUEUED or DELAYED) and says whether it did: a workflow
+	// that does not exist or no longer waits is left alone, as DBOS leaves it.
+	WorkflowSetPriority(ctx context.Context, workflowID string, priority int) (bool, error)
 	// WorkflowSetDelay changes a DELAYED workflow's release time.
 	WorkflowSetDelay(ctx context.Context, workflowID string, delayUntilEpochMS int64) error
 	// WorkflowCancelTimedOut cancels up to limit active workflows whose

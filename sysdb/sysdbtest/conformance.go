@@ -94,6 +94,7 @@ func Run(t *testing.T, open func(t *testing.T) sysdb.SystemDatabase) {
 		{"WorkflowByDeduplicationID", testWorkflowByDeduplicationID},
 		{"WorkflowReleaseDelayed", testWorkflowReleaseDelayed},
 		{"WorkflowSetDelay", testWorkflowSetDelay},
+		{"WorkflowSetPriority", testWorkflowSetPriority},
 		{"WorkflowDebounce", testWorkflowDebounce},
 		{"WorkflowDebounceApplications", testWorkflowDebounceApplications},
 		{"WorkflowDebounceFromWorkflow", testWorkflowDebounceFromWorkflow},

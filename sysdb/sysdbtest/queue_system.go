@@ -400,6 +400,26 @@ func testWorkflowSetDelay(t *testing.T, db sysdb.SystemDatabase) {
 	asError[*sysdb.NotFoundError](t, err)
 }
 
+func testWorkflowSetPriority(t *testing.T, db sysdb.SystemDatabase) {
+	ctx := t.Context()
+	insert(t, db, sysdb.WorkflowInsertParams{ID: "waiting", Status: sysdb.StatusEnqueued, QueueName: Ptr("q")})
+	insert(t, db, sysdb.WorkflowInsertParams{ID: "held", Status: sysdb.StatusDelayed, QueueName: Ptr("q"), DelayUntilEpochMS: Ptr(nowMS() + hourMS)})
+	insert(t, db, sysdb.WorkflowInsertParams{ID: "running", Status: sysdb.StatusPending, QueueName: Ptr("q")})
+	for _, id := range []string{"waiting", "held"} {
+		applied, err := db.WorkflowSetPriority(ctx, id, 7)
+		require.NoError(t, err)
+		require.True(t, applied, id)
+		require.Equal(t, 7, get(t, db, id).Priority, id)
+	}
+	applied, err := db.WorkflowSetPriority(ctx, "running", 3)
+	require.NoError(t, err)
+	require.False(t, applied, "a workflow that no longer waits keeps its priority")
+	require.Equal(t, 0, get(t, db, "running").Priority)
+	applied, err = db.WorkflowSetPriority(ctx, "missing", 3)
+	require.NoError(t, err)
+	require.False(t, applied, "a missing workflow is no error, as in DBOS")
+}
+
 func testWorkflowDebounce(t *testing.T, db sysdb.SystemDatabase) {
 	ctx := t.Context()
 	now := nowMS()

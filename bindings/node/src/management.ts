@@ -315,13 +315,13 @@ export function checkPriority(priority: number): void {
 }
 
 /**
- * DBOS.setWorkflowPriority. Version 1 of the agent's protocol has no request
- * that changes a queued workflow's priority, so it is refused rather than
- * ignored.
+ * DBOS.setWorkflowPriority: a workflow waiting on its queue (ENQUEUED or
+ * DELAYED) takes the new priority; one that runs, ended or does not exist is
+ * left alone, as DBOS leaves it.
  */
-export async function setWorkflowPriority(_req: Requester, _workflowID: string, priority: number): Promise<void> {
+export async function setWorkflowPriority(req: Requester, workflowID: string, priority: number): Promise<void> {
   checkPriority(priority);
-  throw new DBOSError('setWorkflowPriority is not supported by the dbos-agent (protocol version 1 has no request that changes a queued workflow\'s priority)');
+  await req.request('set_workflow_priority', { workflow_id: workflowID, priority });
 }
 
 function toVersionInfo(v: Record<string, unknown>): VersionInfo {

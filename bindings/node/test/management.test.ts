@@ -288,6 +288,11 @@ test('setWorkflowDelay and setWorkflowPriority check their arguments as DBOS doe
   const moved = await delayed.getStatus();
   assert.equal(moved?.status, 'DELAYED');
   assert.equal(moved?.delayUntilEpochMS, until);
+  // A waiting workflow takes a new priority; an ended one keeps its own.
+  await DBOS.setWorkflowPriority(delayed.workflowID, 9);
+  assert.equal((await delayed.getStatus())?.priority, 9);
+  await DBOS.setWorkflowPriority('lw-2', 4);
+  assert.equal((await DBOS.getWorkflowStatus('lw-2'))?.priority, 0);
   await DBOS.cancelWorkflow(delayed.workflowID);
 });
 
