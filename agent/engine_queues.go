@@ -382,6 +382,11 @@ type DebounceParams struct {
 	Caller          *StepRef
 	Attributes      *string
 	ApplicationName string
+	// DeduplicationID is the key's deduplication id as the caller's SDK
+	// forms it (default "<name>-<key>", DBOS Python's).
+	DeduplicationID string
+	// StepName is the caller's step (default DBOS Python's).
+	StepName string
 }
 
 // DebounceResult is the workflow the debounce created or pushed back.
@@ -433,6 +438,9 @@ func (a *Agent) Debounce(ctx context.Context, c Caller, p DebounceParams) (Debou
 	// The key is scoped to the workflow, as the DBOS SDKs scope it, so two
 	// workflows debouncing the same key do not collide.
 	dedupID := p.Name + "-" + p.Key
+	if p.DeduplicationID != "" {
+		dedupID = p.DeduplicationID
+	}
 	for attempt := 0; attempt < 3; attempt++ {
 		now := time.Now().UnixMilli()
 		id := p.WorkflowID
@@ -464,6 +472,7 @@ func (a *Agent) Debounce(ctx context.Context, c Caller, p DebounceParams) (Debou
 		params := sysdb.WorkflowDebounceParams{
 			Name: p.Name, QueueName: queue, DeduplicationID: dedupID, DelayUntilEpochMS: now + delayMS,
 			Inputs: p.Inputs, Serialization: optional(p.Serialization), ApplicationName: optional(owner),
+			StepName: p.StepName,
 		}
 		if caller != nil {
 			// One transaction: the bounce or the child's insert, and the

@@ -157,7 +157,7 @@ func handleDebounceWorkflow(s *Session, env protocol.Envelope) (any, error) {
 		WorkflowID: m.WorkflowID, AppVersion: m.AppVersion, Priority: m.Priority, PartitionKey: m.PartitionKey,
 		AuthenticatedUser: m.AuthenticatedUser, AssumedRole: m.AssumedRole, AuthenticatedRoles: m.AuthenticatedRoles,
 		WorkflowTimeout: millis(m.WorkflowTimeoutMS), Caller: optionalStepRef(m.Caller), Attributes: m.Attributes,
-		ApplicationName: m.ApplicationName,
+		ApplicationName: m.ApplicationName, DeduplicationID: m.DeduplicationID, StepName: m.StepName,
 	})
 	if err != nil {
 		return nil, err

@@ -1225,3 +1225,49 @@ func TestDebounceFromWorkflowIsItsStep(t *testing.T) {
 	require.NoError(t, c.Call(context.Background(), protocol.OpListWorkflows, &protocol.ListWorkflows{Names: []string{"deb"}}, &listed))
 	require.Len(t, listed.Workflows, 1)
 }
+
+// TestDebounceAsDBOSTypeScript: a binding that mirrors DBOS TypeScript names
+// the caller's step and forms the key's deduplication id as that SDK does, so
+// a bounce from DBOS TypeScript's side meets the same pending workflow, and a
+// replay finds the step under its name.
+func TestDebounceAsDBOSTypeScript(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	a := e.startAgent(agentOptions{extraArgs: []string{"--sweep-interval", "100ms"}})
+	s := newStamps()
+	const stepName, dedupID = "DBOS.debounceDelayedWorkflow", ".deb-k"
+	out := make(chan [2]protocol.DebounceWorkflowReply, 1)
+	parent := func(wf *client.Workflow, _ *string) (*string, error) {
+		c := wf.NextCaller()
+		req := protocol.DebounceWorkflow{Key: "k", Name: "deb", DelayMS: 60_000, Inputs: str("1"), Caller: &c,
+			DeduplicationID: dedupID, StepName: stepName}
+		var first, retried protocol.DebounceWorkflowReply
+		if err := wf.Client().Call(wf.Context(), protocol.OpDebounceWorkflow, &req, &first); err != nil {
+			return nil, err
+		}
+		if err := wf.Client().Call(wf.Context(), protocol.OpDebounceWorkflow, &req, &retried); err != nil {
+			return nil, err
+		}
+		out <- [2]protocol.DebounceWorkflowReply{first, retried}
+		return str(first.WorkflowID), nil
+	}
+	qWorker(t, a.socket, client.WorkerConfig{Workflows: map[string]client.WorkflowFunc{"deb": s.workflow, "parent": parent}})
+	c := dialClient(t, a.socket)
+	enqueue(t, c, protocol.StartWorkflow{WorkflowID: "tsparent", Name: "parent"})
+	got := recv(t, out, "the parent's debounce")
+	require.Equal(t, got[0], got[1], "a replay answers from the step recorded under its name")
+	require.False(t, got[0].Bounced)
+	require.Equal(t, "SUCCESS", awaitResult(t, c, "tsparent").Status)
+	steps := listSteps(t, c, "tsparent")
+	require.Equal(t, stepName, steps[0].Name)
+
+	// A call from outside, with the same deduplication id, bounces it.
+	var bounced protocol.DebounceWorkflowReply
+	require.NoError(t, c.Call(context.Background(), protocol.OpDebounceWorkflow,
+		&protocol.DebounceWorkflow{Key: "k", Name: "deb", DelayMS: 100, Inputs: str("2"), DeduplicationID: dedupID}, &bounced))
+	require.Equal(t, protocol.DebounceWorkflowReply{WorkflowID: got[0].WorkflowID, Bounced: true}, bounced)
+	require.Equal(t, dedupID, getWorkflow(t, c, got[0].WorkflowID).DeduplicationID)
+	require.Equal(t, got[0].WorkflowID, recv(t, s.ch, "the debounced workflow"))
+	_, input := s.get(got[0].WorkflowID)
+	require.Equal(t, "2", input)
+}

@@ -450,6 +450,12 @@ func vectorDefs() []vectorDef {
 				Inputs: strp(`{"positionalArgs":["doc-7",3],"namedArgs":{}}`), Serialization: "portable_json", WorkflowID: "reindex-doc-7-a",
 				AuthenticatedUser: "alice", AuthenticatedRoles: []string{"editor"}, Attributes: strp(`{"source":"editor"}`),
 			}},
+		{name: "debounce_workflow_typescript", description: "A Node binding debounces from workflow code as DBOS TypeScript does: its step name and its form of the key's deduplication id (here for a function of no class).",
+			kind: KindRequest, id: 82, op: OpDebounceWorkflow, message: "DebounceWorkflow", body: &DebounceWorkflow{
+				Key: "user-9", Name: "notify", DelayMS: 2000, Inputs: strp(`{"json":["user-9"],"__dbos_serializer":"superjson"}`), Serialization: "js_superjson",
+				Caller:          &Caller{WorkflowID: "signup-4", OwnerXID: exampleOwner, FunctionID: 0},
+				DeduplicationID: ".notify-user-9", StepName: "DBOS.debounceDelayedWorkflow",
+			}},
 		{name: "debounce_workflow_reply", description: "An earlier call's workflow was pushed back (bounced); its id is the one to await.",
 			kind: KindResponse, id: 30, replyTo: OpDebounceWorkflow, message: "DebounceWorkflowReply", body: &DebounceWorkflowReply{
 				WorkflowID: "reindex-doc-7-0", Bounced: true,

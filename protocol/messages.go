@@ -516,6 +516,15 @@ type DebounceWorkflow struct {
 	// caller's (DBOS's Debouncer application_name); app_version then
 	// defaults to none.
 	ApplicationName string `msgpack:"application_name,omitempty"`
+	// DeduplicationID is the key's deduplication id as the SDK the binding
+	// mirrors forms it, so a bounce meets that SDK's pending workflow
+	// (default "<name>-<key>", DBOS Python's; DBOS TypeScript's is
+	// "<class_name>.<name>-<key>").
+	DeduplicationID string `msgpack:"deduplication_id,omitempty"`
+	// StepName is the caller's step name (default
+	// "DBOS.debounce_delayed_workflow", DBOS Python's; DBOS TypeScript's
+	// is "DBOS.debounceDelayedWorkflow").
+	StepName string `msgpack:"step_name,omitempty"`
 }
 
 // DebounceWorkflowReply names the debounced workflow.

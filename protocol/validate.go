@@ -359,9 +359,12 @@ func (l *ListSchedules) Validate(op string) error {
 	return checkApplicationNames(op+".application_name", l.ApplicationNames)
 }
 
-// Validate checks the owner a debounce names.
+// Validate checks the owner a debounce names and the step name it records.
 func (d *DebounceWorkflow) Validate(op string) error {
-	return checkName(op+".application_name", d.ApplicationName, MaxNameBytes, false)
+	if err := checkName(op+".application_name", d.ApplicationName, MaxNameBytes, false); err != nil {
+		return err
+	}
+	return checkName(op+".step_name", d.StepName, MaxFunctionNameBytes, false)
 }
 
 // Validate checks a rename: a source to move (an application, the unclaimed

@@ -330,7 +330,7 @@ func (p *Postgres) debounceAsStep(ctx context.Context, tx pgx.Tx, in WorkflowDeb
 		return err
 	}
 	if recorded != nil {
-		return p.debounceReplay(ctx, tx, c, recorded, res)
+		return p.debounceReplay(ctx, tx, c, in.StepNameOr(), recorded, res)
 	}
 	if err := p.debounceTx(ctx, tx, in, res); err != nil {
 		return err
@@ -353,20 +353,20 @@ func (p *Postgres) debounceAsStep(ctx context.Context, tx pgx.Tx, in WorkflowDeb
 	if err != nil {
 		return err
 	}
-	_, err = tx.Exec(ctx, p.sql("DebounceStepRecord"), c.WorkflowID, c.FunctionID, DebounceStepName, string(encoded), PortableJSON, c.ApplicationName)
+	_, err = tx.Exec(ctx, p.sql("DebounceStepRecord"), c.WorkflowID, c.FunctionID, in.StepNameOr(), string(encoded), PortableJSON, c.ApplicationName)
 	return err
 }
 
 // debounceReplay answers a debounce whose step is recorded: what it
 // records, and for a debounce that created its workflow, the child recorded
 // at the next id.
-func (p *Postgres) debounceReplay(ctx context.Context, tx pgx.Tx, c *StepCaller, recorded *Step, res *DebounceResult) error {
-	if recorded.Name != DebounceStepName {
-		return &UnexpectedStepError{WorkflowID: c.WorkflowID, FunctionID: c.FunctionID, Recorded: recorded.Name, Attempted: DebounceStepName}
+func (p *Postgres) debounceReplay(ctx context.Context, tx pgx.Tx, c *StepCaller, stepName string, recorded *Step, res *DebounceResult) error {
+	if recorded.Name != stepName {
+		return &UnexpectedStepError{WorkflowID: c.WorkflowID, FunctionID: c.FunctionID, Recorded: recorded.Name, Attempted: stepName}
 	}
 	var out debounceStepOutput
 	if recorded.Output == nil || json.Unmarshal([]byte(*recorded.Output), &out) != nil {
-		return fmt.Errorf("workflow %s step %d: the recorded %s is not a debounce result", c.WorkflowID, c.FunctionID, DebounceStepName)
+		return fmt.Errorf("workflow %s step %d: the recorded %s is not a debounce result", c.WorkflowID, c.FunctionID, stepName)
 	}
 	*res = DebounceResult{BouncedID: out.BouncedWorkflowID, HolderID: out.HolderWorkflowID, HolderIsDebounced: out.HolderIsDebounced,
 		HolderApplicationName: out.HolderApplicationName, Replayed: true}

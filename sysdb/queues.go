@@ -211,6 +211,10 @@ type WorkflowDebounceParams struct {
 	// FencedError). A step already recorded there is the answer (Replayed):
 	// nothing is bounced again. With a Caller, Create is required.
 	Caller *StepCaller
+	// StepName is the name the caller's step is recorded (and replayed)
+	// under: DebounceStepName (DBOS Python's) when empty; DBOS TypeScript's
+	// is "DBOS.debounceDelayedWorkflow".
+	StepName string
 	// Create is the workflow inserted, in the same transaction, when the key
 	// is free: the caller's child, recorded at Caller.FunctionID+1 as a
 	// child start (DBOS enqueues it as the next step). Its ParentStep and
@@ -222,6 +226,14 @@ type WorkflowDebounceParams struct {
 // DebounceStepName is the step DBOS records for a debounce from workflow
 // code.
 const DebounceStepName = "DBOS.debounce_delayed_workflow"
+
+// StepNameOr is the debounce's step name: p.StepName, else DebounceStepName.
+func (p WorkflowDebounceParams) StepNameOr() string {
+	if p.StepName != "" {
+		return p.StepName
+	}
+	return DebounceStepName
+}
 
 // DebounceResult says what a debounce did.
 type DebounceResult struct {
