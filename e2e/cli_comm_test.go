@@ -315,7 +315,7 @@ func TestCLIForksAndRewindsWorkflows(t *testing.T) {
 	cliqFails(t, "cancel it first", b.with("workflow", "rewind", "clic-active", "--step", "1")...)
 	require.Equal(t, "PENDING", b.getJSON("clic-active")["status"])
 	require.Len(t, cliqJSON[[]any](t, b.with("workflow", "steps", "clic-active", "--json")...), 2)
-	cliqFails(t, "--step must be at least 1", b.with("workflow", "rewind", "clic-orig", "--step", "0")...)
+	cliqFails(t, "--step must not be negative", b.with("workflow", "rewind", "clic-orig", "--step", "-1")...)
 	cliqFails(t, "clic-nope", b.with("workflow", "rewind", "clic-nope", "--step", "1")...)
 
 	// Rewind of the ended original from step 2: step 1 stays, it is
