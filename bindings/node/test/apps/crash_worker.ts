@@ -18,6 +18,16 @@ import { DBOS } from '../../src';
 const STEPS = 5;
 const hangAt = process.env.CRASH_HANG_AT ?? '';
 let hung = false;
+// DBOS runs recovered workflows only once the application is initialized: a
+// round trip in an initialize callback lets a run pushed at the hello arrive
+// before it ends, and the workflow logs it if it started too early.
+let initialized = false;
+DBOS.registerLifecycleCallback({
+  initialize: async () => {
+    await DBOS.getWorkflowStatus('no-such-workflow');
+    initialized = true;
+  },
+});
 
 function say(line: string): void {
   process.stdout.write(`${line}\n`);
@@ -44,6 +54,7 @@ const crashChild = DBOS.registerWorkflow(
 
 export const crashWorkflow = DBOS.registerWorkflow(
   async (label: string) => {
+    if (!initialized) appendFileSync(process.env.CRASH_LOG!, 'started-before-initialize\n');
     const parts: number[] = [];
     for (let i = 1; i <= STEPS; i++) {
       if (i === 4) parts.push(await crashChild(parts.length));
