@@ -207,6 +207,7 @@ export class DBOS {
     engine = e;
     for (const inst of allConfiguredInstances()) await inst.initialize();
     for (const l of lifecycle) await l.initialize?.();
+    e.startRuns();
   }
 
   static async shutdown(_options?: { deregister?: boolean; workflowCompletionTimeoutMS?: number }): Promise<void> {

@@ -103,6 +103,12 @@ export class Engine {
   private pendingDeclarations: FunctionRegistration[] = [];
   private declaring?: Promise<void>;
   private stopping = false;
+  /**
+   * Runs pushed before DBOS.launch is done (the agent pushes recovered
+   * workflows right after the hello): they start once the application's
+   * instances are initialized and DBOS is usable from workflow code.
+   */
+  private held: Array<() => void> | undefined = [];
 
   constructor(config: DBOSConfig, contributors: HelloContributor[]) {
     this.config = config;
@@ -138,6 +144,13 @@ export class Engine {
     this.executorID = this.agent.executor_id;
     if (this.agent.app_version) this.appVersion = this.agent.app_version;
     setWorkflowDeclaredHook((reg) => this.declaredLate(reg));
+  }
+
+  /** Starts the runs pushed during launch, and every later one as it comes. */
+  startRuns(): void {
+    const held = this.held ?? [];
+    this.held = undefined;
+    for (const go of held) go();
   }
 
   /** Stops taking runs and closes the link; runs in flight stop at their next step. */
@@ -224,7 +237,9 @@ export class Engine {
   private onPush(op: string, body: Record<string, unknown>, conn: Connection): void {
     if (op === 'run') {
       if (this.stopping) return; // the connection closes: the agent hands it back
-      void this.execute(body as unknown as RunMessage, conn, undefined);
+      const go = () => void this.execute(body as unknown as RunMessage, conn, undefined);
+      if (this.held) this.held.push(go);
+      else go();
     } else if (op === 'cancel') {
       const id = body.workflow_id as string;
       this.runs.get(id)?.halt(new DBOSWorkflowCancelledError(id));
