@@ -26,7 +26,7 @@ import {
   registerInstance,
   registrationOf,
 } from './registry';
-import { Engine, HelloContributor } from './runtime';
+import { Engine, HelloContributor, StartedWorkflow } from './runtime';
 import { JSONValue, registerSerializationRecipe, SerializationRecipe, serializeValue } from './serialization';
 import type {
   DBOSConfig,
@@ -68,8 +68,8 @@ export function addHelloContributor(c: HelloContributor): void {
   contributors.push(c);
 }
 
-function handleFor<R>(workflowID: string): AgentWorkflowHandle<R> {
-  return new AgentWorkflowHandle<R>(() => requireEngine(), workflowID);
+function handleFor<R>(workflowID: string, invoked?: StartedWorkflow['local']): AgentWorkflowHandle<R> {
+  return new AgentWorkflowHandle<R>(() => requireEngine(), workflowID, invoked);
 }
 
 /** Starts reg's workflow and gives its handle (the run is granted here when it is not enqueued). */
@@ -94,7 +94,7 @@ async function startRegistered<R>(
   }
   if (params.workflowAttributes !== undefined) validateAttributes(params.workflowAttributes);
   const started = await e.start(reg, target, args, params, reservedFunctionId);
-  return handleFor<R>(started.workflowID);
+  return handleFor<R>(started.workflowID, started.local);
 }
 
 function checkTarget(reg: FunctionRegistration, target: unknown): void {
@@ -143,14 +143,12 @@ function stepInvoker(reg: FunctionRegistration, config: StepConfig): AnyFn {
   return invoker;
 }
 
+/** DBOS TypeScript's validateStepConfig (step.js): only timeoutMS is checked, with its message. */
 function validateStepConfig(config: StepConfig, name: string): void {
-  const check = (value: number | undefined, what: string, ok: (v: number) => boolean, rule: string) => {
-    if (value !== undefined && !ok(value)) throw new DBOSError(`Invalid ${what} for step ${name}: ${value} (${rule})`);
-  };
-  check(config.maxAttempts, 'maxAttempts', (v) => Number.isInteger(v) && v >= 1, 'must be an integer of at least 1');
-  check(config.intervalSeconds, 'intervalSeconds', (v) => Number.isFinite(v) && v >= 0, 'must be a finite number of at least 0');
-  check(config.backoffRate, 'backoffRate', (v) => Number.isFinite(v) && v > 0, 'must be a finite positive number');
-  check(config.timeoutMS, 'timeoutMS', (v) => Number.isFinite(v) && v > 0, 'must be a finite positive number');
+  const timeoutMS = config.timeoutMS;
+  if (timeoutMS !== undefined && (typeof timeoutMS !== 'number' || !Number.isFinite(timeoutMS) || timeoutMS <= 0)) {
+    throw new DBOSError(`Invalid timeoutMS (${timeoutMS}) in configuration of step ${name}: must be a positive number`);
+  }
 }
 
 /** A class whose instance methods are workflows and steps, found again by its name on recovery. */
@@ -336,8 +334,8 @@ export class DBOS {
       if (!descriptor.value) throw new Error('Use of decorator when original method is undefined');
       const isStatic = typeof target === 'function';
       const name = cfg.name ?? propertyKey;
-      validateStepConfig(cfg, name);
       const ctor = (isStatic ? target : target.constructor) as AnyCtor;
+      validateStepConfig(cfg, `${classNameOf(ctor)}.${name}`);
       const reg = new FunctionRegistration(name, descriptor.value as AnyFn, ctor, !isStatic, undefined);
       reg.stepConfig = cfg;
       descriptor.value = stepInvoker(reg, cfg) as (this: This, ...args: Args) => Promise<Return>;
@@ -359,7 +357,8 @@ export class DBOS {
   static runStep<Return>(func: () => Promise<Return>, cfg: StepConfig & { name?: string } = {}): Promise<Return> {
     const e = requireEngine('steps');
     const name = cfg.name ?? func.name;
-    validateStepConfig(cfg, name);
+    // As DBOS TS: checked when it runs as a step; outside a workflow it is a plain call.
+    if (e.currentRun()) validateStepConfig(cfg, name);
     return e.runStep(func, name, cfg);
   }
 

@@ -80,7 +80,7 @@ export interface WorkflowResult {
 }
 
 /** What a local run's promise settles to: its stored outcome, or that the run stopped without one. */
-type LocalOutcome = { result: WorkflowResult } | { stopped: Error };
+export type LocalOutcome = { result: WorkflowResult; thrown?: { error: unknown } } | { stopped: Error };
 
 /** Extra hello fields and late registrations of other modules (queues). */
 export interface HelloContributor {
@@ -275,7 +275,14 @@ export class Engine {
         outcome = await this.callWorkflow(reg, state, run, parentCtx);
       }
       if (state.stopped) return { stopped: state.stopped };
-      return { result: await this.finish(state, reg, outcome) };
+      const portable = this.isPortable(state, reg);
+      const { result, applied } = await this.finish(state, portable, outcome);
+      // DBOS TS's handle of a run it executed throws the error the workflow threw, as thrown
+      // (not its stored form), when the run recorded it in native serialization.
+      if (applied && !portable && result.status === 'ERROR' && 'error' in outcome && outcome.error !== undefined) {
+        return { result, thrown: { error: outcome.error } };
+      }
+      return { result };
     } catch (err) {
       // finish itself failed (the connection went away): the agent hands the workflow back.
       return { stopped: err as Error };
@@ -319,13 +326,16 @@ export class Engine {
     }
   }
 
+  private isPortable(state: RunState, reg: FunctionRegistration | undefined): boolean {
+    return state.serialization === PORTABLE || reg?.workflowConfig?.serialization === 'portable';
+  }
+
   private async finish(
     state: RunState,
-    reg: FunctionRegistration | undefined,
+    portable: boolean,
     outcome: { output?: unknown; error?: unknown },
-  ): Promise<WorkflowResult> {
+  ): Promise<{ result: WorkflowResult; applied: boolean }> {
     // The outcome is written under the workflow's own tag (its inputs'), as DBOS writes it.
-    const portable = state.serialization === PORTABLE || reg?.workflowConfig?.serialization === 'portable';
     const format = portable ? 'portable' : undefined;
     const body: Record<string, unknown> = { workflow_id: state.workflowID, owner_xid: state.ownerXid };
     if ('error' in outcome && outcome.error !== undefined) {
@@ -340,7 +350,7 @@ export class Engine {
       body.serialization = ser.serialization;
     }
     const reply = await state.conn.request('finish', body);
-    return reply.result as unknown as WorkflowResult;
+    return { result: reply.result as unknown as WorkflowResult, applied: reply.applied === true };
   }
 
   // ---- starting workflows --------------------------------------------------
@@ -651,19 +661,20 @@ export class Engine {
    * getResult from workflow code: step N `DBOS.getResult` records the
    * awaited outcome, replayed from the history after a recovery.
    */
-  async durableResult<T>(workflowID: string, reservedFunctionId?: number): Promise<T> {
+  async durableResult<T>(workflowID: string, reservedFunctionId?: number, invoked?: Promise<LocalOutcome>): Promise<T> {
     const ctx = currentContext();
     const run = ctx?.run && ctx.stepFunctionId === undefined ? ctx.run : undefined;
     if (!run) {
-      const result = await this.awaitResult(workflowID);
-      return this.outcome<T>(result!);
+      const { result, thrown } = await this.invokedResult(workflowID, invoked);
+      if (thrown) throw thrown.error;
+      return this.outcome<T>(result);
     }
     const functionId = reservedFunctionId ?? run.takeFunctionId();
     run.throwIfStopped();
     const recorded = this.replayed(run, functionId, 'DBOS.getResult');
     if (recorded) return (await this.revive(recorded)) as T;
     const startedAt = Date.now();
-    const result = (await this.awaitResult(workflowID))!;
+    const { result, thrown } = await this.invokedResult(workflowID, invoked);
     const step: Partial<HistoryStep> & { function_id: number; name: string } = {
       function_id: functionId,
       name: 'DBOS.getResult',
@@ -684,7 +695,23 @@ export class Engine {
       step.serialization = ser.serialization;
     }
     await this.record(run, step);
+    if (thrown) throw thrown.error;
     return this.outcome<T>(result);
+  }
+
+  /**
+   * The outcome a handle awaits: for a run this process executed (DBOS TS's
+   * InvokedHandle), the run's own, with the error as thrown; else the stored one.
+   */
+  private async invokedResult(
+    workflowID: string,
+    invoked: Promise<LocalOutcome> | undefined,
+  ): Promise<{ result: WorkflowResult; thrown?: { error: unknown } }> {
+    if (invoked) {
+      const outcome = await invoked;
+      if ('result' in outcome && isTerminal(outcome.result.status)) return outcome;
+    }
+    return { result: (await this.awaitResult(workflowID))! };
   }
 
   async getStatus(workflowID: string): Promise<WorkflowStatus | null> {
