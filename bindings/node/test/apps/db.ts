@@ -29,7 +29,14 @@ export function stepRows(url: string, workflowID: string): Promise<StepRow[]> {
   );
 }
 
-/** A workflow's status row. */
+/** A workflow's status row, its output and error read as DBOS TS reads them (workflow_output first). */
 export async function statusRow(url: string, workflowID: string): Promise<Record<string, unknown> | undefined> {
-  return (await query(url, 'SELECT * FROM dbos.workflow_status WHERE workflow_uuid = $1', [workflowID]))[0];
+  const rows = await query(
+    url,
+    `SELECT ws.*, COALESCE(wo.output, ws.output) AS output, COALESCE(wo.error, ws.error) AS error
+       FROM dbos.workflow_status ws LEFT JOIN dbos.workflow_output wo ON wo.workflow_uuid = ws.workflow_uuid
+      WHERE ws.workflow_uuid = $1`,
+    [workflowID],
+  );
+  return rows[0];
 }
