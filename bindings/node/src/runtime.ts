@@ -161,7 +161,7 @@ export class Engine {
       language: 'node',
       binding_version: BINDING_VERSION,
       pid: process.pid,
-      workflows: allWorkflows().map(workflowForm),
+      workflows: workflowForms(allWorkflows()),
     };
     for (const c of this.contributors) c.hello(body);
     return body;
@@ -169,7 +169,7 @@ export class Engine {
 
   private async connected(conn: Connection): Promise<void> {
     const missed = this.pendingDeclarations.splice(0);
-    if (missed.length) await conn.request('register', { workflows: missed.map(workflowForm) });
+    if (missed.length) await conn.request('register', { workflows: workflowForms(missed) });
   }
 
   private disconnected(err: Error): void {
@@ -189,7 +189,7 @@ export class Engine {
         const conn = this.link.current;
         if (!conn) return; // the next hello carries them
         try {
-          await conn.request('register', { workflows: batch.map(workflowForm) });
+          await conn.request('register', { workflows: workflowForms(batch) });
         } catch (err) {
           if (err instanceof DBOSAgentUnavailableError) return;
           console.error(`dbos-agent: could not register ${batch.length} workflow(s): ${(err as Error).message}`);
@@ -815,6 +815,28 @@ function takeNextID(ctx: DBOSContext | undefined): string | undefined {
 
 function findWorkflowByName(name: string): FunctionRegistration | undefined {
   return allWorkflows().find((r) => r.name === name);
+}
+
+/**
+ * The registrations of a hello or register: the agent dispatches on the name
+ * alone and takes each name once, while classes may share a method name
+ * (`wf` of two classes); the run's class_name picks the method here. Same
+ * names are announced once, with the largest max_recovery_attempts (0: the
+ * default, 100) so that none is dead-lettered before its own limit.
+ */
+function workflowForms(regs: FunctionRegistration[]): Record<string, unknown>[] {
+  const byName = new Map<string, Record<string, unknown>>();
+  for (const reg of regs) {
+    const form = workflowForm(reg);
+    const prior = byName.get(reg.name);
+    if (!prior) {
+      byName.set(reg.name, form);
+      continue;
+    }
+    const limit = (f: Record<string, unknown>) => (f.max_recovery_attempts as number | undefined) ?? 100;
+    if (limit(form) > limit(prior)) prior.max_recovery_attempts = form.max_recovery_attempts;
+  }
+  return [...byName.values()];
 }
 
 function workflowForm(reg: FunctionRegistration): Record<string, unknown> {
