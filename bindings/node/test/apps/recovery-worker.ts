@@ -72,7 +72,8 @@ async function main(): Promise<void> {
   }
 }
 
-main().catch((e) => {
+// node --test runs every file of build/test: only a test's spawn starts this worker.
+if (process.env.DBOS_TEST_CONFIG) main().catch((e) => {
   console.error(e);
   process.exit(1);
 });
