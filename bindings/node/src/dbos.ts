@@ -31,8 +31,8 @@ import {
   registerInstance,
   registrationOf,
 } from './registry';
-import { Engine, HelloContributor } from './runtime';
-import { JSONValue, registerSerializationRecipe, SerializationRecipe, serializeValue } from './serialization';
+import { Engine, HelloContributor, StartedWorkflow } from './runtime';
+import { JSONValue, registerSerializationRecipe, SerializationRecipe, serializeError, serializeValue } from './serialization';
 import type {
   DBOSConfig,
   DBOSLaunchOptions,
@@ -80,8 +80,8 @@ export function addHelloContributor(c: HelloContributor): void {
   contributors.push(c);
 }
 
-function handleFor<R>(workflowID: string): AgentWorkflowHandle<R> {
-  return new AgentWorkflowHandle<R>(() => requireEngine(), workflowID);
+function handleFor<R>(workflowID: string, invoked?: StartedWorkflow['local']): AgentWorkflowHandle<R> {
+  return new AgentWorkflowHandle<R>(() => requireEngine(), workflowID, invoked);
 }
 
 /** Starts reg's workflow and gives its handle (the run is granted here when it is not enqueued). */
@@ -104,9 +104,9 @@ async function startRegistered<R>(
   if ((params.queueName ?? currentContext()?.queueName) && priority !== undefined && (priority < DBOS_QUEUE_MIN_PRIORITY || priority > DBOS_QUEUE_MAX_PRIORITY)) {
     throw new DBOSInvalidQueuePriorityError(priority, DBOS_QUEUE_MIN_PRIORITY, DBOS_QUEUE_MAX_PRIORITY);
   }
-  if (params.workflowAttributes !== undefined) validateAttributes(params.workflowAttributes);
+  validateAttributes(params.workflowAttributes);
   const started = await e.start(reg, target, args, params, reservedFunctionId);
-  return handleFor<R>(started.workflowID);
+  return handleFor<R>(started.workflowID, started.local);
 }
 
 function checkTarget(reg: FunctionRegistration, target: unknown): void {
@@ -117,11 +117,23 @@ function checkTarget(reg: FunctionRegistration, target: unknown): void {
   }
 }
 
+/** DBOS TypeScript's validateWorkflowAttributes (workflow.js), with its messages. */
 function validateAttributes(attributes: unknown): void {
-  if (attributes === null || typeof attributes !== 'object' || Array.isArray(attributes)) {
-    throw new DBOSError('workflowAttributes must be a plain object');
+  if (attributes === undefined || attributes === null) return;
+  if (typeof attributes !== 'object' || Array.isArray(attributes)) {
+    throw new DBOSError(
+      `Invalid workflow attributes: must be a key-value object, got ${Array.isArray(attributes) ? 'array' : typeof attributes}.`,
+    );
   }
-  JSON.stringify(attributes);
+  let serialized: string;
+  try {
+    serialized = JSON.stringify(attributes);
+  } catch (e) {
+    throw new DBOSError(`Invalid workflow attributes: must be JSON-serializable. ${(e as Error).message}`);
+  }
+  if (serialized === '{}' && Object.keys(attributes).length > 0) {
+    throw new DBOSError('Invalid workflow attributes: object has no JSON-serializable properties.');
+  }
 }
 
 /** The function a registered workflow is called through: a direct call starts it and awaits it. */
@@ -155,14 +167,12 @@ function stepInvoker(reg: FunctionRegistration, config: StepConfig): AnyFn {
   return invoker;
 }
 
+/** DBOS TypeScript's validateStepConfig (step.js): only timeoutMS is checked, with its message. */
 function validateStepConfig(config: StepConfig, name: string): void {
-  const check = (value: number | undefined, what: string, ok: (v: number) => boolean, rule: string) => {
-    if (value !== undefined && !ok(value)) throw new DBOSError(`Invalid ${what} for step ${name}: ${value} (${rule})`);
-  };
-  check(config.maxAttempts, 'maxAttempts', (v) => Number.isInteger(v) && v >= 1, 'must be an integer of at least 1');
-  check(config.intervalSeconds, 'intervalSeconds', (v) => Number.isFinite(v) && v >= 0, 'must be a finite number of at least 0');
-  check(config.backoffRate, 'backoffRate', (v) => Number.isFinite(v) && v > 0, 'must be a finite positive number');
-  check(config.timeoutMS, 'timeoutMS', (v) => Number.isFinite(v) && v > 0, 'must be a finite positive number');
+  const timeoutMS = config.timeoutMS;
+  if (timeoutMS !== undefined && (typeof timeoutMS !== 'number' || !Number.isFinite(timeoutMS) || timeoutMS <= 0)) {
+    throw new DBOSError(`Invalid timeoutMS (${timeoutMS}) in configuration of step ${name}: must be a positive number`);
+  }
 }
 
 /** A class whose instance methods are workflows and steps, found again by its name on recovery. */
@@ -414,8 +424,8 @@ export class DBOS {
       if (!descriptor.value) throw new Error('Use of decorator when original method is undefined');
       const isStatic = typeof target === 'function';
       const name = cfg.name ?? propertyKey;
-      validateStepConfig(cfg, name);
       const ctor = (isStatic ? target : target.constructor) as AnyCtor;
+      validateStepConfig(cfg, `${classNameOf(ctor)}.${name}`);
       const reg = new FunctionRegistration(name, descriptor.value as AnyFn, ctor, !isStatic, undefined);
       reg.stepConfig = cfg;
       descriptor.value = stepInvoker(reg, cfg) as (this: This, ...args: Args) => Promise<Return>;
@@ -437,7 +447,8 @@ export class DBOS {
   static runStep<Return>(func: () => Promise<Return>, cfg: StepConfig & { name?: string } = {}): Promise<Return> {
     const e = requireEngine('steps');
     const name = cfg.name ?? func.name;
-    validateStepConfig(cfg, name);
+    // As DBOS TS: checked when it runs as a step; outside a workflow it is a plain call.
+    if (e.currentRun()) validateStepConfig(cfg, name);
     return e.runStep(func, name, cfg);
   }
 
@@ -500,22 +511,46 @@ export class DBOS {
     const timeoutMS = deadline !== undefined ? Math.max(0, deadline - Date.now()) : timeoutSec !== undefined ? timeoutSec * 1000 : undefined;
     const run = e.currentRun();
     if (run) {
+      // As DBOS TS: the timer's id first (step DBOS.sleep, the wait's durable deadline), then the getResult's.
+      const timerId = timeoutMS !== undefined ? run.takeFunctionId() : undefined;
       const functionId = run.takeFunctionId();
-      if (timeoutMS !== undefined) run.takeFunctionId(); // the timer's id, as DBOS TypeScript takes it
+      run.throwIfStopped();
       const recorded = e.replayed(run, functionId, 'DBOS.getResult');
       if (recorded) return (await e.revive(recorded)) as T | null;
-      const result = await e.awaitResult(workflowID, timeoutMS);
+      const startedAt = Date.now();
+      let waitMS = timeoutMS;
+      if (timerId !== undefined) {
+        try {
+          const reply = await run.conn.request('sleep', {
+            caller: { workflow_id: run.workflowID, owner_xid: run.ownerXid, function_id: timerId },
+            duration_ms: Math.max(0, Math.round(timeoutMS!)),
+          });
+          waitMS = Number(reply.remaining_ms ?? 0);
+        } catch (err) {
+          throw e.lostRun(run, err, 'DBOS.sleep', timerId);
+        }
+      }
+      const result = waitMS !== undefined && waitMS <= 0 ? await e.awaitResult(workflowID, 1) : await e.awaitResult(workflowID, waitMS);
+      const step = { function_id: functionId, name: 'DBOS.getResult', child_workflow_id: workflowID, started_at_epoch_ms: startedAt };
       if (!result) {
-        await e.record(run, { function_id: functionId, name: 'DBOS.getResult', output: await nullOutput(e), child_workflow_id: workflowID });
+        await e.record(run, { ...step, output: await nullOutput(e), completed_at_epoch_ms: Date.now() });
         return null;
       }
+      let error = result.status === 'ERROR' ? result.error : null;
+      let serialization = result.serialization;
+      if (result.status !== 'SUCCESS' && result.status !== 'ERROR') {
+        // Cancelled or dead-lettered: recorded as the error DBOS raises for it, so a replay raises it too.
+        const raised = await e.outcome(result).then(() => undefined, (err: unknown) => err);
+        const ser = await serializeError(raised, e.serializer, undefined);
+        error = ser.value;
+        serialization = ser.serialization;
+      }
       await e.record(run, {
-        function_id: functionId,
-        name: 'DBOS.getResult',
-        child_workflow_id: workflowID,
+        ...step,
         output: result.status === 'SUCCESS' ? result.output : null,
-        error: result.status === 'ERROR' ? result.error : null,
-        serialization: result.serialization,
+        error,
+        serialization,
+        completed_at_epoch_ms: Date.now(),
       });
       return e.outcome<T>(result);
     }

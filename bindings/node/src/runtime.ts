@@ -80,7 +80,7 @@ export interface WorkflowResult {
 }
 
 /** What a local run's promise settles to: its stored outcome, or that the run stopped without one. */
-type LocalOutcome = { result: WorkflowResult } | { stopped: Error };
+export type LocalOutcome = { result: WorkflowResult; thrown?: { error: unknown } } | { stopped: Error };
 
 /** Extra hello fields and late registrations of other modules (queues). */
 export interface HelloContributor {
@@ -174,7 +174,7 @@ export class Engine {
       language: 'node',
       binding_version: BINDING_VERSION,
       pid: process.pid,
-      workflows: allWorkflows().map(workflowForm),
+      workflows: workflowForms(allWorkflows()),
     };
     for (const c of this.contributors) c.hello(body);
     return body;
@@ -182,7 +182,7 @@ export class Engine {
 
   private async connected(conn: Connection): Promise<void> {
     const missed = this.pendingDeclarations.splice(0);
-    if (missed.length) await conn.request('register', { workflows: missed.map(workflowForm) });
+    if (missed.length) await conn.request('register', { workflows: workflowForms(missed) });
   }
 
   private disconnected(err: Error): void {
@@ -202,7 +202,7 @@ export class Engine {
         const conn = this.link.current;
         if (!conn) return; // the next hello carries them
         try {
-          await conn.request('register', { workflows: batch.map(workflowForm) });
+          await conn.request('register', { workflows: workflowForms(batch) });
         } catch (err) {
           if (err instanceof DBOSAgentUnavailableError) return;
           console.error(`dbos-agent: could not register ${batch.length} workflow(s): ${(err as Error).message}`);
@@ -290,7 +290,14 @@ export class Engine {
         outcome = await this.callWorkflow(reg, state, run, parentCtx);
       }
       if (state.stopped) return { stopped: state.stopped };
-      return { result: await this.finish(state, reg, outcome) };
+      const portable = this.isPortable(state, reg);
+      const { result, applied } = await this.finish(state, portable, outcome);
+      // DBOS TS's handle of a run it executed throws the error the workflow threw, as thrown
+      // (not its stored form), when the run recorded it in native serialization.
+      if (applied && !portable && result.status === 'ERROR' && 'error' in outcome && outcome.error !== undefined) {
+        return { result, thrown: { error: outcome.error } };
+      }
+      return { result };
     } catch (err) {
       // finish itself failed (the connection went away): the agent hands the workflow back.
       return { stopped: err as Error };
@@ -334,13 +341,16 @@ export class Engine {
     }
   }
 
+  private isPortable(state: RunState, reg: FunctionRegistration | undefined): boolean {
+    return state.serialization === PORTABLE || reg?.workflowConfig?.serialization === 'portable';
+  }
+
   private async finish(
     state: RunState,
-    reg: FunctionRegistration | undefined,
+    portable: boolean,
     outcome: { output?: unknown; error?: unknown },
-  ): Promise<WorkflowResult> {
+  ): Promise<{ result: WorkflowResult; applied: boolean }> {
     // The outcome is written under the workflow's own tag (its inputs'), as DBOS writes it.
-    const portable = state.serialization === PORTABLE || reg?.workflowConfig?.serialization === 'portable';
     const format = portable ? 'portable' : undefined;
     const body: Record<string, unknown> = { workflow_id: state.workflowID, owner_xid: state.ownerXid };
     if ('error' in outcome && outcome.error !== undefined) {
@@ -355,7 +365,7 @@ export class Engine {
       body.serialization = ser.serialization;
     }
     const reply = await state.conn.request('finish', body);
-    return reply.result as unknown as WorkflowResult;
+    return { result: reply.result as unknown as WorkflowResult, applied: reply.applied === true };
   }
 
   // ---- starting workflows --------------------------------------------------
@@ -655,19 +665,20 @@ export class Engine {
    * getResult from workflow code: step N `DBOS.getResult` records the
    * awaited outcome, replayed from the history after a recovery.
    */
-  async durableResult<T>(workflowID: string, reservedFunctionId?: number): Promise<T> {
+  async durableResult<T>(workflowID: string, reservedFunctionId?: number, invoked?: Promise<LocalOutcome>): Promise<T> {
     const ctx = currentContext();
     const run = ctx?.run && ctx.stepFunctionId === undefined ? ctx.run : undefined;
     if (!run) {
-      const result = await this.awaitResult(workflowID);
-      return this.outcome<T>(result!);
+      const { result, thrown } = await this.invokedResult(workflowID, invoked);
+      if (thrown) throw thrown.error;
+      return this.outcome<T>(result);
     }
     const functionId = reservedFunctionId ?? run.takeFunctionId();
     run.throwIfStopped();
     const recorded = this.replayed(run, functionId, 'DBOS.getResult');
     if (recorded) return (await this.revive(recorded)) as T;
     const startedAt = Date.now();
-    const result = (await this.awaitResult(workflowID))!;
+    const { result, thrown } = await this.invokedResult(workflowID, invoked);
     const step: Partial<HistoryStep> & { function_id: number; name: string } = {
       function_id: functionId,
       name: 'DBOS.getResult',
@@ -688,7 +699,23 @@ export class Engine {
       step.serialization = ser.serialization;
     }
     await this.record(run, step);
+    if (thrown) throw thrown.error;
     return this.outcome<T>(result);
+  }
+
+  /**
+   * The outcome a handle awaits: for a run this process executed (DBOS TS's
+   * InvokedHandle), the run's own, with the error as thrown; else the stored one.
+   */
+  private async invokedResult(
+    workflowID: string,
+    invoked: Promise<LocalOutcome> | undefined,
+  ): Promise<{ result: WorkflowResult; thrown?: { error: unknown } }> {
+    if (invoked) {
+      const outcome = await invoked;
+      if ('result' in outcome && isTerminal(outcome.result.status)) return outcome;
+    }
+    return { result: (await this.awaitResult(workflowID))! };
   }
 
   getStatus(workflowID: string): Promise<WorkflowStatus | null> {
@@ -831,6 +858,28 @@ function takeNextID(ctx: DBOSContext | undefined): string | undefined {
 
 function findWorkflowByName(name: string): FunctionRegistration | undefined {
   return allWorkflows().find((r) => r.name === name);
+}
+
+/**
+ * The registrations of a hello or register: the agent dispatches on the name
+ * alone and takes each name once, while classes may share a method name
+ * (`wf` of two classes); the run's class_name picks the method here. Same
+ * names are announced once, with the largest max_recovery_attempts (0: the
+ * default, 100) so that none is dead-lettered before its own limit.
+ */
+function workflowForms(regs: FunctionRegistration[]): Record<string, unknown>[] {
+  const byName = new Map<string, Record<string, unknown>>();
+  for (const reg of regs) {
+    const form = workflowForm(reg);
+    const prior = byName.get(reg.name);
+    if (!prior) {
+      byName.set(reg.name, form);
+      continue;
+    }
+    const limit = (f: Record<string, unknown>) => (f.max_recovery_attempts as number | undefined) ?? 100;
+    if (limit(form) > limit(prior)) prior.max_recovery_attempts = form.max_recovery_attempts;
+  }
+  return [...byName.values()];
 }
 
 function workflowForm(reg: FunctionRegistration): Record<string, unknown> {

@@ -3,13 +3,15 @@
  * From workflow code, awaiting is durable (step `DBOS.getResult`) and so is
  * reading the status (step `getStatus`), as in DBOS TypeScript.
  */
-import type { Engine } from './runtime';
+import type { Engine, LocalOutcome } from './runtime';
 import type { PollingOptions, WorkflowHandle, WorkflowStatus } from './types';
 
 export class AgentWorkflowHandle<R> implements WorkflowHandle<R> {
   constructor(
     private readonly engine: () => Engine,
     readonly workflowID: string,
+    /** The run this process executes for the handle's start (DBOS TS's InvokedHandle), if any. */
+    private readonly invoked?: Promise<LocalOutcome>,
   ) {}
 
   async getStatus(): Promise<WorkflowStatus | null> {
@@ -33,6 +35,6 @@ export class AgentWorkflowHandle<R> implements WorkflowHandle<R> {
    * interval has no use here: the agent wakes waiters when outcomes land.)
    */
   getResult(options?: PollingOptions | number): Promise<R> {
-    return this.engine().durableResult<R>(this.workflowID, typeof options === 'number' ? options : undefined);
+    return this.engine().durableResult<R>(this.workflowID, typeof options === 'number' ? options : undefined, this.invoked);
   }
 }
