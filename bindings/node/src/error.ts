@@ -13,6 +13,8 @@ export class DBOSWorkflowCancelledError extends DBOSError { constructor(id: stri
 export class DBOSWorkflowConflictError extends DBOSError { constructor(id: string) { super(`Conflicting workflow ${id}`); } }
 export class DBOSInvalidQueuePriorityError extends DBOSError { constructor(p: number, a: number, b: number) { super(`Invalid priority ${p}. Priority must be between ${a} and ${b}.`); } }
 export class DBOSNonExistentWorkflowError extends DBOSError {}
+export class DBOSStreamTimeoutError extends DBOSError { constructor(readonly workflowID: string, readonly key: string, readonly timeoutMS?: number) { super(`No value arrived on stream ${key} of workflow ${workflowID}${timeoutMS !== undefined ? ` within ${timeoutMS}ms` : ''}`, 33); this.name = 'DBOSStreamTimeoutError'; } }
+export class DBOSStreamNondeterminismError extends DBOSError { constructor(readonly workflowID: string, readonly key: string) { super(`Cannot deterministically read stream ${key} in workflow ${workflowID}: another stream read in the same workflow is still in progress, so which read records which value would depend on task scheduling. Read streams from sequential workflow code, or read them from a step.`, 34); this.name = 'DBOSStreamNondeterminismError'; } }
 export function errorFromAgent(w: { code: number; name: string; message: string }, _ctx?: unknown): Error {
   if (w.name === 'workflow_not_found') return new DBOSNonExistentWorkflowError(w.message);
   return new DBOSError(`${w.name}: ${w.message}`);

@@ -6,3 +6,12 @@ export { DBOS, ConfiguredInstance } from './dbos';
 export * from './types';
 export * as Error from './error';
 // ---- exports of the area modules (comm, management, queues, schedules, debouncer, client) ----
+export type {
+  SendOptions,
+  RecvOptions,
+  GetEventOptions,
+  SetEventOptions,
+  WriteStreamOptions,
+  ReadStreamOptions,
+  ReadStreamOffsetOptions,
+} from './comm';
