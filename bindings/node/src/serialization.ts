@@ -6,7 +6,7 @@ export const DBOSJSON: DBOSSerializer = { name: () => 'js_superjson', stringify:
 export const DBOSPortableJSON: DBOSSerializer = { name: () => 'portable_json', stringify: (v) => JSON.stringify(v), parse: (t) => (t == null ? null : JSON.parse(t)) };
 export async function serializeArgs(a: unknown[], s: DBOSSerializer, _f?: string) { return { value: await s.stringify(a), serialization: s.name() }; }
 export async function deserializeArgs(v: string | null, _t: string | null, s: DBOSSerializer) { return (v == null ? [] : s.parse(v)) as unknown[]; }
-export async function serializeValue(v: unknown, s: DBOSSerializer, _f?: string) { return { value: v === undefined ? null : await s.stringify(v), serialization: s.name() }; }
-export async function deserializeValue(v: string | null, _t: string | null, s: DBOSSerializer) { return v == null ? undefined : s.parse(v); }
+export async function serializeValue(v: unknown, s: DBOSSerializer, _f?: string) { const t = _f === 'portable' ? DBOSPortableJSON : s; return { value: v === undefined ? null : await t.stringify(v), serialization: t.name() }; }
+export async function deserializeValue(v: string | null, _t: string | null, s: DBOSSerializer) { return v == null ? undefined : (_t === 'portable_json' ? DBOSPortableJSON : s).parse(v); }
 export async function serializeError(e: unknown, _s: DBOSSerializer, _f?: string) { const x = e as Error; return { value: JSON.stringify({ name: x?.name, message: x?.message }), serialization: 'js_superjson' }; }
 export async function deserializeError(v: string | null, _t: string | null, _s: DBOSSerializer) { const o = JSON.parse(v ?? '{}'); const e = new Error(o.message); e.name = o.name; return e; }
