@@ -119,6 +119,32 @@ const sendToMissing = DBOS.registerWorkflow(
   { name: 'sendToMissing' },
 );
 
+const sendToMissingThenWait = DBOS.registerWorkflow(
+  async () => {
+    let failure = 'sent';
+    try {
+      await DBOS.send('missing-on-replay', 'lost');
+    } catch (err) {
+      failure = (err as Error).message;
+    }
+    await DBOS.setEvent('failed', failure);
+    const gate = await DBOS.recv<string>('gate', 30);
+    return `${failure}|${gate}`;
+  },
+  { name: 'sendToMissingThenWait' },
+);
+
+const replayedWriter = DBOS.registerWorkflow(
+  async () => {
+    await DBOS.writeStream('r', 'a');
+    await DBOS.setEvent('wrote', true);
+    const gate = await DBOS.recv<string>('gate', 30);
+    await DBOS.writeStream('r', gate);
+    await DBOS.closeStream('r');
+  },
+  { name: 'replayedWriter' },
+);
+
 const sendFromStep = DBOS.registerWorkflow(
   async (destination: string) => {
     await DBOS.runStep(async () => 'warm-up', { name: 'warmUp' });
@@ -325,6 +351,16 @@ test('a send to a missing workflow: an error outside, a recorded step from a wor
   assert.match(step.error ?? '', /non-existent destination/);
 });
 
+test('a replayed send raises its recorded failure again and sends nothing', async () => {
+  const h = await DBOS.startWorkflow(sendToMissingThenWait)();
+  const message = 'Sent to non-existent destination workflow UUID: missing-on-replay';
+  assert.equal(await DBOS.getEvent(h.workflowID, 'failed', 10), message);
+  await cancelAndResume(h.workflowID);
+  await DBOS.send(h.workflowID, 'g', 'gate');
+  assert.equal(await DBOS.retrieveWorkflow(h.workflowID).getResult(), `${message}|g`);
+  assert.deepEqual(await stepNames(h.workflowID), ['0:DBOS.send', '1:DBOS.setEvent', '2:DBOS.recv', '3:DBOS.sleep']);
+});
+
 test('a send from inside a step is delivered and covered by the step', async () => {
   const r = await DBOS.startWorkflow(recvTwice)('s', 0.1);
   const h = await DBOS.startWorkflow(sendFromStep)(r.workflowID);
@@ -449,6 +485,15 @@ test('a stream is read while it is written, and a reader times out per value', a
   await idle.getResult();
   await assert.rejects(collect(DBOS.readStream('no-such-workflow', 'k')), new DBOSNonExistentWorkflowError('Workflow no-such-workflow does not exist'));
   await assert.rejects(collect(DBOS.readStream(idle.workflowID, 'paced', { offset: -1 })), new DBOSError('offset must be a non-negative integer'));
+});
+
+test('a replayed writer appends nothing twice', async () => {
+  const w = await DBOS.startWorkflow(replayedWriter)();
+  assert.equal(await DBOS.getEvent(w.workflowID, 'wrote', 10), true);
+  await cancelAndResume(w.workflowID);
+  await DBOS.send(w.workflowID, 'b', 'gate');
+  await DBOS.retrieveWorkflow(w.workflowID).getResult();
+  assert.deepEqual(await collect(DBOS.readStream(w.workflowID, 'r')), ['a', 'b']);
 });
 
 test('reads from workflow code are recorded one step per value, as DBOS TypeScript records them', async () => {
