@@ -46,6 +46,7 @@ import type {
   WorkflowStatus,
 } from './types';
 import { AgentWorkflowHandle } from './workflow';
+import * as comm from './comm';
 import type { StepStatus } from './context';
 import { DLogger, makeLogger } from './logger';
 import * as mgmt from './management';
@@ -589,6 +590,69 @@ export class DBOS {
   }
 
   // ---- communication: messages, events, streams, sleep, patches (comm.ts) ----
+
+  /** Sends message to the workflow destinationID on topic (durable from workflow code: step `DBOS.send`). */
+  static send<T>(destinationID: string, message: T, topic?: string, idempotencyKey?: string, options?: comm.SendOptions): Promise<void> {
+    return comm.send(destinationID, message, topic, idempotencyKey, options);
+  }
+
+  /** The oldest message on topic to this workflow, or null after the timeout (60 s unless given). */
+  static recv<T>(topic?: string, options?: number | comm.RecvOptions): Promise<T | null> {
+    return comm.recv<T>(topic, options);
+  }
+
+  /** Publishes value under key of this workflow (step `DBOS.setEvent`). */
+  static setEvent<T>(key: string, value: T, options?: comm.SetEventOptions): Promise<void> {
+    return comm.setEvent(key, value, options);
+  }
+
+  /** A workflow's event, waiting for it to be set; null after the timeout (60 s unless given). */
+  static getEvent<T>(workflowID: string, key: string, options?: number | comm.GetEventOptions): Promise<T | null> {
+    return comm.getEvent<T>(workflowID, key, options);
+  }
+
+  /** Appends value to this workflow's stream key (from workflow code or a step). */
+  static writeStream<T>(key: string, value: T, options?: comm.WriteStreamOptions): Promise<void> {
+    return comm.writeStream(key, value, options);
+  }
+
+  /** Closes this workflow's stream key (from workflow code or a step). */
+  static closeStream(key: string): Promise<void> {
+    return comm.closeStream(key);
+  }
+
+  /** A workflow's stream, value by value, until it is closed or the workflow ends. */
+  static readStream<T>(workflowID: string, key: string, options?: comm.ReadStreamOptions): AsyncGenerator<T, void, unknown> {
+    return comm.readStream<T>(workflowID, key, options);
+  }
+
+  /** The value at offset of a workflow's stream, waiting for it; DBOSStreamTimeoutError if none comes. */
+  static readStreamOffset<T>(workflowID: string, key: string, offset: number, options?: comm.ReadStreamOffsetOptions): Promise<T> {
+    return comm.readStreamOffset<T>(workflowID, key, offset, options);
+  }
+
+  /** Sleeps durationMS; from workflow code the wake time is durable (step `DBOS.sleep`). */
+  static sleepms(durationMS: number): Promise<void> {
+    return comm.sleepms(durationMS);
+  }
+
+  static sleepSeconds(durationSec: number): Promise<void> {
+    return comm.sleepms(durationSec * 1000);
+  }
+
+  static sleep(durationMS: number): Promise<void> {
+    return comm.sleepms(durationMS);
+  }
+
+  /** Whether this run takes the patched path of patchName (requires `enablePatching`). */
+  static patch(patchName: string): Promise<boolean> {
+    return comm.patch(patchName);
+  }
+
+  /** patch's successor while the unpatched path is retired: always true. */
+  static deprecatePatch(patchName: string): Promise<boolean> {
+    return comm.deprecatePatch(patchName);
+  }
 
   // ---- workflow management and versions (management.ts) ----
 

@@ -21,3 +21,12 @@ export type {
 } from './management';
 export { DBOSClient, ClientHandle } from './client';
 export type { ClientEnqueueOptions, DBOSClientConfig, EnqueueWorkflowOptions } from './client';
+export type {
+  SendOptions,
+  RecvOptions,
+  GetEventOptions,
+  SetEventOptions,
+  WriteStreamOptions,
+  ReadStreamOptions,
+  ReadStreamOffsetOptions,
+} from './comm';
