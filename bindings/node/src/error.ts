@@ -13,7 +13,9 @@ export class DBOSWorkflowCancelledError extends DBOSError { constructor(id: stri
 export class DBOSWorkflowConflictError extends DBOSError { constructor(id: string) { super(`Conflicting workflow ${id}`); } }
 export class DBOSInvalidQueuePriorityError extends DBOSError { constructor(p: number, a: number, b: number) { super(`Invalid priority ${p}. Priority must be between ${a} and ${b}.`); } }
 export class DBOSNonExistentWorkflowError extends DBOSError {}
-export function errorFromAgent(w: { code: number; name: string; message: string }, _ctx?: unknown): Error {
+export class DBOSQueueDuplicatedError extends DBOSError { constructor(readonly workflowID: string, readonly queue: string, readonly deduplicationID: string) { super(`Workflow ${workflowID} was deduplicated due to an existing workflow in queue ${queue} with deduplication ID ${deduplicationID}.`, 9); this.name = 'DBOSQueueDuplicatedError'; } }
+export function errorFromAgent(w: { code: number; name: string; message: string; data?: Record<string, unknown> }, ctx?: { workflowID?: string; queueName?: string; deduplicationID?: string }): Error {
   if (w.name === 'workflow_not_found') return new DBOSNonExistentWorkflowError(w.message);
+  if (w.name === 'deduplicated') return new DBOSQueueDuplicatedError(String(w.data?.workflow_id ?? ctx?.workflowID ?? ''), String(w.data?.queue_name ?? ctx?.queueName ?? ''), String(w.data?.deduplication_id ?? ctx?.deduplicationID ?? ''));
   return new DBOSError(`${w.name}: ${w.message}`);
 }
