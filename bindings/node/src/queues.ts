@@ -440,41 +440,45 @@ export class WorkflowQueue {
     return this.getGlobalConcurrency();
   }
 
-  async getGlobalConcurrency(): Promise<number | undefined> {
-    await this.refresh();
-    return this.concurrency;
+  getGlobalConcurrency(): Promise<number | undefined> {
+    return this.read('concurrency');
   }
 
-  async getWorkerConcurrency(): Promise<number | undefined> {
-    await this.refresh();
-    return this.workerConcurrency;
+  getWorkerConcurrency(): Promise<number | undefined> {
+    return this.read('workerConcurrency');
   }
 
-  async getRateLimit(): Promise<QueueRateLimit | undefined> {
-    await this.refresh();
-    return this.rateLimit;
+  getRateLimit(): Promise<QueueRateLimit | undefined> {
+    return this.read('rateLimit');
   }
 
-  async getPartitionConcurrency(): Promise<number | undefined> {
-    await this.refresh();
-    return this.partitionConcurrency;
+  getPartitionConcurrency(): Promise<number | undefined> {
+    return this.read('partitionConcurrency');
   }
 
-  async getPartitionWorkerConcurrency(): Promise<number | undefined> {
-    await this.refresh();
-    return this.partitionWorkerConcurrency;
+  getPartitionWorkerConcurrency(): Promise<number | undefined> {
+    return this.read('partitionWorkerConcurrency');
   }
 
-  async getPartitionRateLimit(): Promise<QueueRateLimit | undefined> {
-    await this.refresh();
-    return this.partitionRateLimit;
+  getPartitionRateLimit(): Promise<QueueRateLimit | undefined> {
+    return this.read('partitionRateLimit');
   }
 
-  async getMinPollingIntervalMs(): Promise<number | undefined> {
+  getMinPollingIntervalMs(): Promise<number | undefined> {
+    return this.read('minPollingIntervalMs');
+  }
+
+  /** A field as the row holds it now. */
+  private async read<K extends keyof LimitFields>(field: K): Promise<WorkflowQueue[K]> {
     await this.refresh();
-    return this.minPollingIntervalMs;
+    return this[field];
   }
 }
+
+type LimitFields = Pick<
+  WorkflowQueue,
+  'concurrency' | 'workerConcurrency' | 'rateLimit' | 'partitionConcurrency' | 'partitionWorkerConcurrency' | 'partitionRateLimit' | 'minPollingIntervalMs'
+>;
 
 // ---- the DBOS static API (called from dbos.ts) ------------------------------
 
