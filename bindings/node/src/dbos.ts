@@ -50,6 +50,8 @@ import * as comm from './comm';
 import type { StepStatus } from './context';
 import { DLogger, makeLogger } from './logger';
 import * as mgmt from './management';
+import * as queues from './queues';
+import * as schedules from './schedules';
 
 export const DBOS_QUEUE_MIN_PRIORITY = 0;
 export const DBOS_QUEUE_MAX_PRIORITY = 2 ** 31 - 1;
@@ -741,6 +743,133 @@ export class DBOS {
   }
 
   // ---- queues, schedules and debouncing (queues.ts, schedules.ts, debouncer.ts) ----
+
+  static {
+    // The queues module reads listenQueues and adds its hello fields; the
+    // schedules module creates 4.x's declared schedules at launch.
+    queues.installQueues({ config: () => config, addHelloContributor });
+    DBOS.registerLifecycleCallback({ initialize: () => schedules.launchSchedules() });
+  }
+
+  /** Registers a queue (its row in the queues table) and serves it from this process. */
+  static registerQueue(name: string, options?: queues.RegisterQueueOptions): Promise<queues.WorkflowQueue> {
+    return queues.registerQueue(name, options);
+  }
+
+  /** The queue's stored configuration, or null when it has no row. */
+  static retrieveQueue(name: string): Promise<queues.WorkflowQueue | null> {
+    return queues.retrieveQueue(name);
+  }
+
+  static deleteQueue(name: string): Promise<void> {
+    return queues.deleteQueue(name);
+  }
+
+  /** The queues of these applications (default: this one's). */
+  static listQueues(applicationName?: string | string[]): Promise<queues.WorkflowQueue[]> {
+    return queues.listQueues(applicationName);
+  }
+
+  /** Enqueues a workflow by name, without a reference to its function. */
+  static enqueueWorkflowWithOptions<T = unknown>(options: queues.EnqueueWorkflowOptions, ...args: unknown[]): Promise<WorkflowHandle<T>> {
+    return queues.enqueueWorkflowWithOptions<T>(options, args);
+  }
+
+  static enqueueWorkflowWithOptionsPortable<T = unknown>(
+    options: queues.EnqueueWorkflowOptions,
+    positionalArgs: unknown[],
+    namedArgs?: Record<string, unknown>,
+  ): Promise<WorkflowHandle<T>> {
+    return queues.enqueueWorkflowWithOptions<T>({ serializationType: 'portable', ...options }, positionalArgs, namedArgs);
+  }
+
+  static createSchedule(options: {
+    scheduleName: string;
+    workflowFn: schedules.ScheduledWorkflowFn;
+    schedule: string;
+    context?: unknown;
+    options?: schedules.ScheduleOptions;
+  }): Promise<void> {
+    return schedules.createSchedule(options);
+  }
+
+  static listSchedules(filters?: {
+    applicationName?: string | string[];
+    status?: string | string[];
+    workflowName?: string | string[];
+    scheduleNamePrefix?: string | string[];
+  }): Promise<schedules.WorkflowSchedule[]> {
+    return schedules.listSchedules(filters);
+  }
+
+  static getSchedule(name: string): Promise<schedules.WorkflowSchedule | null> {
+    return schedules.getSchedule(name);
+  }
+
+  static deleteSchedule(name: string): Promise<void> {
+    return schedules.deleteSchedule(name);
+  }
+
+  static pauseSchedule(name: string): Promise<void> {
+    return schedules.pauseSchedule(name);
+  }
+
+  static resumeSchedule(name: string): Promise<void> {
+    return schedules.resumeSchedule(name);
+  }
+
+  static updateSchedule(
+    name: string,
+    updates: { schedule?: string; context?: unknown; automaticBackfill?: boolean; cronTimezone?: string | null; queueName?: string | null },
+  ): Promise<void> {
+    return schedules.updateSchedule(name, updates);
+  }
+
+  static applySchedules(
+    list: Array<{
+      scheduleName: string;
+      workflowFn: schedules.ScheduledWorkflowFn;
+      schedule: string;
+      context?: unknown;
+      automaticBackfill?: boolean;
+      cronTimezone?: string;
+      queueName?: string;
+    }>,
+  ): Promise<void> {
+    return schedules.applySchedules(list);
+  }
+
+  static triggerSchedule(name: string): Promise<WorkflowHandle<unknown>> {
+    return schedules.triggerSchedule(name);
+  }
+
+  static backfillSchedule(name: string, start: Date, end: Date): Promise<WorkflowHandle<unknown>[]> {
+    return schedules.backfillSchedule(name, start, end);
+  }
+
+  /**
+   * DBOS TypeScript 4.x's scheduled workflow (5.x dropped it): the workflow
+   * runs at every tick of `crontab` with (scheduledTime, startTime), from a
+   * schedule named after it that launch creates or brings up to date.
+   */
+  static registerScheduled<This, Return>(
+    func: (this: This, ...args: schedules.ScheduledArgs) => Promise<Return>,
+    cfg: schedules.SchedulerConfig & FunctionName,
+  ): void {
+    schedules.registerScheduled(func, cfg);
+  }
+
+  /** 4.x's `@DBOS.scheduled` decorator, on a static workflow method (see registerScheduled). */
+  static scheduled(cfg: schedules.SchedulerConfig) {
+    return function <This, Return>(
+      target: object,
+      propertyKey: PropertyKey,
+      descriptor: TypedPropertyDescriptor<(this: This, ...args: schedules.ScheduledArgs) => Promise<Return>>,
+    ) {
+      if (descriptor.value) schedules.registerScheduled(descriptor.value, { ...cfg, ctorOrProto: target, name: String(propertyKey) });
+      return descriptor;
+    };
+  }
 
   /** The time, durable from workflow code (step `DBOS.now`). */
   static async now(): Promise<number> {

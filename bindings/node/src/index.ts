@@ -30,3 +30,14 @@ export type {
   ReadStreamOptions,
   ReadStreamOffsetOptions,
 } from './comm';
+export { WorkflowQueue } from './queues';
+export type {
+  QueueRateLimit,
+  QueueParameters,
+  QueueConflictResolution,
+  RegisterQueueOptions,
+} from './queues';
+export { SchedulerMode } from './schedules';
+export type { ScheduledWorkflowFn, ScheduleOptions, WorkflowSchedule, SchedulerConfig, ScheduledArgs } from './schedules';
+export { Debouncer, DebouncerClient } from './debouncer';
+export type { DebounceClient } from './debouncer';

@@ -1,0 +1,601 @@
+/**
+ * Workflow queues: DBOS TypeScript 5.x's database-backed queues
+ * (`DBOS.registerQueue` and its siblings) and 4.x's `new WorkflowQueue(name,
+ * options)`, both kept by the agent as rows of the shared `queues` table.
+ *
+ * A queue this process declares is served by its worker: those declared
+ * before launch go in the `hello`, later ones in a `register_queues`
+ * (PROTOCOL.md section 2.10). `DBOSConfig.listenQueues` narrows what is
+ * served: a declared queue outside it is stored with `configure_only`. The
+ * agent has no "update a queue" op, so a setter re-registers the queue with
+ * every option as stored plus the change: an options registration
+ * overwrites the row, which is what DBOS's setters do.
+ */
+import { currentContext } from './context';
+import { requireEngine, maybeEngine, DBOS_QUEUE_MAX_PRIORITY, DBOS_QUEUE_MIN_PRIORITY } from './dbos';
+import { DBOSError, DBOSInvalidQueuePriorityError, DBOSInvalidWorkflowTransitionError } from './error';
+import type { FunctionRegistration } from './registry';
+import type { DBOSConfig, WorkflowHandle, WorkflowIDReusePolicy, WorkflowSerializationFormat } from './types';
+import { AgentWorkflowHandle } from './workflow';
+
+/** Queue names DBOS keeps for itself. */
+export const RESERVED_QUEUE_NAME_PREFIX = '_dbos_';
+
+export interface QueueRateLimit {
+  /** Number of queue dispatches per `periodSec`. */
+  limitPerPeriod: number;
+  /** Period of time during which `limitPerPeriod` queued workflows may be dispatched. */
+  periodSec: number;
+}
+
+export interface QueueParameters {
+  /** Most of the queue's workflows this process runs at once. */
+  workerConcurrency?: number;
+  /** Most of the queue's workflows running at once, across every executor. */
+  globalConcurrency?: number;
+  rateLimit?: QueueRateLimit;
+  partitionConcurrency?: number;
+  partitionWorkerConcurrency?: number;
+  partitionRateLimit?: QueueRateLimit;
+  /** Stored for the DBOS SDKs' pollers (the agent is woken by notifications). */
+  minPollingIntervalMs?: number;
+  /** @deprecated Use `globalConcurrency`. */
+  concurrency?: number;
+}
+
+/** DBOS TypeScript 4.x's options of `new WorkflowQueue`, two of which 5.x removed. */
+export interface LegacyQueueParameters extends QueueParameters {
+  /** @deprecated every queue dispatches in priority order. */
+  priorityEnabled?: boolean;
+  /** @deprecated set a partition limit instead. */
+  partitionQueue?: boolean;
+}
+
+export type QueueConflictResolution = 'update_if_latest_version' | 'always_update' | 'never_update';
+
+export interface RegisterQueueOptions extends QueueParameters {
+  onConflict?: QueueConflictResolution;
+}
+
+/** A `QueueRegistration` of the protocol (section 6). */
+interface QueueRegistration {
+  name: string;
+  concurrency?: number;
+  worker_concurrency?: number;
+  rate_limit_max?: number;
+  rate_limit_period_sec?: number;
+  priority_enabled?: boolean;
+  partition_queue?: boolean;
+  partition_concurrency?: number;
+  partition_worker_concurrency?: number;
+  partition_rate_limit_max?: number;
+  partition_rate_limit_period_sec?: number;
+  polling_interval_sec?: number;
+  configure_only?: boolean;
+}
+
+/** A `QueueInfo` reply (get_queue, list_queues). */
+interface QueueInfo {
+  name: string;
+  registered: boolean;
+  concurrency?: number;
+  worker_concurrency?: number;
+  rate_limit_max?: number;
+  rate_limit_period_sec?: number;
+  priority_enabled?: boolean;
+  partition_queue?: boolean;
+  partition_concurrency?: number;
+  partition_worker_concurrency?: number;
+  partition_rate_limit_max?: number;
+  partition_rate_limit_period_sec?: number;
+  polling_interval_sec?: number;
+  application_name?: string;
+}
+
+/**
+ * What this process announces for each queue it declared: the full options
+ * of a queue whose configuration its code owns (4.x's constructor), or the
+ * bare name of one it only serves as stored (5.x's registerQueue wrote the
+ * row once; a reconnection must not write it again).
+ */
+const declared = new Map<string, QueueRegistration>();
+let configSource: () => DBOSConfig | undefined = () => undefined;
+
+/** Called once by dbos.ts: the configuration and the hello hook, without an import cycle at load. */
+export function installQueues(hooks: {
+  config: () => DBOSConfig | undefined;
+  addHelloContributor: (c: { hello(body: Record<string, unknown>): void }) => void;
+}): void {
+  configSource = hooks.config;
+  hooks.addHelloContributor({
+    hello(body) {
+      if (declared.size === 0) return;
+      body.queues = [...declared.values()].map(forThisWorker);
+    },
+  });
+}
+
+/** Whether this process dequeues the queue (DBOSConfig.listenQueues). */
+function listens(name: string): boolean {
+  const listen = configSource()?.listenQueues;
+  return listen === undefined || listen.includes(name);
+}
+
+function forThisWorker(r: QueueRegistration): QueueRegistration {
+  return listens(r.name) ? r : { ...r, configure_only: true };
+}
+
+function hasPartitionLimits(p: QueueParameters): boolean {
+  return p.partitionConcurrency !== undefined || p.partitionWorkerConcurrency !== undefined || p.partitionRateLimit !== undefined;
+}
+
+const REMOVED_QUEUE_PARAMS: Record<string, string> = {
+  priorityEnabled: 'every queue dispatches in priority order, so the option can be deleted',
+  partitionQueue:
+    'set partitionConcurrency, partitionWorkerConcurrency, or partitionRateLimit instead, any of which partitions the queue',
+};
+
+/** DBOS's checks of a set of queue parameters, with its messages. */
+function validateQueueParams(params: LegacyQueueParameters, legacy: boolean): void {
+  if (!legacy) {
+    for (const [option, replacement] of Object.entries(REMOVED_QUEUE_PARAMS)) {
+      if (Object.hasOwn(params, option)) throw new Error(`${option} was removed: ${replacement}.`);
+    }
+  }
+  const { concurrency, globalConcurrency, workerConcurrency, rateLimit, partitionConcurrency, partitionWorkerConcurrency, partitionRateLimit, minPollingIntervalMs } =
+    params;
+  if (concurrency !== undefined && globalConcurrency !== undefined) {
+    throw new Error('concurrency is deprecated in favor of globalConcurrency; set only one of them');
+  }
+  if (legacy && params.partitionQueue && hasPartitionLimits(params)) {
+    throw new Error('partitionQueue is deprecated in favor of the partition limits; set only one of them');
+  }
+  if (legacy && params.partitionQueue && globalConcurrency !== undefined) {
+    throw new Error(
+      'partitionQueue applies every limit per partition, so it cannot be combined with globalConcurrency; use partitionConcurrency instead',
+    );
+  }
+  if (partitionConcurrency !== undefined && partitionConcurrency < 1) throw new Error('partitionConcurrency must be at least 1');
+  if (partitionWorkerConcurrency !== undefined && partitionWorkerConcurrency < 1) {
+    throw new Error('partitionWorkerConcurrency must be at least 1');
+  }
+  if (partitionRateLimit !== undefined && (partitionRateLimit.limitPerPeriod === undefined || partitionRateLimit.periodSec === undefined)) {
+    throw new Error('partitionRateLimit must specify both limitPerPeriod and periodSec');
+  }
+  if (partitionWorkerConcurrency !== undefined && partitionConcurrency !== undefined && partitionWorkerConcurrency > partitionConcurrency) {
+    throw new Error('partitionConcurrency must be greater than or equal to partitionWorkerConcurrency');
+  }
+  if (partitionWorkerConcurrency !== undefined && workerConcurrency !== undefined && partitionWorkerConcurrency > workerConcurrency) {
+    throw new Error('workerConcurrency must be greater than or equal to partitionWorkerConcurrency');
+  }
+  const queueConcurrency = globalConcurrency ?? concurrency;
+  if (workerConcurrency !== undefined && queueConcurrency !== undefined && workerConcurrency > queueConcurrency) {
+    throw new Error('concurrency must be greater than or equal to workerConcurrency');
+  }
+  if (partitionConcurrency !== undefined && queueConcurrency !== undefined && partitionConcurrency > queueConcurrency) {
+    throw new Error('globalConcurrency must be greater than or equal to partitionConcurrency');
+  }
+  if (partitionWorkerConcurrency !== undefined && queueConcurrency !== undefined && partitionWorkerConcurrency > queueConcurrency) {
+    throw new Error('concurrency must be greater than or equal to partitionWorkerConcurrency');
+  }
+  if (minPollingIntervalMs !== undefined && minPollingIntervalMs <= 0) throw new Error('minPollingIntervalMs must be positive');
+  if (rateLimit !== undefined && (rateLimit.limitPerPeriod === undefined || rateLimit.periodSec === undefined)) {
+    throw new Error('rateLimit must specify both limitPerPeriod and periodSec');
+  }
+}
+
+function validateQueueName(name: string): void {
+  if (name.startsWith(RESERVED_QUEUE_NAME_PREFIX)) {
+    throw new Error(
+      `Queue name ${name} is reserved: names starting with '${RESERVED_QUEUE_NAME_PREFIX}' belong to DBOS's internal queues.`,
+    );
+  }
+}
+
+/** The registration that stores exactly these limits (every option sent, so the row is overwritten). */
+function registrationFor(name: string, p: LegacyQueueParameters): QueueRegistration {
+  const r: QueueRegistration = { name };
+  const concurrency = p.globalConcurrency ?? p.concurrency;
+  if (concurrency !== undefined) r.concurrency = concurrency;
+  if (p.workerConcurrency !== undefined) r.worker_concurrency = p.workerConcurrency;
+  if (p.rateLimit) {
+    r.rate_limit_max = p.rateLimit.limitPerPeriod;
+    r.rate_limit_period_sec = p.rateLimit.periodSec;
+  }
+  if (p.partitionConcurrency !== undefined) r.partition_concurrency = p.partitionConcurrency;
+  if (p.partitionWorkerConcurrency !== undefined) r.partition_worker_concurrency = p.partitionWorkerConcurrency;
+  if (p.partitionRateLimit) {
+    r.partition_rate_limit_max = p.partitionRateLimit.limitPerPeriod;
+    r.partition_rate_limit_period_sec = p.partitionRateLimit.periodSec;
+  }
+  if (p.priorityEnabled) r.priority_enabled = true;
+  if (p.partitionQueue || hasPartitionLimits(p)) r.partition_queue = true;
+  // Always set (DBOS stores 1 s when none is given): it makes this an options
+  // registration, which overwrites the row, even when no limit is set.
+  r.polling_interval_sec = (p.minPollingIntervalMs ?? 1000) / 1000;
+  return r;
+}
+
+function rateLimitOf(max: number | undefined, period: number | undefined): QueueRateLimit | undefined {
+  return max !== undefined && period !== undefined ? { limitPerPeriod: max, periodSec: period } : undefined;
+}
+
+async function sendRegistration(r: QueueRegistration): Promise<void> {
+  await requireEngine('queue registration').request('register_queues', { queues: [forThisWorker(r)] });
+}
+
+async function fetchQueue(name: string): Promise<QueueInfo | null> {
+  try {
+    const info = (await requireEngine('retrieveQueue').request('get_queue', { name })) as unknown as QueueInfo;
+    return info.registered ? info : null;
+  } catch (err) {
+    // invalid_argument: neither registered nor holding active workflows.
+    if (await isMissingQueue(name)) return null;
+    throw err;
+  }
+}
+
+async function isMissingQueue(name: string): Promise<boolean> {
+  const reply = await requireEngine().request('list_queues', {});
+  return !(reply.queues as QueueInfo[]).some((q) => q.name === name && q.registered);
+}
+
+/**
+ * A named workflow queue. Its configuration is the shared row the agent
+ * keeps; the fields are the last values read, the getters read the row again
+ * and the setters write it.
+ */
+export class WorkflowQueue {
+  readonly name: string;
+  concurrency?: number;
+  rateLimit?: QueueRateLimit;
+  workerConcurrency?: number;
+  partitionConcurrency?: number;
+  partitionWorkerConcurrency?: number;
+  partitionRateLimit?: QueueRateLimit;
+  minPollingIntervalMs?: number;
+  /** DBOS TypeScript 4.x's flags (stored for the SDKs that read them). */
+  priorityEnabled = false;
+  partitionQueue = false;
+  /** The application that registered the row; undefined when unclaimed. */
+  applicationName?: string;
+  /** Every queue of this binding is a row of the queues table. */
+  readonly databaseBacked: boolean = true;
+  readonly clientBound: boolean = false;
+
+  /**
+   * DBOS TypeScript 4.x's declaration: the queue is stored with these
+   * options and served by this process (in the launch's `hello`, or at once
+   * when DBOS is already launched).
+   */
+  constructor(name: string, queueParameters?: LegacyQueueParameters | number, rateLimit?: QueueRateLimit) {
+    this.name = name;
+    const params: LegacyQueueParameters =
+      typeof queueParameters === 'object' && queueParameters !== null ? queueParameters : { concurrency: queueParameters, rateLimit };
+    validateQueueName(name);
+    validateQueueParams(params, true);
+    if (declared.has(name)) throw Error(`Workflow Queue '${name}' defined multiple times`);
+    const reg = registrationFor(name, params);
+    this.applyInfo({ ...reg, registered: true });
+    declared.set(name, reg);
+    if (maybeEngine()) {
+      sendRegistration(reg).catch((err: Error) => console.error(`dbos-agent: could not register queue ${name}: ${err.message}`));
+    }
+  }
+
+  /** A queue as stored, without declaring it. */
+  static fromInfo(info: QueueInfo): WorkflowQueue {
+    const q = Object.create(WorkflowQueue.prototype) as WorkflowQueue;
+    Object.assign(q, { name: info.name, databaseBacked: true, clientBound: false, priorityEnabled: false, partitionQueue: false });
+    q.applyInfo(info);
+    return q;
+  }
+
+  /** DBOS's check of a user's queue registration. */
+  static validateQueueRegistration(name: string, params: QueueParameters): void {
+    validateQueueName(name);
+    validateQueueParams(params, false);
+  }
+
+  static validateQueueParams(params: QueueParameters): void {
+    validateQueueParams(params, false);
+  }
+
+  private applyInfo(info: QueueInfo): void {
+    this.concurrency = info.concurrency;
+    this.workerConcurrency = info.worker_concurrency;
+    this.rateLimit = rateLimitOf(info.rate_limit_max, info.rate_limit_period_sec);
+    this.partitionConcurrency = info.partition_concurrency;
+    this.partitionWorkerConcurrency = info.partition_worker_concurrency;
+    this.partitionRateLimit = rateLimitOf(info.partition_rate_limit_max, info.partition_rate_limit_period_sec);
+    this.minPollingIntervalMs = info.polling_interval_sec !== undefined ? info.polling_interval_sec * 1000 : undefined;
+    this.priorityEnabled = info.priority_enabled ?? false;
+    this.partitionQueue = info.partition_queue ?? false;
+    this.applicationName = info.application_name;
+  }
+
+  /** Reads the row again into the cached fields. */
+  private async refresh(): Promise<void> {
+    const info = await fetchQueue(this.name);
+    if (!info) throw new Error(`Queue '${this.name}' was not found in the database.`);
+    this.applyInfo(info);
+  }
+
+  private params(): LegacyQueueParameters {
+    return {
+      concurrency: this.concurrency,
+      workerConcurrency: this.workerConcurrency,
+      rateLimit: this.rateLimit,
+      partitionConcurrency: this.partitionConcurrency,
+      partitionWorkerConcurrency: this.partitionWorkerConcurrency,
+      partitionRateLimit: this.partitionRateLimit,
+      minPollingIntervalMs: this.minPollingIntervalMs,
+      priorityEnabled: this.priorityEnabled,
+      // 4.x's partitioned mode (the flag without partition limits) is kept; otherwise the flag follows the limits.
+      partitionQueue: this.partitionQueue && !hasPartitionLimits(this),
+    };
+  }
+
+  /** Writes the row as stored with `change` applied, and serves the queue here from then on. */
+  private async store(change: Partial<LegacyQueueParameters>): Promise<void> {
+    const next = { ...this.params(), ...change };
+    const reg = registrationFor(this.name, next);
+    await sendRegistration(reg);
+    // A queue whose options this code declared keeps announcing them; one it
+    // only serves is announced by name, the row now holding the change.
+    const prior = declared.get(this.name);
+    declared.set(this.name, prior && prior.polling_interval_sec !== undefined ? reg : { name: this.name });
+    this.applyInfo({ ...reg, registered: true, application_name: this.applicationName });
+  }
+
+  /** @deprecated Use `setGlobalConcurrency`. */
+  setConcurrency(value: number | undefined): Promise<void> {
+    return this.setGlobalConcurrency(value);
+  }
+
+  async setGlobalConcurrency(value: number | undefined): Promise<void> {
+    await this.refresh();
+    if (value !== undefined) {
+      if (this.workerConcurrency !== undefined && this.workerConcurrency > value) {
+        throw new Error('workerConcurrency must be less than or equal to concurrency');
+      }
+      if (this.partitionConcurrency !== undefined && this.partitionConcurrency > value) {
+        throw new Error('partitionConcurrency must be less than or equal to globalConcurrency');
+      }
+      if (this.partitionWorkerConcurrency !== undefined && this.partitionWorkerConcurrency > value) {
+        throw new Error('partitionWorkerConcurrency must be less than or equal to concurrency');
+      }
+    }
+    await this.store({ concurrency: value });
+  }
+
+  async setWorkerConcurrency(value: number | undefined): Promise<void> {
+    await this.refresh();
+    if (value !== undefined) {
+      if (this.concurrency !== undefined && value > this.concurrency) {
+        throw new Error('workerConcurrency must be less than or equal to concurrency');
+      }
+      if (this.partitionWorkerConcurrency !== undefined && this.partitionWorkerConcurrency > value) {
+        throw new Error('partitionWorkerConcurrency must be less than or equal to workerConcurrency');
+      }
+    }
+    await this.store({ workerConcurrency: value });
+  }
+
+  async setRateLimit(value: QueueRateLimit | undefined): Promise<void> {
+    if (value !== undefined && (value.limitPerPeriod === undefined || value.periodSec === undefined)) {
+      throw new Error('rateLimit must specify both limitPerPeriod and periodSec');
+    }
+    await this.refresh();
+    await this.store({ rateLimit: value });
+  }
+
+  async setPartitionConcurrency(value: number | undefined): Promise<void> {
+    if (value !== undefined && value < 1) throw new Error('partitionConcurrency must be at least 1');
+    await this.refresh();
+    if (value !== undefined) {
+      if (this.concurrency !== undefined && value > this.concurrency) {
+        throw new Error('partitionConcurrency must be less than or equal to globalConcurrency');
+      }
+      if (this.partitionWorkerConcurrency !== undefined && this.partitionWorkerConcurrency > value) {
+        throw new Error('partitionConcurrency must be greater than or equal to partitionWorkerConcurrency');
+      }
+    }
+    await this.store({ partitionConcurrency: value });
+  }
+
+  async setPartitionWorkerConcurrency(value: number | undefined): Promise<void> {
+    if (value !== undefined && value < 1) throw new Error('partitionWorkerConcurrency must be at least 1');
+    await this.refresh();
+    if (value !== undefined) {
+      if (this.partitionConcurrency !== undefined && value > this.partitionConcurrency) {
+        throw new Error('partitionWorkerConcurrency must be less than or equal to partitionConcurrency');
+      }
+      if (this.workerConcurrency !== undefined && value > this.workerConcurrency) {
+        throw new Error('partitionWorkerConcurrency must be less than or equal to workerConcurrency');
+      }
+      if (this.concurrency !== undefined && value > this.concurrency) {
+        throw new Error('partitionWorkerConcurrency must be less than or equal to concurrency');
+      }
+    }
+    await this.store({ partitionWorkerConcurrency: value });
+  }
+
+  async setPartitionRateLimit(value: QueueRateLimit | undefined): Promise<void> {
+    if (value !== undefined && (value.limitPerPeriod === undefined || value.periodSec === undefined)) {
+      throw new Error('partitionRateLimit must specify both limitPerPeriod and periodSec');
+    }
+    await this.refresh();
+    await this.store({ partitionRateLimit: value });
+  }
+
+  async setMinPollingIntervalMs(value: number): Promise<void> {
+    if (value <= 0) throw new Error('minPollingIntervalMs must be positive');
+    await this.refresh();
+    await this.store({ minPollingIntervalMs: value });
+  }
+
+  /** @deprecated Use `getGlobalConcurrency`. */
+  getConcurrency(): Promise<number | undefined> {
+    return this.getGlobalConcurrency();
+  }
+
+  getGlobalConcurrency(): Promise<number | undefined> {
+    return this.read('concurrency');
+  }
+
+  getWorkerConcurrency(): Promise<number | undefined> {
+    return this.read('workerConcurrency');
+  }
+
+  getRateLimit(): Promise<QueueRateLimit | undefined> {
+    return this.read('rateLimit');
+  }
+
+  getPartitionConcurrency(): Promise<number | undefined> {
+    return this.read('partitionConcurrency');
+  }
+
+  getPartitionWorkerConcurrency(): Promise<number | undefined> {
+    return this.read('partitionWorkerConcurrency');
+  }
+
+  getPartitionRateLimit(): Promise<QueueRateLimit | undefined> {
+    return this.read('partitionRateLimit');
+  }
+
+  getMinPollingIntervalMs(): Promise<number | undefined> {
+    return this.read('minPollingIntervalMs');
+  }
+
+  /** A field as the row holds it now. */
+  private async read<K extends keyof LimitFields>(field: K): Promise<WorkflowQueue[K]> {
+    await this.refresh();
+    return this[field];
+  }
+}
+
+type LimitFields = Pick<
+  WorkflowQueue,
+  'concurrency' | 'workerConcurrency' | 'rateLimit' | 'partitionConcurrency' | 'partitionWorkerConcurrency' | 'partitionRateLimit' | 'minPollingIntervalMs'
+>;
+
+// ---- the DBOS static API (called from dbos.ts) ------------------------------
+
+export async function registerQueue(name: string, options: RegisterQueueOptions = {}): Promise<WorkflowQueue> {
+  const e = requireEngine('registerQueue');
+  const { onConflict = 'update_if_latest_version', ...params } = options;
+  WorkflowQueue.validateQueueRegistration(name, params);
+  let update: boolean;
+  if (onConflict === 'always_update') update = true;
+  else if (onConflict === 'never_update') update = false;
+  else {
+    const versions = (await e.request('list_versions', {})).versions as Array<{ version_name: string }>;
+    update = versions.length === 0 || versions[0].version_name === e.appVersion;
+  }
+  // Without update, a bare name: the agent creates the row with no limits if
+  // it is missing, so a missing row is written with the options instead.
+  const reg = update || (await fetchQueue(name)) === null ? registrationFor(name, params) : { name };
+  await sendRegistration(reg);
+  if (!declared.has(name) || declared.get(name)!.polling_interval_sec === undefined) declared.set(name, { name });
+  const stored = await fetchQueue(name);
+  if (!stored) throw new Error(`Queue '${name}' missing from database after upsert`);
+  return WorkflowQueue.fromInfo(stored);
+}
+
+export async function retrieveQueue(name: string): Promise<WorkflowQueue | null> {
+  requireEngine('retrieveQueue');
+  const info = await fetchQueue(name);
+  return info ? WorkflowQueue.fromInfo(info) : null;
+}
+
+export async function deleteQueue(name: string): Promise<void> {
+  await requireEngine('deleteQueue').request('delete_queue', { name });
+  declared.delete(name);
+}
+
+export async function listQueues(applicationName?: string | string[]): Promise<WorkflowQueue[]> {
+  const e = requireEngine('listQueues');
+  const apps = applicationName === undefined ? (e.appName ? [e.appName] : undefined) : [applicationName].flat();
+  const reply = await e.request('list_queues', apps ? { application_name: apps } : {});
+  const names = (reply.queues as QueueInfo[]).filter((q) => q.registered).map((q) => q.name);
+  // list_queues leaves out the partition limits and the polling interval: read each row whole.
+  const infos = await Promise.all(names.map((n) => fetchQueue(n)));
+  return infos.filter((i): i is QueueInfo => i !== null).map((i) => WorkflowQueue.fromInfo(i));
+}
+
+/** DBOS's options of an enqueue by name (enqueue_options.d.ts). */
+export interface EnqueueWorkflowOptions {
+  queueName: string;
+  workflowName: string;
+  workflowClassName?: string;
+  workflowConfigName?: string;
+  workflowID?: string;
+  workflowIDReusePolicy?: WorkflowIDReusePolicy;
+  appVersion?: string;
+  workflowTimeoutMS?: number;
+  deduplicationID?: string;
+  serializationType?: WorkflowSerializationFormat;
+  priority?: number;
+  queuePartitionKey?: string;
+  delaySeconds?: number;
+  attributes?: Record<string, unknown>;
+  authenticatedUser?: string;
+  authenticatedRoles?: string[];
+  applicationName?: string;
+}
+
+/**
+ * Enqueues a workflow by name (it may be another process's, or another
+ * language's); from workflow code it is the caller's child, as a start is.
+ */
+export async function enqueueWorkflowWithOptions<T>(
+  options: EnqueueWorkflowOptions,
+  args: unknown[],
+  namedArgs?: Record<string, unknown>,
+): Promise<WorkflowHandle<T>> {
+  const e = requireEngine('enqueueWorkflowWithOptions');
+  const ctx = currentContext();
+  if (ctx?.run && ctx.stepFunctionId !== undefined) {
+    throw new DBOSInvalidWorkflowTransitionError('Invalid call to `enqueueWorkflowWithOptions` from within a `step` or `transaction`');
+  }
+  if (options.attributes !== undefined) {
+    const a = options.attributes;
+    if (a === null || typeof a !== 'object' || Array.isArray(a)) throw new DBOSError('workflowAttributes must be a plain object');
+  }
+  if (options.priority !== undefined && (options.priority < DBOS_QUEUE_MIN_PRIORITY || options.priority > DBOS_QUEUE_MAX_PRIORITY)) {
+    throw new DBOSInvalidQueuePriorityError(options.priority, DBOS_QUEUE_MIN_PRIORITY, DBOS_QUEUE_MAX_PRIORITY);
+  }
+  if (options.workflowID !== undefined && options.workflowID.trim() === '') {
+    throw new DBOSError(`Invalid workflow ID '${options.workflowID}': workflow IDs must be non-empty and cannot be only whitespace.`);
+  }
+  if (namedArgs && Object.keys(namedArgs).length > 0) {
+    // Engine.start serializes positional arguments only.
+    throw new DBOSError('enqueueWorkflowWithOptionsPortable: named arguments are not supported by this binding yet');
+  }
+  // The target need not be registered here: a registration-shaped stand-in names it.
+  const target = {
+    name: options.workflowName,
+    className: options.workflowClassName ?? '',
+    workflowConfig: { serialization: options.serializationType },
+  } as unknown as FunctionRegistration;
+  const instance = options.workflowConfigName ? { name: options.workflowConfigName } : undefined;
+  const started = await e.start(target, instance, args, {
+    workflowID: options.workflowID,
+    queueName: options.queueName,
+    timeoutMS: options.workflowTimeoutMS,
+    authenticatedUser: options.authenticatedUser,
+    authenticatedRoles: options.authenticatedRoles,
+    workflowIDReusePolicy: options.workflowIDReusePolicy ?? 'return-existing',
+    workflowAttributes: options.attributes,
+    enqueueOptions: {
+      deduplicationID: options.deduplicationID,
+      priority: options.priority,
+      queuePartitionKey: options.queuePartitionKey,
+      delaySeconds: options.delaySeconds !== undefined && options.delaySeconds > 0 ? options.delaySeconds : undefined,
+      applicationName: options.applicationName ?? (e.appName || undefined),
+      appVersion: options.appVersion,
+    },
+  });
+  return new AgentWorkflowHandle<T>(() => requireEngine(), started.workflowID);
+}
