@@ -171,3 +171,59 @@ export interface DBOSLaunchOptions {
   conductorExecutorMetadata?: Record<string, unknown>;
   conductorMetadataOnlyMode?: boolean;
 }
+
+export type WaitFirstOptions = PollingOptions;
+export type WaitAllOptions = PollingOptions;
+
+/** DBOS Conductor's alerts (never delivered through an agent; see DBOS.setAlertHandler). */
+export type AlertHandler = (name: string, message: string, metadata: Record<string, string>) => Promise<void>;
+
+/** An integration's part in DBOS's launch and shutdown. */
+export interface DBOSLifecycleCallback {
+  initialize?(): Promise<void>;
+  destroy?(): Promise<void>;
+  logRegisteredEndpoints?(): void;
+}
+
+/** What DBOS.getAssociatedInfo gives an integration about a registered function. */
+export interface MethodRegistrationBase {
+  name: string;
+  className: string;
+  workflowConfig?: WorkflowConfig;
+  stepConfig?: StepConfig;
+  registeredFunction?: (...args: unknown[]) => unknown;
+}
+
+export interface ExternalRegistration {
+  classConfig?: unknown;
+  methodConfig?: unknown;
+  methodReg: MethodRegistrationBase;
+}
+
+export type OtelAttributeFormat = 'legacy' | 'semconv';
+
+/** Rows a rename moved, by table. */
+export interface ApplicationRowCounts {
+  queues: number;
+  schedules: number;
+  versions: number;
+  workflows: number;
+  steps: number;
+}
+
+/** A span of DBOS's tracing: this binding has no tracing, so DBOS.span is always undefined. */
+export interface DBOSSpan {
+  setAttribute(key: string, value: unknown): unknown;
+  addEvent(name: string, attributes?: Record<string, unknown>): unknown;
+  end(): void;
+}
+
+export type ContextualMetadata = {
+  includeContextMetadata?: boolean;
+  span?: DBOSSpan;
+};
+
+export interface StackTrace {
+  stack?: string;
+  error?: unknown;
+}
