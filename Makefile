@@ -58,7 +58,7 @@ migrate: build postgres ## Migrate a local system database and print its schema 
 	$(AGENT) migrate --database-url '$(DATABASE_URL)'
 
 .PHONY: test
-test: postgres test-go test-python fuzz-short ## Run every test (Go, with the fault suite's short form; Python; each fuzz target 300000 executions)
+test: postgres test-go test-python test-node fuzz-short ## Run every test (Go, with the fault suite's short form; Python; Node; each fuzz target 300000 executions)
 
 .PHONY: test-go
 test-go: postgres build ## The Go tests: sysdb conformance and parity, protocol, end-to-end on the real binary
@@ -68,6 +68,11 @@ test-go: postgres build ## The Go tests: sysdb conformance and parity, protocol,
 test-python: postgres lib ## The Python binding's tests against the real agent: the whole suite over the socket, then again over libdbos.so (connect mode)
 	bash scripts/python-test.sh
 	DBOS_AGENT_TEST_TRANSPORT=library bash scripts/python-test.sh
+
+.PHONY: test-node
+test-node: postgres build ## The Node binding's tests against the real agent: the whole suite over the socket, then again over libdbos.so (connect mode); the package packed and installed
+	bash scripts/node-test.sh
+	DBOS_AGENT_TEST_TRANSPORT=library bash scripts/node-test.sh
 
 .PHONY: dbos-suite
 dbos-suite: ## The drop-in measure (not in `make test`): DBOS Python 3.4's own tests, only their imports on dbos_agent, against the real agent (DBOS_SUITE_FILES, DBOS_SUITE_ARGS select)
