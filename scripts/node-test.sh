@@ -4,7 +4,10 @@
 # the lock file changed (scripts/node-deps.sh), builds the agent, compiles
 # the package and its tests, and runs them one file at a time. Arguments
 # name test files (build/test/foo.test.js, relative to bindings/node) to run
-# instead of all. DBOS_AGENT_TEST_TRANSPORT=library runs the suite over
+# instead of all; a run of all of them over the socket also checks the
+# package as users install it (bindings/node/scripts/package-check.mjs:
+# npm pack, installed into an empty project, required, imported, type-checked
+# and run). DBOS_AGENT_TEST_TRANSPORT=library runs the suite over
 # cgo/libdbos.so (`make lib`) in connect mode instead of the socket.
 set -euo pipefail
 ROOT="$(cd "$(dirname "$0")/.." && pwd)"
@@ -35,6 +38,10 @@ trap drop_test_databases EXIT
 
 cd bindings/node
 node scripts/build.mjs --tests
-if [ $# -eq 0 ]; then set -- build/test/; fi
+all=0
+if [ $# -eq 0 ]; then set -- build/test/; all=1; fi
 echo "node-test: node --test over the ${DBOS_AGENT_TEST_TRANSPORT:-socket} transport" >&2
 node --test --test-concurrency=1 "$@"
+if [ "$all" = 1 ] && [ "${DBOS_AGENT_TEST_TRANSPORT:-socket}" != "library" ]; then
+  node scripts/package-check.mjs
+fi
