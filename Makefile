@@ -108,6 +108,13 @@ bench-transports: lib ## The 10-step workload via the Python binding (socket; li
 	bash scripts/ensure-postgres.sh '$(DBOS_BENCH_DATABASE_URL)'
 	cd e2e && DBOS_BENCH_DATABASE_URL='$(DBOS_BENCH_DATABASE_URL)' $(GO) test -run '^$$' -bench '^BenchmarkTransports$$' -benchtime 1x -timeout 120m .
 
+# bench-node: each variant's system database is this URL's database name
+# plus _<variant>, created fresh and dropped at the end.
+DBOS_BENCH_NODE_DATABASE_URL ?= postgres://postgres:dbos@localhost:5432/bench_node?sslmode=disable
+.PHONY: bench-node
+bench-node: lib ## The 10-step workload via the Node binding (socket; libdbos.so connect) beside DBOS TypeScript 5.3: interleaved rounds, medians, ratios (not in `make test`; DBOS_BENCH_NODE_* size it)
+	DBOS_BENCH_DATABASE_URL='$(DBOS_BENCH_NODE_DATABASE_URL)' bash scripts/node-bench.sh
+
 .PHONY: lint
 lint: ## gofmt and go vet; the Python binding's mypy --strict and ruff
 	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || (gofmt -l $$(git ls-files '*.go'); echo 'gofmt: files above need formatting'; exit 1)
