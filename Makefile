@@ -42,8 +42,13 @@ postgres: ## Start (installing if missing) the PostgreSQL the URLs name and crea
 	bash scripts/ensure-postgres.sh '$(DBOS_TEST_DATABASE_URL)' '$(DATABASE_URL)'
 
 .PHONY: run
-run: ## The main job: start the agent and run the Python order-pipeline example through it
+run: ## The main job: start the agent and run the order-pipeline example through it, from Python, then from Node
 	bash examples/python/run.sh
+	bash examples/node/run.sh
+
+.PHONY: run-node
+run-node: ## The order-pipeline example from Node (the dbos-agent npm package, examples/node) through the agent
+	bash examples/node/run.sh
 
 .PHONY: run-embedded
 run-embedded: ## The same example with the agent inside the Python process (libdbos.so, embedded mode): no dbos-agent process
