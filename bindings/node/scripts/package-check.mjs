@@ -8,7 +8,8 @@
 //     workflow's result type is a type error (the types are not `any`);
 //   - the compiled ES module runs a workflow of two steps through a real
 //     `dbos-agent serve` (bin/dbos-agent) on a database of its own: the
-//     test database's name plus _node_package, dropped at the end.
+//     test database's name plus _node_package, dropped at the end; and so
+//     does the README's first TypeScript block, compiled the same way.
 // Run by scripts/node-test.sh; exits non-zero with what failed.
 import { execFileSync, spawn } from 'node:child_process';
 import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
@@ -93,6 +94,7 @@ function startAgent(url, socket) {
 }
 
 const tsFiles = {
+  // (main adds the README's example as readme.mts.)
   // An ES module (nodenext resolves the package's "import" condition).
   'app.mts': `import { DBOS, type WorkflowHandle, type WorkflowStatus } from 'dbos-agent';
 
@@ -144,7 +146,15 @@ export { config };
 `,
 };
 
+/** The README's first ```ts block: its example, which must compile and run as it is. */
+function readmeExample() {
+  const m = /```ts\n([\s\S]*?)```/.exec(readFileSync(join(root, 'README.md'), 'utf8'));
+  assert.ok(m, 'README.md has no ```ts block');
+  return m[1];
+}
+
 async function main() {
+  tsFiles['readme.mts'] = readmeExample();
   step('npm pack (prepack builds dist/)');
   const packed = JSON.parse(run('npm', ['pack', '--json', '--pack-destination', work], { cwd: root }));
   const tarball = join(work, packed[0].filename);
@@ -227,6 +237,12 @@ console.log('esm ok');
     });
     const last = out.trim().split('\n').pop();
     assert.deepEqual(JSON.parse(last), { result: '3:6:7', status: 'SUCCESS', name: 'pipeline', quoted: 6 });
+    step("the README's example runs");
+    const readme = run(process.execPath, [join('out', 'readme.mjs')], {
+      cwd: app,
+      env: { ...process.env, DBOS_AGENT_SOCKET: socket, DBOS_AGENT_LIBRARY: '', DBOS_AGENT_MODE: '' },
+    });
+    assert.equal(readme.trim().split('\n').pop(), 'receipt-order-42');
   } finally {
     await agent.stop();
     await dropDatabase(url);
