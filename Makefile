@@ -42,8 +42,13 @@ postgres: ## Start (installing if missing) the PostgreSQL the URLs name and crea
 	bash scripts/ensure-postgres.sh '$(DBOS_TEST_DATABASE_URL)' '$(DATABASE_URL)'
 
 .PHONY: run
-run: ## The main job: start the agent and run the Python order-pipeline example through it
+run: ## The main job: start the agent and run the order-pipeline example through it, from Python, then from Node
 	bash examples/python/run.sh
+	bash examples/node/run.sh
+
+.PHONY: run-node
+run-node: ## The order-pipeline example from Node (the dbos-agent npm package, examples/node) through the agent
+	bash examples/node/run.sh
 
 .PHONY: run-embedded
 run-embedded: ## The same example with the agent inside the Python process (libdbos.so, embedded mode): no dbos-agent process
@@ -58,7 +63,7 @@ migrate: build postgres ## Migrate a local system database and print its schema 
 	$(AGENT) migrate --database-url '$(DATABASE_URL)'
 
 .PHONY: test
-test: postgres test-go test-python fuzz-short ## Run every test (Go, with the fault suite's short form; Python; each fuzz target 300000 executions)
+test: postgres test-go test-python test-node fuzz-short ## Run every test (Go, with the fault suite's short form; Python; Node; each fuzz target 300000 executions)
 
 .PHONY: test-go
 test-go: postgres build ## The Go tests: sysdb conformance and parity, protocol, end-to-end on the real binary
@@ -68,6 +73,11 @@ test-go: postgres build ## The Go tests: sysdb conformance and parity, protocol,
 test-python: postgres lib ## The Python binding's tests against the real agent: the whole suite over the socket, then again over libdbos.so (connect mode)
 	bash scripts/python-test.sh
 	DBOS_AGENT_TEST_TRANSPORT=library bash scripts/python-test.sh
+
+.PHONY: test-node
+test-node: postgres build ## The Node binding's tests against the real agent: the whole suite over the socket, then again over libdbos.so (connect mode); the package packed and installed
+	bash scripts/node-test.sh
+	DBOS_AGENT_TEST_TRANSPORT=library bash scripts/node-test.sh
 
 .PHONY: dbos-suite
 dbos-suite: ## The drop-in measure (not in `make test`): DBOS Python 3.4's own tests, only their imports on dbos_agent, against the real agent (DBOS_SUITE_FILES, DBOS_SUITE_ARGS select)
@@ -102,6 +112,13 @@ DBOS_BENCH_DATABASE_URL ?= postgres://postgres:dbos@localhost:5432/bench_transpo
 bench-transports: lib ## The 10-step workload via the Python binding (socket; libdbos.so embedded, sidecar, connect) beside DBOS Python and DBOS Go: interleaved rounds, medians, ratios, CPU per step (not in `make test`; DBOS_BENCH_TRANSPORTS_* size it)
 	bash scripts/ensure-postgres.sh '$(DBOS_BENCH_DATABASE_URL)'
 	cd e2e && DBOS_BENCH_DATABASE_URL='$(DBOS_BENCH_DATABASE_URL)' $(GO) test -run '^$$' -bench '^BenchmarkTransports$$' -benchtime 1x -timeout 120m .
+
+# bench-node: each variant's system database is this URL's database name
+# plus _<variant>, created fresh and dropped at the end.
+DBOS_BENCH_NODE_DATABASE_URL ?= postgres://postgres:dbos@localhost:5432/bench_node?sslmode=disable
+.PHONY: bench-node
+bench-node: lib ## The 10-step workload via the Node binding (socket; libdbos.so connect) beside DBOS TypeScript 5.3: interleaved rounds, medians, ratios (not in `make test`; DBOS_BENCH_NODE_* size it)
+	DBOS_BENCH_DATABASE_URL='$(DBOS_BENCH_NODE_DATABASE_URL)' bash scripts/node-bench.sh
 
 .PHONY: lint
 lint: ## gofmt and go vet; the Python binding's mypy --strict and ruff
