@@ -39,7 +39,7 @@ trap drop_test_databases EXIT
 cd bindings/node
 node scripts/build.mjs --tests
 all=0
-if [ $# -eq 0 ]; then set -- build/test/; all=1; fi
+if [ $# -eq 0 ]; then set -- build/test/*.test.js; all=1; fi
 echo "node-test: node --test over the ${DBOS_AGENT_TEST_TRANSPORT:-socket} transport" >&2
 node --test --test-concurrency=1 "$@"
 if [ "$all" = 1 ] && [ "${DBOS_AGENT_TEST_TRANSPORT:-socket}" != "library" ]; then
