@@ -212,8 +212,12 @@ export class DBOS {
     return engine !== undefined;
   }
 
-  static async launch(_options?: DBOSLaunchOptions): Promise<void> {
+  static async launch(options?: DBOSLaunchOptions): Promise<void> {
     if (engine) return;
+    if (options?.conductorKey) {
+      // The conductor manages one executor and its system database; here that is the agent, shared by the host.
+      throw new DBOSError('DBOS Conductor is not reached through the dbos-agent: launch without conductorKey (the agent owns the executor)');
+    }
     const c = config ?? {};
     const e = new Engine(c, [...contributors]);
     await e.launch();
