@@ -11,6 +11,7 @@
  * every option as stored plus the change: an options registration
  * overwrites the row, which is what DBOS's setters do.
  */
+import type { EnqueueWorkflowOptions } from './client';
 import { currentContext } from './context';
 import { requireEngine, maybeEngine, DBOS_QUEUE_MAX_PRIORITY, DBOS_QUEUE_MIN_PRIORITY } from './dbos';
 import { DBOSError, DBOSInvalidQueuePriorityError, DBOSInvalidWorkflowTransitionError } from './error';
@@ -524,26 +525,7 @@ export async function listQueues(applicationName?: string | string[]): Promise<W
   return infos.filter((i): i is QueueInfo => i !== null).map((i) => WorkflowQueue.fromInfo(i));
 }
 
-/** DBOS's options of an enqueue by name (enqueue_options.d.ts). */
-export interface EnqueueWorkflowOptions {
-  queueName: string;
-  workflowName: string;
-  workflowClassName?: string;
-  workflowConfigName?: string;
-  workflowID?: string;
-  workflowIDReusePolicy?: WorkflowIDReusePolicy;
-  appVersion?: string;
-  workflowTimeoutMS?: number;
-  deduplicationID?: string;
-  serializationType?: WorkflowSerializationFormat;
-  priority?: number;
-  queuePartitionKey?: string;
-  delaySeconds?: number;
-  attributes?: Record<string, unknown>;
-  authenticatedUser?: string;
-  authenticatedRoles?: string[];
-  applicationName?: string;
-}
+export type { EnqueueWorkflowOptions } from './client';
 
 /**
  * Enqueues a workflow by name (it may be another process's, or another
