@@ -26,6 +26,7 @@ const gated = DBOS.registerWorkflow(
     changed.emit('change');
     await gate;
     set.delete(tag);
+    changed.emit('change');
     return tag;
   },
   { name: 'gated' },
@@ -41,7 +42,7 @@ const quick = DBOS.registerWorkflow(
 
 const addOne = DBOS.registerWorkflow(async (x: number) => x + 1, { name: 'addOne' });
 
-/** Resolves once probe holds, re-checked at every workflow start. */
+/** Resolves once probe holds, re-checked as each gated workflow starts and ends. */
 function until(probe: () => boolean, what: string, timeoutMs = 30_000): Promise<void> {
   if (probe()) return Promise.resolve();
   return new Promise((resolve, reject) => {
@@ -111,12 +112,14 @@ async function drainWithin(queue: string, n: number, limit: number): Promise<voi
     const load = await queueLoad(queue);
     assert.equal(load.pending, expected, `${queue}: pending`);
     assert.equal(load.enqueued, n - done - expected, `${queue}: enqueued`);
-    for (const tag of runningOn(queue)) {
+    const released = runningOn(queue);
+    for (const tag of released) {
       release(tag);
       done++;
     }
-    await Promise.all(handles.map((h) => h.getStatus())); // a round trip before the next look
-    await until(() => runningOn(queue).length === 0 || done === n, `${queue} released`);
+    // The released ones leave the running set before the next look (the
+    // next ones may already be running by then: only the released are waited for).
+    await until(() => released.every((tag) => !runningOn(queue).includes(tag)), `${queue} released`);
   }
   const results = await Promise.all(handles.map((h) => h.getResult()));
   assert.deepEqual(results.sort(), [...Array(n).keys()].map((i) => `${queue}-${i}`).sort());
