@@ -161,8 +161,9 @@ func TestWorkerWithoutAppName(t *testing.T) {
 	enqueue(t, anon, protocol.StartWorkflow{WorkflowID: "anon-1", Name: "routed", QueueName: "nq"})
 	require.Equal(t, " anon-1", recv(t, ranBy, "a run"))
 	for id, app := range map[string]string{"shop-1": "shop", "anon-1": ""} {
+		// The run reports before its outcome is written: wait for the outcome.
+		require.Equal(t, "SUCCESS", awaitResult(t, shop, id).Status)
 		info := getWorkflow(t, shop, id)
-		require.Equal(t, "SUCCESS", info.Status)
 		require.Equal(t, app, info.AppName, "claiming leaves the row's application as it was")
 		require.Equal(t, "", info.AppVersion, "unversioned, and it stays so")
 	}
