@@ -46,6 +46,7 @@ import type {
   WorkflowStatus,
 } from './types';
 import { AgentWorkflowHandle } from './workflow';
+import type { DBOSSpan, Tracer } from './tracing';
 import * as comm from './comm';
 import type { StepStatus } from './context';
 import { DLogger, makeLogger } from './logger';
@@ -247,16 +248,17 @@ export class DBOS {
   }
 
   static get logger(): DLogger {
-    return logger;
+    return engine?.otlpLogger ?? logger;
   }
 
-  /** OpenTelemetry is not wired in this binding: no tracer, no span (as DBOS with tracing off). */
-  static get tracer(): undefined {
-    return undefined;
+  /** DBOS's tracer, for starting spans (once launched; its spans are stubs unless tracing is on). */
+  static get tracer(): Tracer | undefined {
+    return engine?.tracer;
   }
 
-  static get span(): undefined {
-    return undefined;
+  /** The active tracing span, when tracing is on. */
+  static get span(): DBOSSpan | undefined {
+    return engine?.tracer.activeSpan();
   }
 
   /**

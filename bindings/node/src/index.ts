@@ -8,6 +8,7 @@ export * as Error from './error';
 export { DBOSWorkflowConflictError, DBOSStepNondeterminismError, PortableWorkflowError } from './error';
 export { DBOSSerializer, SerializationRecipe } from './serialization';
 export { DLogger } from './logger';
+export type { DBOSSpan } from './tracing';
 // ---- exports of the area modules (comm, management, queues, schedules, debouncer, client) ----
 export type {
   CancelWorkflowsOptions,

@@ -44,6 +44,8 @@ import {
 import { FunctionRegistration, allWorkflows, findInstance, findWorkflow, setWorkflowDeclaredHook } from './registry';
 import type { DBOSConfig, StartWorkflowParams, StepConfig, WorkflowStatus } from './types';
 import { resolveEndpoint } from './transport';
+import { DBOSSpan, Tracer, endWith } from './tracing';
+import { LogIdentity, OTLPLogger } from './logger';
 
 /** The DBOS TypeScript release whose API and formats this binding mirrors. */
 export const DBOS_TS_VERSION = '5.3.0';
@@ -94,6 +96,10 @@ export class Engine {
   appVersion = '';
   executorID = 'local';
   agent?: HelloReply;
+  /** DBOS.tracer: spans around workflows and steps (stubs unless tracing is on). */
+  tracer!: Tracer;
+  /** DBOS.logger once launched with OTLP on (else DBOS's console logger or the configured one). */
+  otlpLogger?: OTLPLogger;
   /** The runs executing in this process, by workflow id. */
   private readonly runs = new Map<string, RunState>();
   /** The outcome of runs started here, for handles that await them without a round trip. */
@@ -143,6 +149,22 @@ export class Engine {
     this.agent = await this.link.open();
     this.executorID = this.agent.executor_id;
     if (this.agent.app_version) this.appVersion = this.agent.app_version;
+    try {
+      this.tracer = new Tracer({ ...this.config, appName: this.appName, appVersion: this.appVersion, executorID: this.executorID });
+      if (!this.config.logger && (this.config.enableOTLP ?? process.env.DBOS__CLOUD === 'true')) {
+        this.otlpLogger = new OTLPLogger(this.config, {
+          appName: this.appName,
+          appVersion: () => this.appVersion,
+          applicationID: this.tracer.applicationID,
+          executorID: () => this.executorID,
+          activeSpan: () => this.tracer.activeSpan() as ReturnType<LogIdentity['activeSpan']>,
+          stringify: (v) => DBOSJSON.stringify(v),
+        });
+      }
+    } catch (err) {
+      this.link.close();
+      throw err;
+    }
     setWorkflowDeclaredHook((reg) => this.declaredLate(reg));
   }
 
@@ -160,6 +182,8 @@ export class Engine {
     const stop = new DBOSAgentUnavailableError('DBOS is shutting down');
     for (const run of this.runs.values()) run.halt(stop);
     this.link.close();
+    await this.tracer?.shutdown();
+    await this.otlpLogger?.shutdown();
   }
 
   private helloBody(): Record<string, unknown> {
@@ -307,6 +331,26 @@ export class Engine {
   }
 
   private async callWorkflow(
+    reg: FunctionRegistration,
+    state: RunState,
+    run: RunMessage,
+    parentCtx: DBOSContext | undefined,
+  ): Promise<{ output?: unknown; error?: unknown }> {
+    const span = this.tracer.startSpan(reg.name, {
+      status: 'PENDING',
+      operationUUID: state.workflowID,
+      operationType: 'workflow',
+      operationName: reg.name,
+      authenticatedUser: run.authenticated_user ?? parentCtx?.authenticatedUser ?? '',
+      authenticatedRoles: run.authenticated_roles ?? parentCtx?.authenticatedRoles ?? [],
+      assumedRole: run.assumed_role ?? '',
+    });
+    const outcome = await this.tracer.runWithSpan(span, () => this.callWorkflowCode(reg, state, run, parentCtx));
+    endWith(this.tracer, span, state.stopped ?? outcome.error);
+    return outcome;
+  }
+
+  private async callWorkflowCode(
     reg: FunctionRegistration,
     state: RunState,
     run: RunMessage,
@@ -480,6 +524,38 @@ export class Engine {
     const run = ctx.run;
     const functionId = run.takeFunctionId();
     run.throwIfStopped();
+    const span = this.tracer.startSpan(name, {
+      operationUUID: run.workflowID,
+      operationType: 'step',
+      operationName: name,
+      authenticatedUser: ctx.authenticatedUser ?? '',
+      assumedRole: ctx.assumedRole ?? '',
+      authenticatedRoles: ctx.authenticatedRoles ?? [],
+      retriesAllowed: config.retriesAllowed,
+      intervalSeconds: config.intervalSeconds,
+      maxAttempts: config.maxAttempts,
+      backoffRate: config.backoffRate,
+      timeoutMS: config.timeoutMS,
+    });
+    try {
+      const value = await this.stepBody(fn, name, config, ctx, run, functionId, span);
+      endWith(this.tracer, span);
+      return value;
+    } catch (err) {
+      endWith(this.tracer, span, err);
+      throw err;
+    }
+  }
+
+  private async stepBody<R>(
+    fn: () => Promise<R> | R,
+    name: string,
+    config: StepConfig,
+    ctx: DBOSContext,
+    run: RunState,
+    functionId: number,
+    span: DBOSSpan,
+  ): Promise<R> {
     const recorded = this.replayed(run, functionId, name);
     if (recorded) return (await this.revive(recorded)) as R;
     const startedAt = Date.now();
@@ -495,7 +571,9 @@ export class Engine {
         timeoutSignal: timeoutAbort?.signal,
         cancelSignal: run.stop.signal,
       };
-      const body = runWithContext({ ...ctx, stepFunctionId: functionId, stepStatus: status }, async () => await fn());
+      const body = this.tracer.runWithSpan(span, () =>
+        runWithContext({ ...ctx, stepFunctionId: functionId, stepStatus: status }, async () => await fn()),
+      );
       if (config.timeoutMS === undefined) return await body;
       const timeoutError = new DBOSStepTimeoutError(name, config.timeoutMS);
       let timer: NodeJS.Timeout | undefined;
@@ -526,14 +604,20 @@ export class Engine {
             try {
               retry = await config.shouldRetry(err);
             } catch (predicateError) {
+              span.addEvent(`Step retry predicate failed after attempt ${n}`, {
+                error: (err as Error)?.message,
+                shouldRetryError: (predicateError as Error)?.message,
+              });
               failure = predicateError;
               break;
             }
             if (!retry) {
+              span.addEvent(`Step attempt ${n} failed`, { retryIntervalSeconds: interval, error: (err as Error)?.message, shouldRetry: false });
               failure = err;
               break;
             }
           }
+          span.addEvent(`Step attempt ${n} failed`, { retryIntervalSeconds: interval, error: (err as Error)?.message });
           errors.push(err as Error);
           console.warn(`Error in step being automatically retried. Attempt ${n} of ${maxAttempts}. ${(err as Error)?.stack ?? err}`);
           if (n < maxAttempts) {
