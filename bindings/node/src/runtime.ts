@@ -783,7 +783,9 @@ export class Engine {
       step.serialization = ser.serialization;
     }
     await this.record(run, step);
-    if (thrown) throw thrown.error;
+    // A cancelled run's own error is for a handle awaited outside workflow
+    // code; in it, the recorded awaiter's error is thrown, as on replay.
+    if (thrown && result.status !== 'CANCELLED') throw thrown.error;
     return this.outcome<T>(result);
   }
 
@@ -798,6 +800,11 @@ export class Engine {
     if (invoked) {
       const outcome = await invoked;
       if ('result' in outcome && isTerminal(outcome.result.status)) return outcome;
+      // A run cancelled under its handle: DBOS TS's handle rejects with the
+      // error the run stopped on, not the awaiter's DBOSAwaitedWorkflowCancelledError.
+      if ('stopped' in outcome && outcome.stopped instanceof DBOSWorkflowCancelledError) {
+        return { result: (await this.awaitResult(workflowID))!, thrown: { error: outcome.stopped } };
+      }
     }
     return { result: (await this.awaitResult(workflowID))! };
   }
