@@ -292,7 +292,12 @@ func handleGetWorkflow(s *Session, env protocol.Envelope) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	return workflowInfo(wf), nil
+	info := workflowInfo(wf)
+	if m.CheckOwnerXID != "" {
+		owned := wf.OwnerXID != nil && *wf.OwnerXID == m.CheckOwnerXID
+		info.OwnerMatches = &owned
+	}
+	return info, nil
 }
 
 func workflowInfo(wf sysdb.Workflow) protocol.WorkflowInfo {

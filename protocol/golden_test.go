@@ -130,6 +130,7 @@ var messageTypes = map[string]func() any{
 func strp(s string) *string     { return &s }
 func intp(n int) *int           { return &n }
 func floatp(f float64) *float64 { return &f }
+func boolp(b bool) *bool        { return &b }
 
 const (
 	exampleOwner   = "5f0c2e7a9b1d4c3e8f6a0b2d4e6f8a1c"
@@ -763,6 +764,16 @@ func communicationVectorDefs() []vectorDef {
 				WorkflowID: "order-1001-retry", Status: "ENQUEUED", Name: "checkout", QueueName: "orders", ExecutorID: "local",
 				AppVersion: "v2", AppName: "shop", CreatedAtMS: exampleT0 + 9000, UpdatedAtMS: exampleT0 + 9000, TimeoutMS: 60000,
 				ForkedFrom: "order-1001", Serialization: "portable_json", Attributes: strp(`{"team":"payments"}`),
+			}},
+		{name: "get_workflow_check_owner", description: "Whether a run's owner token still owns order-1003 (a data source's fencing check), its payloads left out.",
+			kind: KindRequest, id: 73, op: OpGetWorkflow, message: "GetWorkflow", body: &GetWorkflow{
+				WorkflowID: "order-1003", CheckOwnerXID: "9d8e7f6a5b4c3d2e1f0a9b8c7d6e5f4a",
+			}},
+		{name: "get_workflow_check_owner_reply", description: "Still PENDING, and owned by another token now: owner_matches is false.",
+			kind: KindResponse, id: 73, replyTo: OpGetWorkflow, message: "WorkflowInfo", body: &WorkflowInfo{
+				WorkflowID: "order-1003", Status: "PENDING", Name: "checkout", QueueName: "orders", ExecutorID: "local",
+				AppVersion: "v2", AppName: "shop", CreatedAtMS: exampleT0, UpdatedAtMS: exampleT0 + 4000, RecoveryAttempts: 2,
+				Serialization: "portable_json", OwnerMatches: boolp(false),
 			}},
 		{name: "rewind_workflow", description: "Cut order-1003's history at step 2 and run it again under the same id, on the queue \"orders\".",
 			kind: KindRequest, id: 67, op: OpRewindWorkflow, message: "RewindWorkflow", body: &RewindWorkflow{

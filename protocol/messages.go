@@ -318,6 +318,10 @@ type ResumeWorkflow struct {
 type GetWorkflow struct {
 	WorkflowID   string `msgpack:"workflow_id"`
 	LoadPayloads bool   `msgpack:"load_payloads,omitempty"`
+	// CheckOwnerXID asks whether this owner token still owns the workflow
+	// (the reply's OwnerMatches), without revealing the owner: a data
+	// source's fencing check (DBOS TypeScript's assertStillOwnsWorkflow).
+	CheckOwnerXID string `msgpack:"check_owner_xid,omitempty"`
 }
 
 // WorkflowInfo is a workflow's status as DBOS lists it.
@@ -358,6 +362,9 @@ type WorkflowInfo struct {
 	AuthenticatedRoles []string `msgpack:"authenticated_roles,omitempty"`
 	// AppID is the stored application id; nil when none ("" is one).
 	AppID *string `msgpack:"app_id,omitempty"`
+	// OwnerMatches answers GetWorkflow.CheckOwnerXID: whether that token is
+	// the workflow's owner now; nil when it was not asked.
+	OwnerMatches *bool `msgpack:"owner_matches,omitempty"`
 }
 
 // ListWorkflows filters workflows; empty fields do not filter. Times are

@@ -6,6 +6,7 @@
  */
 import { AsyncLocalStorage } from 'node:async_hooks';
 import type { Connection } from './connection';
+import type { DataSourceTransactionHandler } from './datasource';
 
 /** A step recorded in a run's history (PROTOCOL.md section 9, `Step`). */
 export interface HistoryStep {
@@ -35,8 +36,10 @@ export class RunState {
   /** Why the run must stop (cancelled, fenced, connection lost), once it must. */
   stopped?: Error;
   readonly stop = new AbortController();
-  /** Data sources and other per-run resources can hang cleanup here. */
+  /** The recorded operations, by function id. */
   readonly history: Map<number, HistoryStep>;
+  /** The data sources whose transactions this run called: their checkpoints are deleted when it ends. */
+  readonly usedDataSources = new Set<DataSourceTransactionHandler>();
 
   constructor(
     readonly workflowID: string,
@@ -77,6 +80,8 @@ export interface DBOSContext {
   run?: RunState;
   /** Set inside a step: its function id (a step's id 0 is a step like any other). */
   stepFunctionId?: number;
+  /** Inside a data source's transaction (a step, to everything else: stepFunctionId is its id). */
+  inTransaction?: boolean;
   stepStatus?: StepStatus;
   /** DBOS.withNextWorkflowID: the id of the next workflow started in this block (used once). */
   nextWorkflowID?: string;

@@ -48,6 +48,7 @@ import type {
 import { AgentWorkflowHandle } from './workflow';
 import type { DBOSSpan, Tracer } from './tracing';
 import * as comm from './comm';
+import { clearDataSources, registeredDataSources } from './datasource';
 import type { StepStatus } from './context';
 import { DLogger, makeLogger } from './logger';
 import * as mgmt from './management';
@@ -223,6 +224,8 @@ export class DBOS {
     const e = new Engine(c, [...contributors]);
     await e.launch();
     engine = e;
+    // Before any run starts (recovered ones included), as DBOS does: their transactions need them.
+    for (const ds of registeredDataSources()) await ds.initialize();
     for (const inst of allConfiguredInstances()) await inst.initialize();
     for (const l of lifecycle) await l.initialize?.();
     e.startRuns();
@@ -234,6 +237,7 @@ export class DBOS {
     for (const l of [...lifecycle].reverse()) await l.destroy?.();
     engine = undefined;
     await e.shutdown();
+    for (const ds of registeredDataSources()) await ds.destroy();
   }
 
   static registerLifecycleCallback(l: LifecycleCallback): void {
@@ -243,6 +247,7 @@ export class DBOS {
   /** Forgets every registration (DBOS's test helper). */
   static clearRegistry(): void {
     clearRegistry();
+    clearDataSources();
     lifecycle.length = 0;
     alertHandler = undefined;
   }
@@ -334,7 +339,8 @@ export class DBOS {
   }
 
   static get stepStatus(): StepStatus | undefined {
-    return currentContext()?.stepStatus;
+    const ctx = currentContext();
+    return ctx?.inTransaction ? undefined : ctx?.stepStatus;
   }
 
   static get authenticatedUser(): string {
@@ -350,12 +356,12 @@ export class DBOS {
   }
 
   static isInTransaction(): boolean {
-    return false;
+    return currentContext()?.inTransaction === true;
   }
 
   static isInStep(): boolean {
     const ctx = currentContext();
-    return ctx?.run !== undefined && ctx.stepFunctionId !== undefined;
+    return ctx?.run !== undefined && ctx.stepFunctionId !== undefined && !ctx.inTransaction;
   }
 
   static isWithinWorkflow(): boolean {
@@ -731,7 +737,7 @@ export class DBOS {
 
   static async rewindWorkflow<T>(workflowID: string, options?: mgmt.RewindWorkflowOptions): Promise<WorkflowHandle<Awaited<T>>> {
     const e = requireEngine('rewindWorkflow');
-    await e.runStep(() => mgmt.rewindWorkflow(e, workflowID, options), 'DBOS.rewindWorkflow', {});
+    await e.runStep(() => mgmt.rewindWorkflow(e, workflowID, options, registeredDataSources()), 'DBOS.rewindWorkflow', {});
     return DBOS.retrieveWorkflow<T>(workflowID);
   }
 

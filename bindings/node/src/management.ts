@@ -23,6 +23,7 @@ import { Requester, fetchStatus, toStatus } from './runtime';
 // Used at call time only, so the cycle with dbos.ts (which forwards to this module) is harmless.
 import { DBOS_QUEUE_MAX_PRIORITY, DBOS_QUEUE_MIN_PRIORITY } from './dbos';
 import type { WorkflowStatus, WorkflowStatusString } from './types';
+import type { DataSourceTransactionHandler } from './datasource';
 
 /** DBOS TypeScript's filter of DBOS.listWorkflows; dates are ISO strings (anything `new Date` reads). */
 export interface GetWorkflowsInput {
@@ -272,9 +273,25 @@ export async function forkWorkflow(
 }
 
 /** Re-runs an ended workflow under its own id, its history from startStep (default 0) dropped. */
-export async function rewindWorkflow(req: Requester, workflowID: string, options: RewindWorkflowOptions = {}): Promise<void> {
+export async function rewindWorkflow(
+  req: Requester,
+  workflowID: string,
+  options: RewindWorkflowOptions = {},
+  dataSources: DataSourceTransactionHandler[] = [],
+): Promise<void> {
   const startStep = options.startStep ?? 0;
   if (startStep < 0) throw new DBOSError(`startStep must be >= 0, got ${startStep}`);
+  const keeping = dataSources.filter((ds) => ds.deleteCheckpoints !== undefined);
+  if (keeping.length > 0) {
+    // A running workflow's checkpoints are its run's: only an ended one's are deleted. The agent
+    // checks this again as it rewinds; the data sources are done first, since their deletes can
+    // be repeated if the rewind then fails, and the rewind cannot be undone.
+    const status = await fetchStatus(req, workflowID, false);
+    if (status && ['PENDING', 'ENQUEUED', 'DELAYED'].includes(status.status)) {
+      throw new DBOSError(`Cannot rewind ${workflowID} (${status.status}): only a workflow in a terminal state can be rewound, so cancel it first`);
+    }
+    for (const ds of keeping) await ds.deleteCheckpoints!(workflowID, startStep);
+  }
   await req.request('rewind_workflow', {
     workflow_id: workflowID,
     start_step: startStep,

@@ -46,6 +46,7 @@ import type { DBOSConfig, StartWorkflowParams, StepConfig, WorkflowStatus } from
 import { resolveEndpoint } from './transport';
 import { DBOSSpan, Tracer, endWith } from './tracing';
 import { LogIdentity, OTLPLogger } from './logger';
+import type { DataSourceTransactionHandler } from './datasource';
 
 /** The DBOS TypeScript release whose API and formats this binding mirrors. */
 export const DBOS_TS_VERSION = '5.3.0';
@@ -314,6 +315,8 @@ export class Engine {
         outcome = await this.callWorkflow(reg, state, run, parentCtx);
       }
       if (state.stopped) return { stopped: state.stopped };
+      await this.deleteDataSourceCheckpoints(state);
+      if (state.stopped) return { stopped: state.stopped };
       const portable = this.isPortable(state, reg);
       const { result, applied } = await this.finish(state, portable, outcome);
       // DBOS TS's handle of a run it executed throws the error the workflow threw, as thrown
@@ -524,21 +527,35 @@ export class Engine {
     const run = ctx.run;
     const functionId = run.takeFunctionId();
     run.throwIfStopped();
-    const span = this.tracer.startSpan(name, {
-      operationUUID: run.workflowID,
-      operationType: 'step',
-      operationName: name,
-      authenticatedUser: ctx.authenticatedUser ?? '',
-      assumedRole: ctx.assumedRole ?? '',
-      authenticatedRoles: ctx.authenticatedRoles ?? [],
+    const stepConfig = {
       retriesAllowed: config.retriesAllowed,
       intervalSeconds: config.intervalSeconds,
       maxAttempts: config.maxAttempts,
       backoffRate: config.backoffRate,
       timeoutMS: config.timeoutMS,
+    };
+    return this.inOperationSpan(ctx, name, 'step', stepConfig, (span) => this.stepBody(fn, name, config, ctx, run, functionId, span));
+  }
+
+  /** Runs body in a span of its own for an operation of the current run (a step, a transaction), ended with its outcome. */
+  private async inOperationSpan<R>(
+    ctx: DBOSContext,
+    name: string,
+    operationType: string,
+    attributes: Record<string, unknown>,
+    body: (span: DBOSSpan) => Promise<R>,
+  ): Promise<R> {
+    const span = this.tracer.startSpan(name, {
+      operationUUID: ctx.run!.workflowID,
+      operationType,
+      operationName: name,
+      authenticatedUser: ctx.authenticatedUser ?? '',
+      assumedRole: ctx.assumedRole ?? '',
+      authenticatedRoles: ctx.authenticatedRoles ?? [],
+      ...attributes,
     });
     try {
-      const value = await this.stepBody(fn, name, config, ctx, run, functionId, span);
+      const value = await body(span);
       endWith(this.tracer, span);
       return value;
     } catch (err) {
@@ -660,6 +677,62 @@ export class Engine {
       completed_at_epoch_ms: completedAt,
     });
     throw failure;
+  }
+
+  // ---- data source transactions ----------------------------------------------
+
+  /**
+   * A data source's transaction in workflow code: a step at the next
+   * function id (no retries: a data source retries its own serialization
+   * failures), replayed from the history, run with DBOS.isInTransaction()
+   * set. The data source is noted as used before the replay check, so that
+   * a replayed run still deletes an earlier run's checkpoints when it ends.
+   */
+  async runTransaction<R>(ds: DataSourceTransactionHandler, name: string, fn: () => Promise<R>): Promise<R> {
+    const ctx = currentContext()!;
+    const run = ctx.run!;
+    run.usedDataSources.add(ds);
+    const functionId = run.takeFunctionId();
+    run.throwIfStopped();
+    const body = async (): Promise<R> => {
+      try {
+        return await fn();
+      } catch (err) {
+        // A stale run's fencing error is not the step's outcome: the run stops, recording nothing.
+        if (err instanceof DBOSWorkflowConflictError) run.halt(err);
+        throw err;
+      }
+    };
+    const txCtx = { ...ctx, inTransaction: true };
+    return this.inOperationSpan(ctx, name, 'transaction', {}, (span) => this.stepBody(body, name, {}, txCtx, run, functionId, span));
+  }
+
+  /** Whether ownerXid still owns the workflow (a data source's fencing check). */
+  async ownsWorkflow(workflowID: string, ownerXid: string): Promise<boolean> {
+    const info = await this.request('get_workflow', { workflow_id: workflowID, check_owner_xid: ownerXid });
+    return info.owner_matches === true;
+  }
+
+  /**
+   * Deletes the checkpoints of the data sources a finishing run used (its
+   * step records cover them), each delete committing only while the run
+   * still owns the workflow. Best effort, as in DBOS: a leftover checkpoint
+   * is harmless, so a failure is logged; once the workflow has another
+   * owner, the checkpoints are that run's and are left alone.
+   */
+  private async deleteDataSourceCheckpoints(run: RunState): Promise<void> {
+    const stillOwner = async (): Promise<void> => {
+      if (!(await this.ownsWorkflow(run.workflowID, run.ownerXid))) throw new DBOSWorkflowConflictError(run.workflowID);
+    };
+    for (const ds of run.usedDataSources) {
+      if (!ds.deleteCheckpoints) continue;
+      try {
+        await ds.deleteCheckpoints(run.workflowID, 0, stillOwner);
+      } catch (err) {
+        if (err instanceof DBOSWorkflowConflictError) return;
+        (this.otlpLogger ?? console).warn(`Failed to delete data source ${ds.name} checkpoints of workflow ${run.workflowID}: ${(err as Error)?.message ?? err}`);
+      }
+    }
   }
 
   /** The history's record at functionId, checked against the operation's name (DBOS's non-determinism check). */

@@ -25,17 +25,28 @@ export function databaseUrl(suffix: string): string {
   return u.toString();
 }
 
-export async function dropDatabase(url: string): Promise<void> {
+/** Runs a statement about the database of url (given its quoted name) on the server's postgres database. */
+async function onServer(url: string, statement: (quotedName: string) => string): Promise<void> {
   const u = new URL(url);
   const name = u.pathname.slice(1);
   u.pathname = '/postgres';
   const c = new Client(u.toString());
   await c.connect();
   try {
-    await c.query(`DROP DATABASE IF EXISTS "${name}" WITH (FORCE)`);
+    await c.query(statement(`"${name}"`));
   } finally {
     await c.end();
   }
+}
+
+export async function dropDatabase(url: string): Promise<void> {
+  await onServer(url, (db) => `DROP DATABASE IF EXISTS ${db} WITH (FORCE)`);
+}
+
+/** Creates the database of url afresh (dropping one of that name first). */
+export async function createDatabase(url: string): Promise<void> {
+  await dropDatabase(url);
+  await onServer(url, (db) => `CREATE DATABASE ${db}`);
 }
 
 export class Agent {
