@@ -10,7 +10,8 @@
  * in DBOS's default format (superjson: Date, Map, Set, bigint) and in
  * portable JSON, and each row carries the tag of the format it was written
  * in. Then a Python-binding workflow (test/apps/py_comm.py) and a
- * Node-binding workflow exchange portable messages through the same agent.
+ * Node-binding workflow exchange portable messages, events and streams
+ * through the same agent.
  */
 import { test, after, before } from 'node:test';
 import assert from 'node:assert/strict';
@@ -35,17 +36,22 @@ async function collect<T>(reader: AsyncIterable<T>): Promise<T[]> {
   return out;
 }
 
-/** Receives two messages on topic; says whether the first decoded to its rich kinds. */
-const twoMessages = DBOS.registerWorkflow(
+/** Receives two messages on topic, then one on no topic; says whether the first decoded to its rich kinds. */
+const inbox = DBOS.registerWorkflow(
   async (topic: string) => {
     const first = await DBOS.recv<unknown>(topic, WAIT);
     const second = await DBOS.recv<unknown>(topic, WAIT);
-    return { messages: [first, second], kinds: richKinds(first) };
+    const untopiced = await DBOS.recv<unknown>(undefined, WAIT);
+    return { messages: [first, second, untopiced], kinds: richKinds(first) };
   },
-  { name: 'twoMessages' },
+  { name: 'inbox' },
 );
 
-/** Sets two events and writes a stream of two values (default, portable); then sends both to destination, if any. */
+/**
+ * Sets two events and writes a stream of two values (default, portable), and
+ * a stream it never closes; then sends both values to destination, if any,
+ * and a message on no topic.
+ */
 const publisher = DBOS.registerWorkflow(
   async (destination: string | null) => {
     await DBOS.setEvent('rich', richValue());
@@ -53,9 +59,11 @@ const publisher = DBOS.registerWorkflow(
     await DBOS.writeStream('values', richValue());
     await DBOS.writeStream('values', portableValue(), { serializationType: 'portable' });
     await DBOS.closeStream('values');
+    await DBOS.writeStream('open', 'left open');
     if (destination !== null) {
       await DBOS.send(destination, richValue(), 'to-official');
       await DBOS.send(destination, portableValue(), 'to-official', undefined, { serializationType: 'portable' });
+      await DBOS.send(destination, 'no topic');
     }
     return 'published';
   },
@@ -67,18 +75,28 @@ const peerReader = DBOS.registerWorkflow(
   async (peer: string) => {
     const events = [await DBOS.getEvent<unknown>(peer, 'rich', WAIT), await DBOS.getEvent<unknown>(peer, 'portable', WAIT)];
     const stream = await collect(DBOS.readStream<unknown>(peer, 'values'));
-    return { events, stream, kinds: [richKinds(events[0]), richKinds(stream[0])] };
+    const open = await collect(DBOS.readStream<unknown>(peer, 'open'));
+    return { events, stream, open, kinds: [richKinds(events[0]), richKinds(stream[0])] };
   },
   { name: 'peerReader' },
 );
 
-/** Answers the Python workflow pyID's ping in portable JSON; returns the ping. */
+/**
+ * Answers the Python workflow pyID's ping in portable JSON, publishes an
+ * event and a stream for it, then reads its event and stream; returns what it got.
+ */
 const ponger = DBOS.registerWorkflow(
   async (pyID: string) => {
     const ping = await DBOS.recv<Record<string, unknown>>('ping', WAIT);
     const reply = { got: ping, from: 'node', count: 3, half: 0.5, at: new Date('2026-07-08T09:10:11.012Z'), none: null };
     await DBOS.send(pyID, reply, 'pong', undefined, { serializationType: 'portable' });
-    return ping;
+    await DBOS.setEvent('node-event', { from: 'node', list: [1, 2] }, { serializationType: 'portable' });
+    await DBOS.writeStream('node-stream', 'first', { serializationType: 'portable' });
+    await DBOS.writeStream('node-stream', { second: 2 }, { serializationType: 'portable' });
+    await DBOS.closeStream('node-stream');
+    const event = await DBOS.getEvent<unknown>(pyID, 'py-event', WAIT);
+    const stream = await collect(DBOS.readStream<unknown>(pyID, 'py-stream'));
+    return { ping, event, stream };
   },
   { name: 'ponger' },
 );
@@ -149,16 +167,18 @@ async function assertPublished(workflowID: string): Promise<void> {
 }
 
 test('the official DBOSClient sends to a binding workflow that receives: superjson and portable messages arrive decoded', async () => {
-  const handle = await DBOS.startWorkflow(twoMessages, { workflowID: 'ic-recv-1' })('to-binding');
+  const handle = await DBOS.startWorkflow(inbox, { workflowID: 'ic-recv-1' })('to-binding');
+  // The message on no topic goes first: the workflow takes it only after the other two.
+  await official.send('ic-recv-1', 'no topic');
   await official.send('ic-recv-1', richValue(), 'to-binding');
   await official.send('ic-recv-1', portableValue(), 'to-binding', undefined, { serializationType: 'portable' });
-  assert.deepEqual(await handle.getResult(), { messages: [richValue(), portableDecoded()], kinds: [true, true, true, true] });
-  assert.deepEqual(await recvTags('ic-recv-1'), ['js_superjson', 'portable_json']);
+  assert.deepEqual(await handle.getResult(), { messages: [richValue(), portableDecoded(), 'no topic'], kinds: [true, true, true, true] });
+  assert.deepEqual(await recvTags('ic-recv-1'), ['js_superjson', 'portable_json', 'js_superjson']);
   // The official client decodes the recorded receives as its own.
   const steps = await official.listWorkflowSteps('ic-recv-1');
   assert.deepEqual(
     steps?.filter((s) => s.name === 'DBOS.recv').map((s) => s.output),
-    [richValue(), portableDecoded()],
+    [richValue(), portableDecoded(), 'no topic'],
   );
 });
 
@@ -170,6 +190,8 @@ test("the official DBOSClient reads a binding workflow's events and stream", asy
   assert.deepEqual(await official.getEvent('ic-pub-1', 'portable', WAIT), portableDecoded());
   assert.deepEqual(await collect(official.readStream('ic-pub-1', 'values')), [richValue(), portableDecoded()]);
   assert.deepEqual(await official.readStreamOffset('ic-pub-1', 'values', 1), portableDecoded());
+  // A stream never closed ends with its workflow.
+  assert.deepEqual(await collect(official.readStream('ic-pub-1', 'open')), ['left open']);
 });
 
 test('an official workflow receives what a binding workflow sends and reads its events and stream', async () => {
@@ -191,21 +213,22 @@ test('an official workflow receives what a binding workflow sends and reads its 
   await reader.done();
   const result = await official.retrieveWorkflow('ic-official-reader').getResult();
   assert.deepEqual(result, {
-    messages: [richValue(), portableDecoded()],
+    messages: [richValue(), portableDecoded(), 'no topic'],
     events: [richValue(), portableDecoded()],
     stream: [richValue(), portableDecoded()],
+    open: ['left open'],
   });
-  assert.deepEqual(await recvTags('ic-official-reader'), ['js_superjson', 'portable_json']);
+  assert.deepEqual(await recvTags('ic-official-reader'), ['js_superjson', 'portable_json', 'js_superjson']);
   const status = await official.getWorkflow('ic-official-reader');
   assert.equal(status?.executorId, 'official-comm-executor');
 });
 
 test("a binding workflow receives what an official workflow sends; the binding's DBOS, workflows and DBOSClient read its events and stream", async () => {
-  const receiver = await DBOS.startWorkflow(twoMessages, { workflowID: 'ic-recv-2' })('to-binding');
+  const receiver = await DBOS.startWorkflow(inbox, { workflowID: 'ic-recv-2' })('to-binding');
   const writer = officialProgram('writer', 'ic-official-writer', 'ic-recv-2');
   await writer.waitForEvent((e) => e.event === 'started');
-  assert.deepEqual(await receiver.getResult(), { messages: [richValue(), portableDecoded()], kinds: [true, true, true, true] });
-  assert.deepEqual(await recvTags('ic-recv-2'), ['js_superjson', 'portable_json']);
+  assert.deepEqual(await receiver.getResult(), { messages: [richValue(), portableDecoded(), 'no topic'], kinds: [true, true, true, true] });
+  assert.deepEqual(await recvTags('ic-recv-2'), ['js_superjson', 'portable_json', 'js_superjson']);
   assert.deepEqual((await writer.waitForEvent((e) => e.event === 'finished')).result, 'written');
   await writer.done();
   await assertPublished('ic-official-writer');
@@ -214,11 +237,13 @@ test("a binding workflow receives what an official workflow sends; the binding's
   assert.deepEqual(await DBOS.getEvent('ic-official-writer', 'rich', WAIT), richValue());
   assert.deepEqual(await DBOS.getEvent('ic-official-writer', 'portable', WAIT), portableDecoded());
   assert.deepEqual(await collect(DBOS.readStream('ic-official-writer', 'values')), [richValue(), portableDecoded()]);
+  assert.deepEqual(await collect(DBOS.readStream('ic-official-writer', 'open')), ['left open']);
   // From workflow code, recorded.
   const read = await DBOS.startWorkflow(peerReader, { workflowID: 'ic-peer-reader' })('ic-official-writer');
   assert.deepEqual(await read.getResult(), {
     events: [richValue(), portableDecoded()],
     stream: [richValue(), portableDecoded()],
+    open: ['left open'],
     kinds: [
       [true, true, true, true],
       [true, true, true, true],
@@ -231,12 +256,13 @@ test("a binding workflow receives what an official workflow sends; the binding's
     assert.deepEqual(await client.getEvent('ic-official-writer', 'portable', WAIT), portableDecoded());
     assert.deepEqual(await collect(client.readStream('ic-official-writer', 'values')), [richValue(), portableDecoded()]);
     assert.deepEqual(await client.readStreamOffset('ic-official-writer', 'values', 0), richValue());
+    assert.deepEqual(await collect(client.readStream('ic-official-writer', 'open')), ['left open']);
   } finally {
     await client.destroy();
   }
 });
 
-test('a Python-binding workflow and a Node-binding workflow exchange portable messages through one agent', async () => {
+test('a Python-binding workflow and a Node-binding workflow exchange portable messages, events and streams through one agent', async () => {
   const ping = { from: 'python', n: 3, pi: 3.5, text: 'héllo ✓', list: [1, 'two', null], nested: { ok: true } };
   const node = await DBOS.startWorkflow(ponger, { workflowID: 'ic-node-ponger' })('ic-py-pinger');
   const env: Record<string, string> = {
@@ -251,10 +277,12 @@ test('a Python-binding workflow and a Node-binding workflow exchange portable me
   procs.push(py);
   // Python's tuple arrives as a list.
   const sent = { ...ping, pair: ['a', 1] };
-  assert.deepEqual(await node.getResult(), sent);
+  assert.deepEqual(await node.getResult(), { ping: sent, event: { from: 'python', ok: true }, stream: [{ i: 1 }, [2.5, null, 'three']] });
   const expected = {
     reply: { got: sent, from: 'node', count: 3, half: 0.5, at: '2026-07-08T09:10:11.012Z', none: null },
     kinds: { got: 'dict', from: 'str', count: 'int', half: 'float', at: 'str', none: 'NoneType' },
+    event: { from: 'node', list: [1, 2] },
+    stream: ['first', { second: 2 }],
   };
   assert.deepEqual((await py.waitForEvent((e) => e.event === 'result')).result, expected);
   await py.done();
@@ -264,4 +292,12 @@ test('a Python-binding workflow and a Node-binding workflow exchange portable me
   assert.deepEqual(status?.input, ['ic-node-ponger', ping]);
   assert.deepEqual(await recvTags('ic-node-ponger'), ['portable_json']);
   assert.deepEqual(await recvTags('ic-py-pinger'), ['portable_json']);
+  assert.deepEqual(await eventTags('ic-py-pinger'), { 'py-event': 'portable_json' });
+  assert.deepEqual(await eventTags('ic-node-ponger'), { 'node-event': 'portable_json' });
+  assert.deepEqual(
+    (await query<{ serialization: string }>(agent.databaseUrl, `SELECT serialization FROM dbos.streams WHERE key = 'py-stream' ORDER BY "offset"`)).map(
+      (r) => r.serialization,
+    ),
+    ['portable_json', 'portable_json', 'portable_json'],
+  );
 });

@@ -5,7 +5,8 @@
  * OFFICIAL_COMM_MODE `reader` runs a workflow that receives two messages and
  * reads the events and stream of the binding's workflow OFFICIAL_COMM_PEER_ID;
  * `writer` runs one that sets events, writes a stream and sends two messages
- * to it. Both in DBOS's default format and in portable JSON. Reports
+ * to it. Both in DBOS's default format and in portable JSON; besides, a
+ * message on no topic and a stream ('open') never closed. Reports
  * `started` once its workflow exists and `finished` with what the workflow
  * decoded (its kinds; its result the test reads with DBOSClient).
  */
@@ -21,10 +22,14 @@ const officialReader = DBOS.registerWorkflow(
   async (peer: string) => {
     const rich = await DBOS.recv<unknown>('to-official', WAIT);
     const portable = await DBOS.recv<unknown>('to-official', WAIT);
+    const untopiced = await DBOS.recv<unknown>(undefined, WAIT);
     const events = [await DBOS.getEvent<unknown>(peer, 'rich', WAIT), await DBOS.getEvent<unknown>(peer, 'portable', WAIT)];
     const stream: unknown[] = [];
     for await (const v of DBOS.readStream<unknown>(peer, 'values')) stream.push(v);
-    return { messages: [rich, portable], events, stream };
+    // Never closed: it ends when its workflow does.
+    const open: unknown[] = [];
+    for await (const v of DBOS.readStream<unknown>(peer, 'open')) open.push(v);
+    return { messages: [rich, portable, untopiced], events, stream, open };
   },
   { name: 'officialReader' },
 );
@@ -36,8 +41,10 @@ const officialWriter = DBOS.registerWorkflow(
     await DBOS.writeStream('values', richValue());
     await DBOS.writeStream('values', portableValue(), { serializationType: 'portable' });
     await DBOS.closeStream('values');
+    await DBOS.writeStream('open', 'left open');
     await DBOS.send(peer, richValue(), 'to-binding');
     await DBOS.send(peer, portableValue(), 'to-binding', undefined, { serializationType: 'portable' });
+    await DBOS.send(peer, 'no topic');
     return 'written';
   },
   { name: 'officialWriter' },
@@ -57,7 +64,7 @@ async function main(mode: string): Promise<void> {
     const handle = await DBOS.startWorkflow(officialReader, { workflowID })(peer);
     report('started', { workflowID });
     const result = await handle.getResult();
-    report('finished', { kinds: [...result.messages, ...result.events, ...result.stream].map((v) => richKinds(v)) });
+    report('finished', { kinds: [...result.messages.slice(0, 2), ...result.events, ...result.stream].map((v) => richKinds(v)) });
   } else {
     const handle = await DBOS.startWorkflow(officialWriter, { workflowID })(peer);
     report('started', { workflowID });
