@@ -75,7 +75,7 @@ test-python: postgres lib ## The Python binding's tests against the real agent: 
 	DBOS_AGENT_TEST_TRANSPORT=library bash scripts/python-test.sh
 
 .PHONY: test-node
-test-node: postgres build ## The Node binding's tests against the real agent: the whole suite over the socket, then again over libdbos.so (connect mode); the package packed and installed
+test-node: postgres build lib ## The Node binding's tests against the real agent: the whole suite over the socket, then again over libdbos.so (connect mode); the package packed and installed
 	bash scripts/node-test.sh
 	DBOS_AGENT_TEST_TRANSPORT=library bash scripts/node-test.sh
 

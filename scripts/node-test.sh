@@ -8,7 +8,9 @@
 # package as users install it (bindings/node/scripts/package-check.mjs:
 # npm pack, installed into an empty project, required, imported, type-checked
 # and run). DBOS_AGENT_TEST_TRANSPORT=library runs the suite over
-# cgo/libdbos.so (`make lib`) in connect mode instead of the socket.
+# cgo/libdbos.so (`make lib`) in connect mode instead of the socket. The
+# repository's Python virtualenv (scripts/python-venv.sh) is made too: a test
+# runs a Python-binding worker beside the Node one (test/interop_comm.test.ts).
 set -euo pipefail
 ROOT="$(cd "$(dirname "$0")/.." && pwd)"
 cd "$ROOT"
@@ -16,6 +18,7 @@ cd "$ROOT"
 export DBOS_TEST_DATABASE_URL="${DBOS_TEST_DATABASE_URL:-postgres://postgres:dbos@localhost:5432/dbos_agent_test?sslmode=disable}"
 bash scripts/ensure-postgres.sh "$DBOS_TEST_DATABASE_URL"
 bash scripts/node-deps.sh
+bash scripts/python-venv.sh
 go build -o bin/dbos-agent ./cmd/dbos-agent
 if [ "${DBOS_AGENT_TEST_TRANSPORT:-}" = "library" ] && [ ! -f cgo/libdbos.so ]; then
   echo "node-test: DBOS_AGENT_TEST_TRANSPORT=library needs cgo/libdbos.so (make lib)" >&2

@@ -8,7 +8,7 @@ import { DBOS, ConfiguredInstance } from '../src';
 import { DBOSInvalidWorkflowTransitionError, DBOSNotRegisteredError } from '../src/error';
 import { Agent, databaseUrl, dropDatabase, freshAgent } from './harness';
 import { query, statusRow } from './apps/db';
-import { Worker } from './apps/spawn';
+import { Proc } from './apps/proc';
 import { defineShapes, runShapes } from './apps/class-shapes';
 
 let agent: Agent;
@@ -56,9 +56,9 @@ test('static and instance workflows and steps, DBOS.className: the rows are what
   });
   const officialUrl = databaseUrl('node_classes_official');
   await dropDatabase(officialUrl);
-  const off = new Worker('official-classes', {}, { OFFICIAL_DATABASE_URL: officialUrl });
+  const off = Proc.worker('official-classes', {}, { OFFICIAL_DATABASE_URL: officialUrl });
   try {
-    const done = await off.waitFor((e) => e.event === 'results', 60_000);
+    const done = await off.waitForEvent((e) => e.event === 'results', 60_000);
     assert.deepEqual(done.results, ours);
   } finally {
     await off.kill();
@@ -102,14 +102,14 @@ test('startWorkflow on a class or instance refuses what is not a registered work
 test("a configured instance's workflow, its worker SIGKILLed, is recovered on the same instance by the next worker", async () => {
   const config = agent.config('recovery-app');
   const id = `ledger-${Date.now()}`;
-  const first = new Worker('recovery-worker', config, { BLOCK: '1', START: id, START_KIND: 'instance' });
-  const ran = await first.waitFor((e) => e.event === 'post' && e.workflowID === id);
+  const first = Proc.worker('recovery-worker', config, { BLOCK: '1', START: id, START_KIND: 'instance' });
+  const ran = await first.waitForEvent((e) => e.event === 'post' && e.workflowID === id);
   assert.equal(ran.instance, 'eur-book');
-  await first.waitFor((e) => e.event === 'blocked');
+  await first.waitForEvent((e) => e.event === 'blocked');
   await first.kill();
-  const second = new Worker('recovery-worker', config, { BLOCK: '0' });
+  const second = Proc.worker('recovery-worker', config, { BLOCK: '0' });
   try {
-    const again = await second.waitFor((e) => e.event === 'post' && e.workflowID === id);
+    const again = await second.waitForEvent((e) => e.event === 'post' && e.workflowID === id);
     assert.deepEqual([again.instance, again.currency], ['eur-book', 'EUR']);
     assert.equal(await DBOS.retrieveWorkflow(id).getResult(), 'eur-book/EUR:5');
   } finally {

@@ -6,7 +6,6 @@
  */
 import { test, after, before } from 'node:test';
 import assert from 'node:assert/strict';
-import { ChildProcess, spawn } from 'node:child_process';
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -20,6 +19,7 @@ import {
   DBOSAwaitedWorkflowCancelledError,
 } from '../src/error';
 import { Agent, eventually, freshAgent } from './harness';
+import { Proc } from './apps/proc';
 
 let agent: Agent;
 
@@ -579,44 +579,8 @@ test('patch: new runs take the patched path, runs that predate it keep theirs; d
 
 // ---- a worker killed in DBOS.recv --------------------------------------------------
 
-class Worker {
-  readonly proc: ChildProcess;
-  private lines: string[] = [];
-  private waiters: Array<() => void> = [];
-  readonly exited: Promise<number | null>;
-
-  constructor(env: Record<string, string>) {
-    this.proc = spawn(process.execPath, [join(__dirname, 'apps', 'comm_worker.js')], {
-      env: { ...process.env, ...env },
-      stdio: ['ignore', 'pipe', 'inherit'],
-    });
-    this.exited = new Promise((res) => this.proc.once('exit', (code) => res(code)));
-    let buffered = '';
-    this.proc.stdout!.on('data', (chunk: Buffer) => {
-      buffered += chunk.toString();
-      let nl: number;
-      while ((nl = buffered.indexOf('\n')) >= 0) {
-        this.lines.push(buffered.slice(0, nl));
-        buffered = buffered.slice(nl + 1);
-        for (const w of this.waiters.splice(0)) w();
-      }
-    });
-    this.proc.once('exit', () => {
-      for (const w of this.waiters.splice(0)) w();
-    });
-  }
-
-  /** The first output line starting with prefix, once the worker prints it. */
-  async line(prefix: string): Promise<string> {
-    for (;;) {
-      const found = this.lines.find((l) => l.startsWith(prefix));
-      if (found !== undefined) return found;
-      if (this.proc.exitCode !== null || this.proc.signalCode !== null) {
-        throw new Error(`the worker exited without printing "${prefix}"; it printed:\n${this.lines.join('\n')}`);
-      }
-      await new Promise<void>((wake) => this.waiters.push(wake));
-    }
-  }
+function commWorker(env: Record<string, string>): Proc {
+  return Proc.node(join(__dirname, 'apps', 'comm_worker.js'), env);
 }
 
 test('a worker killed while it waits in DBOS.recv: another worker gets the message and finishes the workflow', async () => {
@@ -628,19 +592,18 @@ test('a worker killed while it waits in DBOS.recv: another worker gets the messa
     COMM_WORKER_COUNT_FILE: countFile,
     COMM_WORKER_WORKFLOW_ID: workflowID,
   };
-  const first = new Worker({ ...env, COMM_WORKER_MODE: 'start' });
-  let second: Worker | undefined;
+  const first = commWorker({ ...env, COMM_WORKER_MODE: 'start' });
+  let second: Proc | undefined;
   try {
-    await first.line('started');
+    await first.waitFor(/^started /);
     // Blocked in recv: its deadline (the DBOS.sleep after the recv's id) is recorded when the wait begins.
     assert.equal(await DBOS.getEvent(workflowID, 'phase', 30), 'receiving');
     await eventually(async () => ((await steps(workflowID)).some((s) => s.function_id === 3 && s.name === 'DBOS.sleep') ? true : undefined));
-    first.proc.kill('SIGKILL');
-    await first.exited;
+    await first.kill();
 
     await DBOS.send(workflowID, 'after-the-kill', 'crash');
-    second = new Worker({ ...env, COMM_WORKER_MODE: 'recover' });
-    assert.equal(await second.line('done'), 'done got:after-the-kill');
+    second = commWorker({ ...env, COMM_WORKER_MODE: 'recover' });
+    assert.equal((await second.waitFor(/^done .*$/))[0], 'done got:after-the-kill');
     assert.equal(await DBOS.retrieveWorkflow(workflowID).getResult(), 'got:after-the-kill');
     // The step before the recv ran once, in the first worker; the one after it once, in the second.
     const log = readFileSync(countFile, 'utf8').trim().split('\n');
@@ -648,9 +611,7 @@ test('a worker killed while it waits in DBOS.recv: another worker gets the messa
     assert.notEqual(log[0].split(' ')[1], log[1].split(' ')[1], 'both steps ran in one process');
     assert.deepEqual(await stepNames(workflowID), ['0:beforeRecv', '1:DBOS.setEvent', '2:DBOS.recv', '3:DBOS.sleep', '4:afterRecv']);
   } finally {
-    first.proc.kill('SIGKILL');
-    second?.proc.kill('SIGTERM');
-    await Promise.all([first.exited, second?.exited]);
+    await Promise.all([first.kill(), second?.kill('SIGTERM')]);
     rmSync(dir, { recursive: true, force: true });
   }
 });

@@ -16,6 +16,7 @@ import { DBOSClient } from '@dbos-inc/dbos-sdk';
 import { DBOS } from '../src';
 import { addHelloContributor } from '../src/dbos';
 import { Agent, freshAgent } from './harness';
+import { richValue as rich } from './apps/comm-values';
 
 const APP = 'interop-app';
 const QUEUE = 'interop_queue';
@@ -28,20 +29,6 @@ addHelloContributor({
     body.queues = [...((body.queues as unknown[]) ?? []), { name: QUEUE }];
   },
 });
-
-/** A value of every kind DBOS's default serializer (superjson) carries. */
-function rich() {
-  return {
-    when: new Date('2026-03-04T05:06:07.089Z'),
-    tags: new Map<string, unknown>([
-      ['a', 1],
-      ['b', new Date(0)],
-    ]),
-    ids: new Set(['x', 'y']),
-    big: 12345678901234567890n,
-    nested: { list: [1, 'two', { three: [3, null] }], none: undefined, deep: { deeper: { deepest: true } } },
-  };
-}
 
 const addOne = DBOS.registerStep(async (n: number) => n + 1, { name: 'addOne' });
 

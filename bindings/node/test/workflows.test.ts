@@ -12,7 +12,7 @@ import {
 import { Agent, freshAgent } from './harness';
 import { officialErrors, officialSerialization as official } from './official';
 import { statusRow, stepRows } from './apps/db';
-import { Worker } from './apps/spawn';
+import { Proc } from './apps/proc';
 
 let agent: Agent;
 
@@ -353,13 +353,13 @@ test('withAuthedContext: the user and roles reach the workflow and its child, an
 test('after a crash, DBOS.now() and DBOS.randomUUID() replay their first values; changed code raises DBOSUnexpectedStepError', async () => {
   const config = agent.config('recovery-app');
   const id = `wf-recover-${Date.now()}`;
-  const first = new Worker('recovery-worker', config, { BLOCK: '1', START: id });
-  const firstValues = await first.waitFor((e) => e.event === 'values' && e.workflowID === id);
-  await first.waitFor((e) => e.event === 'blocked');
+  const first = Proc.worker('recovery-worker', config, { BLOCK: '1', START: id });
+  const firstValues = await first.waitForEvent((e) => e.event === 'values' && e.workflowID === id);
+  await first.waitForEvent((e) => e.event === 'blocked');
   await first.kill();
-  const second = new Worker('recovery-worker', config, { BLOCK: '0' });
+  const second = Proc.worker('recovery-worker', config, { BLOCK: '0' });
   try {
-    const again = await second.waitFor((e) => e.event === 'values' && e.workflowID === id);
+    const again = await second.waitForEvent((e) => e.event === 'values' && e.workflowID === id);
     assert.equal(again.now, firstValues.now);
     assert.equal(again.uuid, firstValues.uuid);
     assert.deepEqual(await DBOS.retrieveWorkflow(id).getResult(), { label: 'first', now: firstValues.now, uuid: firstValues.uuid });
@@ -368,10 +368,10 @@ test('after a crash, DBOS.now() and DBOS.randomUUID() replay their first values;
   }
   // A worker running other code replays the same history: its first step differs.
   const id2 = `wf-nondet-${Date.now()}`;
-  const third = new Worker('recovery-worker', config, { BLOCK: '1', START: id2 });
-  await third.waitFor((e) => e.event === 'blocked');
+  const third = Proc.worker('recovery-worker', config, { BLOCK: '1', START: id2 });
+  await third.waitForEvent((e) => e.event === 'blocked');
   await third.kill();
-  const fourth = new Worker('recovery-worker', config, { BLOCK: '0', NONDET: '1' });
+  const fourth = Proc.worker('recovery-worker', config, { BLOCK: '0', NONDET: '1' });
   try {
     const err = await DBOS.retrieveWorkflow(id2).getResult().then(
       () => assert.fail('expected DBOSUnexpectedStepError'),

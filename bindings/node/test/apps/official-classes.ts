@@ -1,6 +1,6 @@
 // The official DBOS TypeScript SDK running test/apps/class-shapes.ts on its
 // own system database (it needs no agent), for the rows it writes.
-import { report } from './spawn';
+import { report } from './proc';
 import { defineShapes, runShapes } from './class-shapes';
 
 // eslint-disable-next-line @typescript-eslint/no-require-imports

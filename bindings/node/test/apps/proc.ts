@@ -1,20 +1,39 @@
 /**
  * A child process of a test (a worker application, the official SDK's
  * program, a Python script) whose output a test reads line by line: it
- * waits for a line it expects (no sleeps), then kills the process or waits
- * for it to exit.
+ * waits for a line it expects (no sleeps), or for a JSON event a worker
+ * program reports with `report`, then kills the process or waits for it to
+ * exit. Also the worker programs' side: `report` and `workerConfig`.
  */
 import { ChildProcess, spawn } from 'node:child_process';
+import { join } from 'node:path';
+
+/** What a worker program reports on stdout as one JSON line (`report`). */
+export interface WorkerEvent {
+  event: string;
+  [key: string]: unknown;
+}
+
+export interface ProcOptions {
+  cwd?: string;
+  /** Pass the child's stderr through to the test's (else it is kept for the transcript). */
+  inheritStderr?: boolean;
+}
 
 export class Proc {
   readonly lines: string[] = [];
   readonly stderr: string[] = [];
+  /** The process's exit code (null when a signal ended it), once it has exited. */
+  readonly exited: Promise<number | null>;
   private readonly proc: ChildProcess;
-  private readonly exited: Promise<number | null>;
   private waiters: Array<() => void> = [];
 
-  constructor(command: string, args: string[], env: Record<string, string | undefined>, cwd?: string) {
-    this.proc = spawn(command, args, { env: { ...process.env, ...env }, cwd, stdio: ['ignore', 'pipe', 'pipe'] });
+  constructor(command: string, args: string[], env: Record<string, string | undefined>, options: ProcOptions = {}) {
+    this.proc = spawn(command, args, {
+      env: { ...process.env, ...env },
+      cwd: options.cwd,
+      stdio: ['ignore', 'pipe', options.inheritStderr ? 'inherit' : 'pipe'],
+    });
     this.exited = new Promise((res) =>
       this.proc.once('exit', (code) => {
         res(code);
@@ -25,35 +44,42 @@ export class Proc {
       this.lines.push(line);
       this.wake();
     });
-    split(this.proc.stderr!, (line) => this.stderr.push(line));
+    if (this.proc.stderr) split(this.proc.stderr, (line) => this.stderr.push(line));
   }
 
-  /** A Node program of build/test/apps (compiled from test/apps). */
-  static node(script: string, env: Record<string, string | undefined>, cwd?: string): Proc {
-    return new Proc(process.execPath, [script], env, cwd);
+  /** A Node program (a compiled file of build/test/apps). */
+  static node(script: string, env: Record<string, string | undefined>, options?: ProcOptions): Proc {
+    return new Proc(process.execPath, [script], env, options);
+  }
+
+  /** The worker program build/test/apps/<app>.js, given config as `workerConfig()` reads it. */
+  static worker(app: string, config: Record<string, unknown>, env: Record<string, string> = {}): Proc {
+    return Proc.node(join(__dirname, `${app}.js`), { DBOS_TEST_CONFIG: JSON.stringify(config), ...env });
   }
 
   get pid(): number {
     return this.proc.pid!;
   }
 
+  private get running(): boolean {
+    return this.proc.exitCode === null && this.proc.signalCode === null;
+  }
+
   private wake(): void {
     for (const w of this.waiters.splice(0)) w();
   }
 
-  /** The first line (from the start of the output) matching re; fails when the process exits without it. */
-  async waitFor(re: RegExp, timeoutMs = 60_000): Promise<RegExpMatchArray> {
+  /** The first of the output (from its start) that found returns, waiting for it; fails when the process exits first. */
+  private async first<T>(found: () => T | undefined, what: string, timeoutMs: number): Promise<T> {
     const until = Date.now() + timeoutMs;
     for (;;) {
-      for (const l of this.lines) {
-        const m = l.match(re);
-        if (m) return m;
-      }
-      if (this.proc.exitCode !== null || this.proc.signalCode !== null) {
-        throw new Error(`process exited (${this.proc.exitCode ?? this.proc.signalCode}) before printing ${re}:\n${this.transcript()}`);
+      const hit = found();
+      if (hit !== undefined) return hit;
+      if (!this.running) {
+        throw new Error(`process exited (${this.proc.exitCode ?? this.proc.signalCode}) before printing ${what}:\n${this.transcript()}`);
       }
       const left = until - Date.now();
-      if (left <= 0) throw new Error(`no line ${re} in time:\n${this.transcript()}`);
+      if (left <= 0) throw new Error(`no ${what} in time:\n${this.transcript()}`);
       await new Promise<void>((res) => {
         const t = setTimeout(res, left);
         this.waiters.push(() => {
@@ -62,6 +88,36 @@ export class Proc {
         });
       });
     }
+  }
+
+  /** The first line (from the start of the output) matching re; fails when the process exits without it. */
+  waitFor(re: RegExp, timeoutMs = 60_000): Promise<RegExpMatchArray> {
+    return this.first(() => {
+      for (const l of this.lines) {
+        const m = l.match(re);
+        if (m) return m;
+      }
+      return undefined;
+    }, `a line ${re}`, timeoutMs);
+  }
+
+  /** The events reported so far (the output's JSON lines). */
+  get events(): WorkerEvent[] {
+    const events: WorkerEvent[] = [];
+    for (const l of this.lines) {
+      if (!l.startsWith('{')) continue;
+      try {
+        events.push(JSON.parse(l) as WorkerEvent);
+      } catch {
+        // A log line that only looks like JSON.
+      }
+    }
+    return events;
+  }
+
+  /** The first reported event matching, waiting for it; fails when the process exits without it. */
+  waitForEvent(match: (e: WorkerEvent) => boolean, timeoutMs = 60_000): Promise<WorkerEvent> {
+    return this.first(() => this.events.find(match), 'such an event', timeoutMs);
   }
 
   /** Waits for the process to exit; fails on a non-zero exit. */
@@ -76,10 +132,10 @@ export class Proc {
     if (code !== 0) throw new Error(`process exited with ${code ?? this.proc.signalCode}:\n${this.transcript()}`);
   }
 
-  /** SIGKILL, as a crash: resolves once the process is gone. */
-  async kill(): Promise<void> {
-    if (this.proc.exitCode !== null || this.proc.signalCode !== null) return;
-    this.proc.kill('SIGKILL');
+  /** Sends a signal (SIGKILL, as a crash, unless told) and resolves once the process is gone. */
+  async kill(signal: NodeJS.Signals = 'SIGKILL'): Promise<void> {
+    if (!this.running) return;
+    this.proc.kill(signal);
     await this.exited;
   }
 
@@ -102,4 +158,14 @@ function split(stream: NodeJS.ReadableStream, onLine: (line: string) => void): v
     if (buffered) onLine(buffered);
     buffered = '';
   });
+}
+
+/** In a worker program: reports an event to the test (one JSON line on stdout). */
+export function report(event: string, fields: Record<string, unknown> = {}): void {
+  process.stdout.write(JSON.stringify({ event, ...fields }) + '\n');
+}
+
+/** In a worker program: the DBOS config the test passed (`Proc.worker`). */
+export function workerConfig(): Record<string, unknown> {
+  return JSON.parse(process.env.DBOS_TEST_CONFIG ?? '{}') as Record<string, unknown>;
 }

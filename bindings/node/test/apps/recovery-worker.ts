@@ -4,7 +4,7 @@
 // worker, killed there); NONDET=1 runs another step first (a non-deterministic
 // replay); START=<id> starts the workflow named by START_KIND under that id.
 import { DBOS, ConfiguredInstance } from '../../src';
-import { report, workerConfig } from './spawn';
+import { report, workerConfig } from './proc';
 
 const block = process.env.BLOCK === '1';
 
