@@ -14,7 +14,7 @@ import { EventEmitter } from 'node:events';
 import { DBOS, DBOSClient, Error as DBOSErrors } from '../src';
 import { addHelloContributor, requireEngine } from '../src/dbos';
 import { deserializeValue, serializeValue } from '../src/serialization';
-import { Agent, eventually, freshAgent } from './harness';
+import { Agent, eventually, freshAgent, whenSignalled } from './harness';
 
 let agent: Agent;
 let client: DBOSClient;
@@ -101,21 +101,8 @@ DBOS.registerWorkflow(
 );
 
 /** Resolves once probe holds, checked as each held workflow starts. */
-function whenHeld(probe: () => boolean, what: string, timeoutMs = 30_000): Promise<void> {
-  if (probe()) return Promise.resolve();
-  return new Promise((resolve, reject) => {
-    const timer = setTimeout(() => {
-      heldChanged.off('change', check);
-      reject(new Error(`timed out waiting for ${what}`));
-    }, timeoutMs);
-    function check() {
-      if (!probe()) return;
-      clearTimeout(timer);
-      heldChanged.off('change', check);
-      resolve();
-    }
-    heldChanged.on('change', check);
-  });
+function whenHeld(probe: () => boolean, what: string): Promise<boolean> {
+  return whenSignalled(heldChanged, 'change', probe, what);
 }
 
 function releaseHeld(tag: string): void {
@@ -137,24 +124,8 @@ DBOS.registerWorkflow(
 );
 
 /** The first tick whose workflow id starts with prefix (waited for). */
-function tickOf(prefix: string, timeoutMs = 30_000): Promise<{ workflowID: string; scheduled: unknown; context: unknown }> {
-  const find = () => clientTicks.find((t) => t.workflowID.startsWith(prefix));
-  const found = find();
-  if (found) return Promise.resolve(found);
-  return new Promise((resolve, reject) => {
-    const timer = setTimeout(() => {
-      ticked.off('tick', check);
-      reject(new Error(`no tick of ${prefix} in time`));
-    }, timeoutMs);
-    function check() {
-      const t = find();
-      if (!t) return;
-      clearTimeout(timer);
-      ticked.off('tick', check);
-      resolve(t);
-    }
-    ticked.on('tick', check);
-  });
+function tickOf(prefix: string): Promise<{ workflowID: string; scheduled: unknown; context: unknown }> {
+  return whenSignalled(ticked, 'tick', () => clientTicks.find((t) => t.workflowID.startsWith(prefix)), `a tick of ${prefix}`);
 }
 
 before(async () => {

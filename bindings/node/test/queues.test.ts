@@ -3,7 +3,7 @@ import assert from 'node:assert/strict';
 import { EventEmitter } from 'node:events';
 import { DBOS, DBOSClient, WorkflowQueue, Error as DBOSErrors } from '../src';
 import { requireEngine } from '../src/dbos';
-import { Agent, freshAgent } from './harness';
+import { Agent, freshAgent, whenSignalled } from './harness';
 
 let agent: Agent;
 
@@ -43,21 +43,8 @@ const quick = DBOS.registerWorkflow(
 const addOne = DBOS.registerWorkflow(async (x: number) => x + 1, { name: 'addOne' });
 
 /** Resolves once probe holds, re-checked as each gated workflow starts and ends. */
-function until(probe: () => boolean, what: string, timeoutMs = 30_000): Promise<void> {
-  if (probe()) return Promise.resolve();
-  return new Promise((resolve, reject) => {
-    const timer = setTimeout(() => {
-      changed.off('change', check);
-      reject(new Error(`timed out waiting for ${what}`));
-    }, timeoutMs);
-    function check() {
-      if (!probe()) return;
-      clearTimeout(timer);
-      changed.off('change', check);
-      resolve();
-    }
-    changed.on('change', check);
-  });
+async function until(probe: () => boolean, what: string, timeoutMs = 30_000): Promise<void> {
+  await whenSignalled(changed, 'change', probe, what, timeoutMs);
 }
 
 /** p, or a failure naming what did not happen within timeoutMs. */

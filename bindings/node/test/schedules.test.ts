@@ -3,7 +3,7 @@ import assert from 'node:assert/strict';
 import { EventEmitter } from 'node:events';
 import { DBOS, WorkflowQueue } from '../src';
 import { requireEngine } from '../src/dbos';
-import { Agent, eventually, freshAgent } from './harness';
+import { Agent, eventually, freshAgent, whenSignalled } from './harness';
 
 let agent: Agent;
 
@@ -56,23 +56,7 @@ DBOS.registerWorkflow(
 
 /** The first tick of a workflow id prefix that satisfies probe (waits for it: the workflow signals). */
 function nextTick(prefix: string, probe: (t: Tick) => boolean = () => true, timeoutMs = 30_000): Promise<Tick> {
-  const find = () => ticks.find((t) => t.workflowID.startsWith(prefix) && probe(t));
-  const found = find();
-  if (found) return Promise.resolve(found);
-  return new Promise((resolve, reject) => {
-    const timer = setTimeout(() => {
-      ticked.off('tick', check);
-      reject(new Error(`no tick of ${prefix} in time`));
-    }, timeoutMs);
-    function check() {
-      const t = find();
-      if (!t) return;
-      clearTimeout(timer);
-      ticked.off('tick', check);
-      resolve(t);
-    }
-    ticked.on('tick', check);
-  });
+  return whenSignalled(ticked, 'tick', () => ticks.find((t) => t.workflowID.startsWith(prefix) && probe(t)), `a tick of ${prefix}`, timeoutMs);
 }
 
 before(async () => {
