@@ -25,7 +25,7 @@
 import type { EnqueueWorkflowOptions } from './client';
 import { currentContext } from './context';
 import { requireEngine, maybeEngine, DBOS_QUEUE_MAX_PRIORITY, DBOS_QUEUE_MIN_PRIORITY } from './dbos';
-import { DBOSError, DBOSInvalidQueuePriorityError, DBOSInvalidWorkflowTransitionError } from './error';
+import { DBOSAgentUnavailableError, DBOSError, DBOSInvalidQueuePriorityError, DBOSInvalidWorkflowTransitionError } from './error';
 import type { FunctionRegistration } from './registry';
 import type { Requester } from './runtime';
 import type { DBOSConfig, WorkflowHandle, WorkflowIDReusePolicy, WorkflowSerializationFormat } from './types';
@@ -153,7 +153,8 @@ export async function startQueueReconciler(): Promise<void> {
     if (!reconciler || reconciler.running) return;
     reconciler.running = reconcileStoredQueues()
       .catch((err: Error) => {
-        if (maybeEngine()) console.warn(`dbos-agent: could not read the stored queues: ${err.message}`);
+        // While the agent is away the link reconnects, and the next reading catches up.
+        if (maybeEngine() && !(err instanceof DBOSAgentUnavailableError)) console.warn(`dbos-agent: could not read the stored queues: ${err.message}`);
       })
       .finally(() => {
         if (reconciler) reconciler.running = undefined;
