@@ -418,6 +418,7 @@ export async function createSchedule(options: {
   const reg = scheduledRegistration(options.workflowFn);
   const { options: opts, ...def } = options;
   const d = named({ ...def, ...opts }, reg);
+  // Checked before the step, as DBOS checks it (the step checks again).
   if (d.cronTimezone) validateTimezone(d.cronTimezone);
   adaptScheduled(reg);
   await durably('DBOS.createSchedule', () => createScheduleWith(e, d));
@@ -466,7 +467,6 @@ export async function applySchedules(schedules: ScheduleDefinition[]): Promise<v
   const regs: FunctionRegistration[] = [];
   for (const s of schedules) {
     const reg = scheduledRegistration(s.workflowFn);
-    if (s.cronTimezone) validateTimezone(s.cronTimezone);
     defs.push(named(s, reg));
     regs.push(reg);
   }
