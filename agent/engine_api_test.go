@@ -431,6 +431,15 @@ func TestEngineSharedConfiguration(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, sysdb.ScheduleActive, sched.Status)
 	require.Equal(t, "null", sched.Context)
+	require.Nil(t, sched.LastFiredAtRaw, "a new schedule has fired nothing")
+	// A re-created schedule keeps the last tick it is given (a binding's update, as DBOS's keeps it).
+	requireInvalid(t, a.CreateSchedule(ctx, client, protocol.Schedule{ScheduleName: "kept", WorkflowName: "w", Cron: "0 0 1 1 *", LastFiredAt: "yesterday"}),
+		`create_schedule.last_fired_at: must be an ISO 8601 time, not "yesterday"`)
+	require.NoError(t, a.CreateSchedule(ctx, client, protocol.Schedule{ScheduleName: "kept", WorkflowName: "w", Cron: "0 0 1 1 *", LastFiredAt: "2026-01-01T03:00:00-05:00"}))
+	kept, err := a.GetSchedule(ctx, "kept")
+	require.NoError(t, err)
+	require.Equal(t, str("2026-01-01T03:00:00-05:00"), kept.LastFiredAtRaw)
+	require.NoError(t, a.DeleteSchedule(ctx, "kept"))
 	tick, err := a.TriggerSchedule(ctx, "s")
 	require.NoError(t, err)
 	require.True(t, tick.Created)

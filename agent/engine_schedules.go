@@ -18,7 +18,9 @@ import (
 // create a schedule for another application (DBOSClient.create_schedule
 // application_name=); a worker's are its own, as its queues are. A given
 // schedule_id is kept: a binding re-creating a schedule whose definition
-// changed (DBOS's apply_schedules updates it in place).
+// changed (DBOS's apply_schedules updates it in place), and so is a given
+// last_fired_at: the re-created schedule keeps its latest tick, as DBOS's
+// update keeps it (an automatic backfill then resumes from there).
 func (a *Agent) CreateSchedule(ctx context.Context, c Caller, m protocol.Schedule) error {
 	const op = protocol.OpCreateSchedule
 	if err := m.Validate(op); err != nil {
@@ -38,6 +40,14 @@ func (a *Agent) CreateSchedule(ctx context.Context, c Caller, m protocol.Schedul
 		}
 		owner = m.ApplicationName
 	}
+	var lastFired *time.Time
+	if m.LastFiredAt != "" {
+		t, ok := sysdb.ParseLastFiredAt(m.LastFiredAt)
+		if !ok {
+			return invalidf("%s.last_fired_at: must be an ISO 8601 time, not %q", op, m.LastFiredAt)
+		}
+		lastFired = &t
+	}
 	ctxText := m.Context
 	if ctxText == "" {
 		ctxText = "null"
@@ -46,6 +56,7 @@ func (a *Agent) CreateSchedule(ctx context.Context, c Caller, m protocol.Schedul
 		ID: m.ScheduleID, Name: m.ScheduleName, WorkflowName: m.WorkflowName, WorkflowClassName: optional(m.WorkflowClassName),
 		Cron: m.Cron, Status: status, Context: ctxText, AutomaticBackfill: m.AutomaticBackfill,
 		CronTimezone: optional(m.CronTimezone), QueueName: optional(m.QueueName), ApplicationName: optional(owner),
+		LastFiredAt: lastFired,
 	})
 	if err != nil {
 		return err

@@ -514,10 +514,11 @@ func vectorDefs() []vectorDef {
 			kind: KindRequest, id: 34, op: OpCreateSchedule, message: "Schedule", body: &Schedule{
 				ScheduleName: "regional", WorkflowName: "regional_report", Cron: "0 3 * * *", Context: "gAWVKAAAAAAAAACMCF9fbWFpbl9flIwGUmVnaW9ulJOUKYGUfZSMBG5hbWWUjAJ1c5RzYi4=",
 			}},
-		{name: "create_schedule_keeping_its_id", description: "Re-create a schedule whose definition changed under the id it had (DBOS's apply_schedules updates a schedule in place).",
+		{name: "create_schedule_keeping_its_id", description: "Re-create a schedule whose definition changed under the id and the last tick it had (DBOS updates a schedule in place, keeping its last_fired_at).",
 			kind: KindRequest, id: 34, op: OpCreateSchedule, message: "Schedule", body: &Schedule{
 				ScheduleName: "nightly", WorkflowName: "nightly_report", Cron: "0 4 * * *",
-				ScheduleID: "0b1f6a52-3c7e-4d8a-9f21-5e6c7d8e9f00",
+				LastFiredAt: "2026-01-01T03:00:00-05:00",
+				ScheduleID:  "0b1f6a52-3c7e-4d8a-9f21-5e6c7d8e9f00",
 			}},
 		{name: "get_schedule", description: "Ask for one schedule.",
 			kind: KindRequest, id: 35, op: OpGetSchedule, message: "ScheduleRef", body: &ScheduleRef{ScheduleName: "nightly"}},

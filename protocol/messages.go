@@ -617,7 +617,9 @@ type Schedule struct {
 	AutomaticBackfill bool   `msgpack:"automatic_backfill,omitempty"`
 	CronTimezone      string `msgpack:"cron_timezone,omitempty"`
 	QueueName         string `msgpack:"queue_name,omitempty"`
-	// LastFiredAt is ISO 8601 (read only).
+	// LastFiredAt is ISO 8601: the latest tick fired. create_schedule
+	// keeps a given one (a binding re-creating a schedule whose definition
+	// changed keeps its latest tick, as DBOS's update does).
 	LastFiredAt string `msgpack:"last_fired_at,omitempty"`
 	// ApplicationName owns the schedule: in create_schedule, from a client
 	// only, another application than the caller's (DBOSClient's

@@ -17,10 +17,13 @@ import { DBOSError, DBOSInvalidWorkflowTransitionError, DBOSStreamTimeoutError }
 import type { DLogger } from './logger';
 import * as mgmt from './management';
 import { PROTOCOL_VERSION } from './protocol';
-import { BINDING_VERSION, Requester, WorkflowResult, fetchStatus, mapError, outcomeOf } from './runtime';
+import * as queues from './queues';
+import * as sched from './schedules';
+import { BINDING_VERSION, INTERNAL_QUEUE_NAME, Requester, WorkflowResult, fetchStatus, mapError, outcomeOf } from './runtime';
 import { DBOSJSON, DBOSPortableJSON, DBOSSerializer, deserializeValue, serializeArgs, serializeValue } from './serialization';
 import { resolveEndpoint } from './transport';
 import type {
+  ApplicationRowCounts,
   DuplicationPolicy,
   PollingOptions,
   WorkflowHandle,
@@ -172,6 +175,8 @@ export async function enqueueRequest(
 
 /** A client's connection as management.ts sees it. */
 class ClientRequester implements Requester {
+  readonly role = 'client' as const;
+
   constructor(
     readonly link: AgentLink,
     readonly serializer: DBOSSerializer,
@@ -282,6 +287,109 @@ export class DBOSClient {
   async #enqueue<R>(body: Record<string, unknown>): Promise<WorkflowHandle<R>> {
     const reply = await this.#req.request('start_workflow', body);
     return new ClientHandle<R>(this.#req, reply.workflow_id as string);
+  }
+
+  // ---- debouncing (DebouncerClient's calls) ----------------------------------
+
+  /**
+   * Enqueues a debounced workflow for DebouncerClient: DELAYED for
+   * `delaySeconds`, released no later than debounceDeadlineEpochMS, holding
+   * its deduplicationID on its queue. Gives the id of the workflow that will
+   * run: the agent's debounce_workflow creates it, or (when the key was taken
+   * meanwhile by a pending debounce) pushes that one back with these
+   * arguments, which is where DBOS's DebouncerClient lands after its retry.
+   */
+  async enqueueDebounced(options: ClientEnqueueOptions, debounceDeadlineEpochMS: number | undefined, args: unknown[]): Promise<string> {
+    const owned = this.#owned(options);
+    if (!owned.deduplicationID) throw new DBOSError('enqueueDebounced needs the debounce key as deduplicationID');
+    const start = await enqueueRequest(owned, this.serializer, args);
+    // The agent's default queue for a debounce is the internal one.
+    if (start.queue_name === INTERNAL_QUEUE_NAME) delete start.queue_name;
+    const reply = await this.#req.request('debounce_workflow', {
+      ...debounceFields(start),
+      key: owned.deduplicationID,
+      delay_ms: start.delay_ms ?? 0,
+      timeout_ms: debounceDeadlineEpochMS !== undefined ? Math.max(1, Math.round(debounceDeadlineEpochMS - Date.now())) : undefined,
+    });
+    return reply.workflow_id as string;
+  }
+
+  /**
+   * Pushes back the pending (DELAYED) debounced workflow holding the key on
+   * its queue, with new arguments (DBOS's debounceDelayedWorkflow): the
+   * result names it, or the holder when that is not a pending debounce, or
+   * nothing when the key is free.
+   */
+  async debounceDelayedWorkflow(params: DebounceParams): Promise<DebounceResult> {
+    const holders = await mgmt.listWorkflows(this.#req, {
+      queueName: params.queueName,
+      status: ['DELAYED', 'ENQUEUED', 'PENDING'],
+      applicationName: params.applicationName ?? this.#req.appName,
+      loadInput: false,
+      loadOutput: false,
+    });
+    const holder = holders.find((h) => h.deduplicationID === params.deduplicationID);
+    const free: DebounceResult = {
+      bouncedWorkflowID: null,
+      holderWorkflowID: null,
+      holderIsDebounced: false,
+      holderWorkflowName: null,
+      holderWorkflowClassName: null,
+      holderApplicationName: null,
+    };
+    if (!holder) return free;
+    const pending = holder.status === 'DELAYED' && holder.workflowName === params.workflowName && (holder.workflowClassName ?? '') === params.workflowClassName;
+    if (!pending) {
+      return {
+        ...free,
+        holderWorkflowID: holder.workflowID,
+        holderWorkflowName: holder.workflowName,
+        holderWorkflowClassName: holder.workflowClassName ?? '',
+        holderApplicationName: holder.applicationName ?? null,
+      };
+    }
+    const reply = await this.#req.request('debounce_workflow', {
+      key: params.deduplicationID,
+      deduplication_id: params.deduplicationID,
+      name: params.workflowName,
+      class_name: params.workflowClassName || undefined,
+      queue_name: params.queueName,
+      delay_ms: Math.max(0, Math.round(params.delayUntilEpochMS - Date.now())),
+      inputs: params.input,
+      serialization: params.serialization ?? undefined,
+      application_name: params.applicationName ?? this.#req.appName,
+    });
+    return { ...free, bouncedWorkflowID: reply.workflow_id as string };
+  }
+
+  // ---- queues (queues.ts) ----------------------------------------------------
+
+  /**
+   * Registers a queue and stores its options (default onConflict
+   * always_update: a client has no version); it belongs to applicationName,
+   * default the client's. The queue's setters write through this client.
+   */
+  registerQueue(name: string, options?: queues.RegisterQueueOptions & { applicationName?: string }): Promise<queues.WorkflowQueue> {
+    return queues.clientRegisterQueue(this.#req, name, options);
+  }
+
+  /** The stored queue, or null when it has no row. */
+  retrieveQueue(name: string): Promise<queues.WorkflowQueue | null> {
+    return queues.retrieveWith(this.#queueHost(), name);
+  }
+
+  /** Deletes a queue's row (its pending workflows stay, unserved). */
+  deleteQueue(name: string): Promise<void> {
+    return queues.deleteWith(this.#req, name);
+  }
+
+  /** The stored queues of these applications (default the client's) and the unclaimed ones. */
+  listQueues(applicationName?: string | string[]): Promise<queues.WorkflowQueue[]> {
+    return queues.listWith(this.#queueHost(), applicationName);
+  }
+
+  #queueHost(): queues.QueueHost {
+    return queues.clientQueueHost(this.#req, this.#req.appName);
   }
 
   // ---- messages, events, streams ---------------------------------------------
@@ -434,6 +542,111 @@ export class DBOSClient {
   setLatestApplicationVersion(versionName: string, options?: { applicationName?: string }): Promise<void> {
     return mgmt.setLatestApplicationVersion(this.#req, versionName, options);
   }
+
+  /**
+   * Gives newName the rows oldName owns, the unclaimed ones, or both. Stop
+   * the renamed application's workers first.
+   */
+  renameApplication(
+    oldName: string | undefined,
+    newName: string,
+    options?: { batchSize?: number | null; adoptUnclaimedRows?: boolean },
+  ): Promise<ApplicationRowCounts> {
+    return mgmt.renameApplication(this.#req, oldName, newName, options);
+  }
+
+  // ---- schedules (schedules.ts) ----------------------------------------------
+
+  /** Creates a schedule of a workflow named; it belongs to applicationName, default the client's. */
+  async createSchedule(options: {
+    scheduleName: string;
+    workflowName: string;
+    workflowClassName?: string;
+    schedule: string;
+    context?: unknown;
+    options?: sched.ScheduleOptions;
+    applicationName?: string;
+  }): Promise<void> {
+    const { options: opts, ...def } = options;
+    await sched.createScheduleWith(this.#req, { ...def, ...opts, applicationName: def.applicationName ?? this.#req.appName });
+  }
+
+  /** The schedules of these applications (default the client's, with the unclaimed ones), filtered. */
+  listSchedules(filters?: sched.ScheduleFilters): Promise<sched.WorkflowSchedule[]> {
+    return sched.listSchedulesWith(this.#req, filters);
+  }
+
+  getSchedule(name: string): Promise<sched.WorkflowSchedule | null> {
+    return sched.getScheduleWith(this.#req, name);
+  }
+
+  deleteSchedule(name: string): Promise<void> {
+    return sched.onScheduleWith(this.#req, 'delete_schedule', name);
+  }
+
+  pauseSchedule(name: string): Promise<void> {
+    return sched.onScheduleWith(this.#req, 'pause_schedule', name);
+  }
+
+  resumeSchedule(name: string): Promise<void> {
+    return sched.onScheduleWith(this.#req, 'resume_schedule', name);
+  }
+
+  /** Changes the given fields of a schedule's definition, keeping its status and last_fired_at. */
+  async updateSchedule(name: string, updates: sched.ScheduleUpdates): Promise<void> {
+    if (!(await sched.updateScheduleWith(this.#req, name, updates))) throw new DBOSError(`Schedule '${name}' not found`);
+  }
+
+  /** Creates the missing schedules and brings the others' definitions up to date. */
+  applySchedules(schedules: sched.NamedScheduleDefinition[]): Promise<void> {
+    return sched.applySchedulesWith(
+      this.#req,
+      schedules.map((s) => ({ ...s, applicationName: s.applicationName ?? this.#req.appName })),
+    );
+  }
+
+  /** Enqueues one run of the schedule's workflow now. */
+  async triggerSchedule(name: string): Promise<WorkflowHandle<unknown>> {
+    return this.retrieveWorkflow(await sched.triggerScheduleWith(this.#req, name));
+  }
+
+  /** Enqueues the schedule's ticks between start and end that were not enqueued yet; a handle on each tick. */
+  async backfillSchedule(name: string, start: Date, end: Date): Promise<WorkflowHandle<unknown>[]> {
+    return (await sched.backfillScheduleWith(this.#req, name, start, end)).map((id) => this.retrieveWorkflow(id));
+  }
+}
+
+/** DBOS's parameters of debounceDelayedWorkflow. */
+export interface DebounceParams {
+  workflowName: string;
+  workflowClassName: string;
+  queueName: string;
+  deduplicationID: string;
+  delayUntilEpochMS: number;
+  input: string | null;
+  serialization: string | null;
+  applicationName?: string;
+}
+
+/** DBOS's DebounceResult: the workflow pushed back, or the key's holder when it is not a pending debounce. */
+export interface DebounceResult {
+  bouncedWorkflowID: string | null;
+  holderWorkflowID: string | null;
+  holderIsDebounced: boolean;
+  holderWorkflowName: string | null;
+  holderWorkflowClassName: string | null;
+  holderApplicationName: string | null;
+}
+
+/** The fields of a start_workflow request that a debounce_workflow's first call takes too. */
+function debounceFields(start: Record<string, unknown>): Record<string, unknown> {
+  const keep = [
+    'workflow_id', 'name', 'class_name', 'queue_name', 'inputs', 'serialization', 'deduplication_id', 'app_version',
+    'authenticated_user', 'authenticated_roles', 'attributes', 'application_name',
+  ];
+  const body: Record<string, unknown> = Object.fromEntries(keep.filter((k) => start[k] !== undefined).map((k) => [k, start[k]]));
+  if (start.timeout_ms !== undefined) body.workflow_timeout_ms = start.timeout_ms;
+  return body;
 }
 
 function streamOffset(offset: number | undefined): number {

@@ -760,7 +760,14 @@ export class DBOS {
     // The queues module reads listenQueues and adds its hello fields; the
     // schedules module creates 4.x's declared schedules at launch.
     queues.installQueues({ config: () => config, addHelloContributor });
-    DBOS.registerLifecycleCallback({ initialize: () => schedules.launchSchedules() });
+    DBOS.registerLifecycleCallback({
+      initialize: async () => {
+        await schedules.launchSchedules();
+        // Every stored queue of the application, within listenQueues, is served here (as in DBOS 5.x).
+        await queues.startQueueReconciler();
+      },
+      destroy: () => queues.stopQueueReconciler(),
+    });
   }
 
   /** Registers a queue (its row in the queues table) and serves it from this process. */

@@ -5,12 +5,13 @@
  * enqueue a new one, retrying races), so each call is one round trip; from
  * workflow code it is durable, replayed from the caller's history.
  */
+import type { ClientEnqueueOptions } from './client';
 import { currentContext, takeAssignedWorkflowID } from './context';
 import { requireEngine } from './dbos';
 import { DBOSError, DBOSQueueDuplicatedError } from './error';
 import { registrationOf } from './registry';
 import { INTERNAL_QUEUE_NAME } from './runtime';
-import { DBOSJSON, DBOSPortableJSON, DBOSSerializer, serializeArgs } from './serialization';
+import { DBOSPortableJSON, serializeArgs } from './serialization';
 import type { StartWorkflowParams, WorkflowHandle, WorkflowSerializationFormat } from './types';
 import { AgentWorkflowHandle } from './workflow';
 
@@ -32,13 +33,13 @@ interface DebouncerClientConfig {
 }
 
 /**
- * What DebouncerClient needs of a client: a request to the agent, its
- * serializer and its handles (DBOSClient provides them).
+ * What DebouncerClient needs of a client (DBOSClient provides it): its
+ * application, its enqueue of a debounced workflow (which pushes back the
+ * key's pending one instead, in the same round trip) and its handles.
  */
 export interface DebounceClient {
   readonly applicationName?: string;
-  readonly serializer?: DBOSSerializer;
-  request(op: string, body: Record<string, unknown>): Promise<Record<string, unknown>>;
+  enqueueDebounced(options: ClientEnqueueOptions, debounceDeadlineEpochMS: number | undefined, args: unknown[]): Promise<string>;
   retrieveWorkflow<T = unknown>(workflowID: string): WorkflowHandle<T>;
 }
 
@@ -200,22 +201,26 @@ export class DebouncerClient {
     const params = this.cfg.startWorkflowParams;
     rejectConflictingOptions(params, false);
     const app = this.cfg.applicationName ?? params?.enqueueOptions?.applicationName ?? this.client.applicationName;
-    const serializer = this.client.serializer ?? DBOSJSON;
-    const inputs = await serializeArgs(args, serializer, this.cfg.serializationType);
-    const body: Record<string, unknown> = {
-      key: debounceKey,
-      name: this.cfg.workflowName,
-      delay_ms: Math.round(debouncePeriodMs),
-      inputs: inputs.value,
-      serialization: inputs.serialization,
-      ...firstCallFields(params, this.cfg.debounceTimeoutMs, app),
-    };
-    if (this.cfg.workflowClassName) body.class_name = this.cfg.workflowClassName;
-    body.deduplication_id = dedupIDOf(this.cfg.workflowClassName, this.cfg.workflowName, debounceKey);
-    if (params?.workflowID) body.workflow_id = params.workflowID;
-    if (params?.authenticatedUser) body.authenticated_user = params.authenticatedUser;
-    if (params?.authenticatedRoles?.length) body.authenticated_roles = params.authenticatedRoles;
-    const reply = await this.client.request('debounce_workflow', body);
-    return this.client.retrieveWorkflow(reply.workflow_id as string);
+    const timeoutMS = typeof params?.timeoutMS === 'number' ? params.timeoutMS : undefined;
+    const id = await this.client.enqueueDebounced(
+      {
+        workflowName: this.cfg.workflowName,
+        workflowClassName: this.cfg.workflowClassName || undefined,
+        queueName: params?.queueName ?? INTERNAL_QUEUE_NAME,
+        workflowID: params?.workflowID,
+        workflowTimeoutMS: timeoutMS,
+        appVersion: params?.enqueueOptions?.appVersion,
+        attributes: params?.workflowAttributes,
+        authenticatedUser: params?.authenticatedUser,
+        authenticatedRoles: params?.authenticatedRoles,
+        deduplicationID: dedupIDOf(this.cfg.workflowClassName, this.cfg.workflowName, debounceKey),
+        delaySeconds: debouncePeriodMs / 1000,
+        serializationType: this.cfg.serializationType,
+        applicationName: app,
+      },
+      this.cfg.debounceTimeoutMs ? Date.now() + this.cfg.debounceTimeoutMs : undefined,
+      args,
+    );
+    return this.client.retrieveWorkflow(id);
   }
 }

@@ -22,7 +22,7 @@ import { deserializeError, deserializeValue } from './serialization';
 import { Requester, fetchStatus, toStatus } from './runtime';
 // Used at call time only, so the cycle with dbos.ts (which forwards to this module) is harmless.
 import { DBOS_QUEUE_MAX_PRIORITY, DBOS_QUEUE_MIN_PRIORITY } from './dbos';
-import type { WorkflowStatus, WorkflowStatusString } from './types';
+import type { ApplicationRowCounts, WorkflowStatus, WorkflowStatusString } from './types';
 import type { DataSourceTransactionHandler } from './datasource';
 
 /** DBOS TypeScript's filter of DBOS.listWorkflows; dates are ISO strings (anything `new Date` reads). */
@@ -369,4 +369,43 @@ export async function setLatestApplicationVersion(
   options?: { applicationName?: string },
 ): Promise<void> {
   await req.request('promote_version', { version_name: versionName, application_name: options?.applicationName });
+}
+
+/** DBOS's default count of terminal workflows re-owned per transaction. */
+export const DEFAULT_RENAME_BATCH_SIZE = 10000;
+
+/**
+ * Gives newName the rows oldName owns, the unclaimed ones
+ * (adoptUnclaimedRows), or both, with DBOS's checks and messages; null
+ * batchSize moves everything in one transaction.
+ */
+export async function renameApplication(
+  req: Requester,
+  oldName: string | undefined,
+  newName: string,
+  options: { batchSize?: number | null; adoptUnclaimedRows?: boolean } = {},
+): Promise<ApplicationRowCounts> {
+  const adoptUnclaimedRows = options.adoptUnclaimedRows ?? false;
+  const batchSize = options.batchSize === null ? undefined : (options.batchSize ?? DEFAULT_RENAME_BATCH_SIZE);
+  if (oldName !== undefined && oldName === '') throw new DBOSError("The application's previous name cannot be empty.");
+  if (oldName === undefined && !adoptUnclaimedRows) {
+    throw new DBOSError('Nothing to re-own: name the application to rename, adopt unclaimed rows, or both.');
+  }
+  if (oldName === newName) throw new DBOSError(`Application '${newName}' already holds that name; nothing to rename.`);
+  if (batchSize !== undefined && (!Number.isInteger(batchSize) || batchSize < 1)) {
+    throw new DBOSError(`batchSize must be a positive integer, got ${batchSize}`);
+  }
+  const reply = await req.request('rename_application', {
+    old_name: oldName,
+    new_name: newName,
+    batch_size: batchSize,
+    adopt_unclaimed_rows: adoptUnclaimedRows || undefined,
+  });
+  return {
+    queues: Number(reply.queues ?? 0),
+    schedules: Number(reply.schedules ?? 0),
+    versions: Number(reply.versions ?? 0),
+    workflows: Number(reply.workflows ?? 0),
+    steps: Number(reply.steps ?? 0),
+  };
 }

@@ -10,12 +10,24 @@
  * agent has no "update a queue" op, so a setter re-registers the queue with
  * every option as stored plus the change: an options registration
  * overwrites the row, which is what DBOS's setters do.
+ *
+ * Each operation is written once, over a `Requester` (runtime.ts): the
+ * worker's engine for DBOS.*, a client's connection for DBOSClient. A queue
+ * read through a client writes its setters through that client, as DBOS
+ * TypeScript's client-bound queues do.
+ *
+ * Which queues a worker dequeues, as DBOS TypeScript 5.x: every queue of its
+ * application stored in the database (its own declarations and those of any
+ * other process or client), narrowed by `listenQueues`, and the internal
+ * queue. The stored rows are read again every second, as DBOS re-reads them,
+ * and a queue this process did not declare is subscribed to by name.
  */
 import type { EnqueueWorkflowOptions } from './client';
 import { currentContext } from './context';
 import { requireEngine, maybeEngine, DBOS_QUEUE_MAX_PRIORITY, DBOS_QUEUE_MIN_PRIORITY } from './dbos';
-import { DBOSError, DBOSInvalidQueuePriorityError, DBOSInvalidWorkflowTransitionError } from './error';
+import { DBOSAgentUnavailableError, DBOSError, DBOSInvalidQueuePriorityError, DBOSInvalidWorkflowTransitionError } from './error';
 import type { FunctionRegistration } from './registry';
+import type { Requester } from './runtime';
 import type { DBOSConfig, WorkflowHandle, WorkflowIDReusePolicy, WorkflowSerializationFormat } from './types';
 import { AgentWorkflowHandle } from './workflow';
 
@@ -100,7 +112,17 @@ interface QueueInfo {
  * row once; a reconnection must not write it again).
  */
 const declared = new Map<string, QueueRegistration>();
+/**
+ * Stored queues this process serves without having declared them (found in
+ * the database), on the current connection: a new connection's hello does
+ * not carry them, so a queue deleted meanwhile is not created again, and the
+ * next reading of the rows subscribes again.
+ */
+const subscribed = new Set<string>();
 let configSource: () => DBOSConfig | undefined = () => undefined;
+
+/** How often the stored queues are read again (DBOS TypeScript's reconcile interval). */
+export const QUEUE_RECONCILE_MS = 1000;
 
 /** Called once by dbos.ts: the configuration and the hello hook, without an import cycle at load. */
 export function installQueues(hooks: {
@@ -110,10 +132,52 @@ export function installQueues(hooks: {
   configSource = hooks.config;
   hooks.addHelloContributor({
     hello(body) {
+      subscribed.clear();
       if (declared.size === 0) return;
       body.queues = [...declared.values()].map(forThisWorker);
     },
   });
+}
+
+let reconciler: { timer: NodeJS.Timeout; running?: Promise<void> } | undefined;
+
+/**
+ * At launch: serves the stored queues of the application that listenQueues
+ * keeps, now and as they are registered later (by a client, another
+ * process), until stopQueueReconciler.
+ */
+export async function startQueueReconciler(): Promise<void> {
+  stopQueueReconciler();
+  await reconcileStoredQueues().catch((err: Error) => console.warn(`dbos-agent: could not read the stored queues: ${err.message}`));
+  const timer = setInterval(() => {
+    if (!reconciler || reconciler.running) return;
+    reconciler.running = reconcileStoredQueues()
+      .catch((err: Error) => {
+        // While the agent is away the link reconnects, and the next reading catches up.
+        if (maybeEngine() && !(err instanceof DBOSAgentUnavailableError)) console.warn(`dbos-agent: could not read the stored queues: ${err.message}`);
+      })
+      .finally(() => {
+        if (reconciler) reconciler.running = undefined;
+      });
+  }, QUEUE_RECONCILE_MS);
+  timer.unref();
+  reconciler = { timer };
+}
+
+export function stopQueueReconciler(): void {
+  if (reconciler) clearInterval(reconciler.timer);
+  reconciler = undefined;
+}
+
+/** Subscribes to every stored queue of the application this process listens to and does not serve yet. */
+async function reconcileStoredQueues(): Promise<void> {
+  const e = maybeEngine();
+  if (!e) return;
+  const infos = await listQueueInfos(e, e.appName ? [e.appName] : undefined);
+  const fresh = infos.map((q) => q.name).filter((n) => listens(n) && !declared.has(n) && !subscribed.has(n));
+  if (fresh.length === 0) return;
+  await e.request('register_queues', { queues: fresh.map((name) => ({ name })) });
+  for (const n of fresh) subscribed.add(n);
 }
 
 /** Whether this process dequeues the queue (DBOSConfig.listenQueues). */
@@ -221,24 +285,53 @@ function rateLimitOf(max: number | undefined, period: number | undefined): Queue
   return max !== undefined && period !== undefined ? { limitPerPeriod: max, periodSec: period } : undefined;
 }
 
-async function sendRegistration(r: QueueRegistration): Promise<void> {
-  await requireEngine('queue registration').request('register_queues', { queues: [forThisWorker(r)] });
+/**
+ * Where a queue's operations go: the requester, and how a registration is
+ * written (a worker's serves the queue, within listenQueues; a client's
+ * writes the row for the application it names).
+ */
+export interface QueueHost {
+  req(): Requester;
+  /** Writes r; owner, when known, is the stored row's application (a client writes for it). */
+  write(r: QueueRegistration, owner?: string): Promise<void>;
+  readonly clientBound: boolean;
 }
 
-async function fetchQueue(name: string): Promise<QueueInfo | null> {
+/** DBOS.*'s queues: the worker's engine, found when used (a 4.x queue is declared before launch). */
+const workerHost: QueueHost = {
+  req: () => requireEngine('queue operations'),
+  async write(r) {
+    await requireEngine('queue registration').request('register_queues', { queues: [forThisWorker(r)] });
+  },
+  clientBound: false,
+};
+
+/** A client's queues: rows written for `applicationName` (default the client's application). */
+export function clientQueueHost(req: Requester, applicationName?: string): QueueHost {
+  return {
+    req: () => req,
+    async write(r, owner) {
+      await req.request('register_queues', { queues: [r], application_name: owner || applicationName || undefined });
+    },
+    clientBound: true,
+  };
+}
+
+async function fetchQueue(req: Requester, name: string): Promise<QueueInfo | null> {
   try {
-    const info = (await requireEngine('retrieveQueue').request('get_queue', { name })) as unknown as QueueInfo;
+    const info = (await req.request('get_queue', { name })) as unknown as QueueInfo;
     return info.registered ? info : null;
   } catch (err) {
     // invalid_argument: neither registered nor holding active workflows.
-    if (await isMissingQueue(name)) return null;
+    if (!(await listQueueInfos(req, undefined)).some((q) => q.name === name)) return null;
     throw err;
   }
 }
 
-async function isMissingQueue(name: string): Promise<boolean> {
-  const reply = await requireEngine().request('list_queues', {});
-  return !(reply.queues as QueueInfo[]).some((q) => q.name === name && q.registered);
+/** The registered queues (those these applications own and the unclaimed ones; every one when undefined). */
+async function listQueueInfos(req: Requester, applications: string[] | undefined): Promise<QueueInfo[]> {
+  const reply = await req.request('list_queues', applications ? { application_name: applications } : {});
+  return (reply.queues as QueueInfo[]).filter((q) => q.registered);
 }
 
 /**
@@ -262,7 +355,10 @@ export class WorkflowQueue {
   applicationName?: string;
   /** Every queue of this binding is a row of the queues table. */
   readonly databaseBacked: boolean = true;
+  /** Read through a DBOSClient: its setters write through that client. */
   readonly clientBound: boolean = false;
+  /** Where its reads and writes go (not enumerable: a queue prints as its options). */
+  declare private readonly host: QueueHost;
 
   /**
    * DBOS TypeScript 4.x's declaration: the queue is stored with these
@@ -277,17 +373,19 @@ export class WorkflowQueue {
     validateQueueParams(params, true);
     if (declared.has(name)) throw Error(`Workflow Queue '${name}' defined multiple times`);
     const reg = registrationFor(name, params);
+    Object.defineProperty(this, 'host', { value: workerHost });
     this.applyInfo({ ...reg, registered: true });
     declared.set(name, reg);
     if (maybeEngine()) {
-      sendRegistration(reg).catch((err: Error) => console.error(`dbos-agent: could not register queue ${name}: ${err.message}`));
+      workerHost.write(reg).catch((err: Error) => console.error(`dbos-agent: could not register queue ${name}: ${err.message}`));
     }
   }
 
-  /** A queue as stored, without declaring it. */
-  static fromInfo(info: QueueInfo): WorkflowQueue {
+  /** A queue as stored, without declaring it; its setters write through host. */
+  static fromInfo(info: QueueInfo, host: QueueHost = workerHost): WorkflowQueue {
     const q = Object.create(WorkflowQueue.prototype) as WorkflowQueue;
-    Object.assign(q, { name: info.name, databaseBacked: true, clientBound: false, priorityEnabled: false, partitionQueue: false });
+    Object.assign(q, { name: info.name, databaseBacked: true, clientBound: host.clientBound, priorityEnabled: false, partitionQueue: false });
+    Object.defineProperty(q, 'host', { value: host });
     q.applyInfo(info);
     return q;
   }
@@ -317,7 +415,7 @@ export class WorkflowQueue {
 
   /** Reads the row again into the cached fields. */
   private async refresh(): Promise<void> {
-    const info = await fetchQueue(this.name);
+    const info = await fetchQueue(this.host.req(), this.name);
     if (!info) throw new Error(`Queue '${this.name}' was not found in the database.`);
     this.applyInfo(info);
   }
@@ -341,11 +439,13 @@ export class WorkflowQueue {
   private async store(change: Partial<LegacyQueueParameters>): Promise<void> {
     const next = { ...this.params(), ...change };
     const reg = registrationFor(this.name, next);
-    await sendRegistration(reg);
-    // A queue whose options this code declared keeps announcing them; one it
-    // only serves is announced by name, the row now holding the change.
-    const prior = declared.get(this.name);
-    declared.set(this.name, prior && prior.polling_interval_sec !== undefined ? reg : { name: this.name });
+    await this.host.write(reg, this.applicationName);
+    if (!this.host.clientBound) {
+      // A queue whose options this code declared keeps announcing them; one it
+      // only serves is announced by name, the row now holding the change.
+      const prior = declared.get(this.name);
+      declared.set(this.name, prior && prior.polling_interval_sec !== undefined ? reg : { name: this.name });
+    }
     this.applyInfo({ ...reg, registered: true, application_name: this.applicationName });
   }
 
@@ -481,12 +581,29 @@ type LimitFields = Pick<
   'concurrency' | 'workerConcurrency' | 'rateLimit' | 'partitionConcurrency' | 'partitionWorkerConcurrency' | 'partitionRateLimit' | 'minPollingIntervalMs'
 >;
 
-// ---- the DBOS static API (called from dbos.ts) ------------------------------
+// ---- the DBOS and DBOSClient calls (from dbos.ts and client.ts) -------------
 
+/**
+ * Writes a queue's registration (its options, or when the stored row is to
+ * be kept, its name) and reads the row back: DBOS's registerQueue, for
+ * either host.
+ */
+async function registerWith(host: QueueHost, name: string, params: QueueParameters, update: boolean): Promise<WorkflowQueue> {
+  WorkflowQueue.validateQueueRegistration(name, params);
+  const req = host.req();
+  // Without update, a bare name: the agent creates the row with no limits if
+  // it is missing, so a missing row is written with the options instead.
+  const reg = update || (await fetchQueue(req, name)) === null ? registrationFor(name, params) : { name };
+  await host.write(reg);
+  const stored = await fetchQueue(req, name);
+  if (!stored) throw new Error(`Queue '${name}' missing from database after upsert`);
+  return WorkflowQueue.fromInfo(stored, host);
+}
+
+/** DBOS.registerQueue: by default the options win only when this process runs the latest version. */
 export async function registerQueue(name: string, options: RegisterQueueOptions = {}): Promise<WorkflowQueue> {
   const e = requireEngine('registerQueue');
   const { onConflict = 'update_if_latest_version', ...params } = options;
-  WorkflowQueue.validateQueueRegistration(name, params);
   let update: boolean;
   if (onConflict === 'always_update') update = true;
   else if (onConflict === 'never_update') update = false;
@@ -494,35 +611,65 @@ export async function registerQueue(name: string, options: RegisterQueueOptions 
     const versions = (await e.request('list_versions', {})).versions as Array<{ version_name: string }>;
     update = versions.length === 0 || versions[0].version_name === e.appVersion;
   }
-  // Without update, a bare name: the agent creates the row with no limits if
-  // it is missing, so a missing row is written with the options instead.
-  const reg = update || (await fetchQueue(name)) === null ? registrationFor(name, params) : { name };
-  await sendRegistration(reg);
+  const q = await registerWith(workerHost, name, params, update);
   if (!declared.has(name) || declared.get(name)!.polling_interval_sec === undefined) declared.set(name, { name });
-  const stored = await fetchQueue(name);
-  if (!stored) throw new Error(`Queue '${name}' missing from database after upsert`);
-  return WorkflowQueue.fromInfo(stored);
+  return q;
+}
+
+/**
+ * DBOSClient.registerQueue: a client has no version, so its default is
+ * always_update and update_if_latest_version is refused, as in DBOS; the
+ * queue belongs to applicationName, default the client's.
+ */
+export async function clientRegisterQueue(
+  req: Requester,
+  name: string,
+  options: RegisterQueueOptions & { applicationName?: string } = {},
+): Promise<WorkflowQueue> {
+  const { onConflict = 'always_update', applicationName, ...params } = options;
+  if (onConflict === 'update_if_latest_version') {
+    throw new Error(
+      "DBOSClient.registerQueue does not support onConflict='update_if_latest_version' " +
+        'because clients are not associated with an application version. ' +
+        "Use 'always_update' or 'never_update'.",
+    );
+  }
+  return registerWith(clientQueueHost(req, applicationName ?? req.appName), name, params, onConflict === 'always_update');
 }
 
 export async function retrieveQueue(name: string): Promise<WorkflowQueue | null> {
   requireEngine('retrieveQueue');
-  const info = await fetchQueue(name);
-  return info ? WorkflowQueue.fromInfo(info) : null;
+  return retrieveWith(workerHost, name);
+}
+
+export async function retrieveWith(host: QueueHost, name: string): Promise<WorkflowQueue | null> {
+  const info = await fetchQueue(host.req(), name);
+  return info ? WorkflowQueue.fromInfo(info, host) : null;
 }
 
 export async function deleteQueue(name: string): Promise<void> {
-  await requireEngine('deleteQueue').request('delete_queue', { name });
+  await deleteWith(requireEngine('deleteQueue'), name);
   declared.delete(name);
+  subscribed.delete(name);
+}
+
+export async function deleteWith(req: Requester, name: string): Promise<void> {
+  await req.request('delete_queue', { name });
 }
 
 export async function listQueues(applicationName?: string | string[]): Promise<WorkflowQueue[]> {
-  const e = requireEngine('listQueues');
-  const apps = applicationName === undefined ? (e.appName ? [e.appName] : undefined) : [applicationName].flat();
-  const reply = await e.request('list_queues', apps ? { application_name: apps } : {});
-  const names = (reply.queues as QueueInfo[]).filter((q) => q.registered).map((q) => q.name);
+  requireEngine('listQueues');
+  return listWith(workerHost, applicationName);
+}
+
+/** The stored queues of these applications (default the caller's), with the unclaimed ones. */
+export async function listWith(host: QueueHost, applicationName?: string | string[]): Promise<WorkflowQueue[]> {
+  const req = host.req();
+  const apps = applicationName === undefined ? (req.appName ? [req.appName] : undefined) : [applicationName].flat();
+  const names = (await listQueueInfos(req, apps)).map((q) => q.name);
   // list_queues leaves out the partition limits and the polling interval: read each row whole.
-  const infos = await Promise.all(names.map((n) => fetchQueue(n)));
-  return infos.filter((i): i is QueueInfo => i !== null).map((i) => WorkflowQueue.fromInfo(i));
+  const infos = await Promise.all(names.map((n) => fetchQueue(req, n)));
+  return infos.filter((i): i is QueueInfo => i !== null).map((i) => WorkflowQueue.fromInfo(i, host));
 }
 
 export type { EnqueueWorkflowOptions } from './client';
@@ -551,10 +698,6 @@ export async function enqueueWorkflowWithOptions<T>(
   if (options.workflowID !== undefined && options.workflowID.trim() === '') {
     throw new DBOSError(`Invalid workflow ID '${options.workflowID}': workflow IDs must be non-empty and cannot be only whitespace.`);
   }
-  if (namedArgs && Object.keys(namedArgs).length > 0) {
-    // Engine.start serializes positional arguments only.
-    throw new DBOSError('enqueueWorkflowWithOptionsPortable: named arguments are not supported by this binding yet');
-  }
   // The target need not be registered here: a registration-shaped stand-in names it.
   const target = {
     name: options.workflowName,
@@ -570,6 +713,7 @@ export async function enqueueWorkflowWithOptions<T>(
     authenticatedRoles: options.authenticatedRoles,
     workflowIDReusePolicy: options.workflowIDReusePolicy ?? 'return-existing',
     workflowAttributes: options.attributes,
+    namedArgs,
     enqueueOptions: {
       deduplicationID: options.deduplicationID,
       priority: options.priority,

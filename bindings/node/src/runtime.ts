@@ -42,6 +42,8 @@ import {
   serializeValue,
 } from './serialization';
 import { FunctionRegistration, allWorkflows, findInstance, findWorkflow, setWorkflowDeclaredHook } from './registry';
+// Used at call time only, so the cycle through dbos.ts is harmless.
+import { tickArgs } from './schedules';
 import type { DBOSConfig, StartWorkflowParams, StepConfig, WorkflowStatus } from './types';
 import { resolveEndpoint } from './transport';
 import { DBOSSpan, Tracer, endWith } from './tracing';
@@ -94,6 +96,7 @@ export class Engine {
   readonly config: DBOSConfig;
   readonly serializer: DBOSSerializer;
   readonly link: AgentLink;
+  readonly role = 'worker' as const;
   appVersion = '';
   executorID = 'local';
   agent?: HelloReply;
@@ -372,7 +375,7 @@ export class Engine {
       } else if (reg.ctor && !reg.isInstance) {
         target = reg.ctor;
       }
-      let args = await deserializeArgs(run.inputs, run.serialization, this.serializer);
+      let args = tickArgs(reg, run.workflow_id, run.serialization, await deserializeArgs(run.inputs, run.serialization, this.serializer));
       const schema = reg.workflowConfig?.inputSchema;
       if (schema) args = schema.parse(args) as unknown[];
       const ctx: DBOSContext = {
@@ -426,7 +429,7 @@ export class Engine {
     reg: FunctionRegistration,
     target: unknown,
     args: unknown[],
-    params: StartWorkflowParams,
+    params: StartWorkflowParams & { namedArgs?: Record<string, unknown> },
     reservedFunctionId?: number,
   ): Promise<StartedWorkflow> {
     const ctx = currentContext();
@@ -451,7 +454,8 @@ export class Engine {
     workflowID = workflowID ?? randomUUID();
     const instance = target !== undefined && typeof target !== 'function' ? (target as { name?: string }) : undefined;
     const format = reg.workflowConfig?.serialization;
-    const inputs = await serializeArgs(args, this.serializer, format);
+    // Named arguments (enqueueWorkflowWithOptionsPortable) go in portable JSON only, as in DBOS.
+    const inputs = await serializeArgs(args, this.serializer, format, params.namedArgs);
     const body: Record<string, unknown> = {
       workflow_id: workflowID,
       name: reg.name,
@@ -908,6 +912,8 @@ export interface Requester {
   readonly serializer: DBOSSerializer;
   /** The application the caller acts for: DBOS scopes its listings to it by default. */
   readonly appName?: string;
+  /** The connection's role (PROTOCOL.md section 2.1): a client may act for another application. */
+  readonly role?: 'client' | 'worker';
 }
 
 /** A workflow's status (with its payloads unless told otherwise), or null when no workflow has the id. */

@@ -7,11 +7,20 @@
  *
  * A tick reaches its workflow as `portable_json` inputs, the scheduled time
  * as ISO 8601 text; a workflow used in a schedule is given an input adapter
- * so that it is called with `(scheduledDate: Date, context)` as in DBOS.
+ * so that it is called with `(scheduledDate: Date, context)` as in DBOS, and
+ * a tick of a schedule this process has not seen (made by a client, or by
+ * another process after launch) is decoded the same way when it runs
+ * (tickArgs).
+ *
+ * Each operation is written once over a `Requester` (runtime.ts): DBOS.*
+ * calls it with the worker's engine (inside the durable steps DBOS names),
+ * DBOSClient with its connection.
  */
 import { requireEngine } from './dbos';
 import { DBOSError } from './error';
 import { AnyCtor, FunctionRegistration, classNameOf, findWorkflow, registrationOf, allWorkflows } from './registry';
+import type { Requester } from './runtime';
+import type { DBOSSerializer } from './serialization';
 import type { FunctionName, InputSchema, WorkflowHandle } from './types';
 import { AgentWorkflowHandle } from './workflow';
 
@@ -110,6 +119,19 @@ function unwrapContext(value: unknown): unknown {
 
 const adapted = new WeakSet<FunctionRegistration>();
 
+/**
+ * A run's arguments, decoded as a tick's when the run is one (its id is a
+ * schedule's, `sched-<name>-...`, its inputs portable JSON of the scheduled
+ * time as ISO 8601 text and the context) and its workflow was not adapted
+ * (its input schema decodes those already). So a schedule made by a client,
+ * or by another process after launch, calls its workflow with a Date too.
+ */
+export function tickArgs(reg: FunctionRegistration, workflowID: string, serialization: string | undefined, args: unknown[]): unknown[] {
+  if (adapted.has(reg) || !workflowID.startsWith('sched-') || serialization !== 'portable_json') return args;
+  if (args.length !== 2 || typeof args[0] !== 'string' || !ISO_TIME.test(args[0])) return args;
+  return scheduledArgs(args, false);
+}
+
 /** Makes reg's runs take a tick's arguments as DBOS passes them (before the application's own input schema). */
 export function adaptScheduled(reg: FunctionRegistration, legacy = false): void {
   if (adapted.has(reg)) return;
@@ -144,15 +166,15 @@ export function validateTimezone(timezone: string): void {
   }
 }
 
-async function contextText(context: unknown): Promise<string | undefined> {
-  const text = await requireEngine().serializer.stringify(context);
+async function contextText(serializer: DBOSSerializer, context: unknown): Promise<string | undefined> {
+  const text = await serializer.stringify(context);
   return text === undefined || text === null ? undefined : String(text);
 }
 
-async function contextValue(text: string | undefined): Promise<unknown> {
+async function contextValue(serializer: DBOSSerializer, text: string | undefined): Promise<unknown> {
   if (text === undefined) return null;
   try {
-    return await requireEngine().serializer.parse(text);
+    return await serializer.parse(text);
   } catch {
     // Another SDK's context: plain JSON, or text of its own.
     try {
@@ -163,7 +185,7 @@ async function contextValue(text: string | undefined): Promise<unknown> {
   }
 }
 
-async function toSchedule(w: ScheduleWire): Promise<WorkflowSchedule> {
+async function toSchedule(w: ScheduleWire, serializer: DBOSSerializer): Promise<WorkflowSchedule> {
   return {
     scheduleId: w.schedule_id ?? '',
     scheduleName: w.schedule_name,
@@ -171,7 +193,7 @@ async function toSchedule(w: ScheduleWire): Promise<WorkflowSchedule> {
     workflowClassName: w.workflow_class_name ?? '',
     schedule: w.schedule,
     status: w.status ?? 'ACTIVE',
-    context: await contextValue(w.context),
+    context: await contextValue(serializer, w.context),
     lastFiredAt: w.last_fired_at ?? null,
     automaticBackfill: w.automatic_backfill ?? false,
     cronTimezone: w.cron_timezone ?? null,
@@ -186,9 +208,23 @@ function durably<R>(name: string, fn: () => Promise<R>): Promise<R> {
   return e.currentRun() ? e.runStep(fn, name, {}) : fn();
 }
 
-async function findSchedule(name: string): Promise<ScheduleWire | undefined> {
-  const reply = await requireEngine().request('list_schedules', { schedule_name_prefix: name, all_applications: true });
+async function findSchedule(req: Requester, name: string): Promise<ScheduleWire | undefined> {
+  const reply = await req.request('list_schedules', { schedule_name_prefix: name, all_applications: true });
   return (reply.schedules as ScheduleWire[]).find((s) => s.schedule_name === name);
+}
+
+/** A schedule's definition, its workflow named (DBOSClient's form; DBOS.*'s names it by its function). */
+export interface NamedScheduleDefinition {
+  scheduleName: string;
+  workflowName: string;
+  workflowClassName?: string;
+  schedule: string;
+  context?: unknown;
+  automaticBackfill?: boolean;
+  cronTimezone?: string;
+  queueName?: string;
+  /** DBOSClient's: the application that owns the schedule, default the client's. */
+  applicationName?: string;
 }
 
 interface ScheduleDefinition {
@@ -201,20 +237,26 @@ interface ScheduleDefinition {
   queueName?: string;
 }
 
-async function wireOf(d: ScheduleDefinition, reg: FunctionRegistration): Promise<ScheduleWire> {
+function named(d: ScheduleDefinition, reg: FunctionRegistration): NamedScheduleDefinition {
+  const { workflowFn: _fn, ...rest } = d;
+  return { ...rest, workflowName: reg.name, workflowClassName: reg.className };
+}
+
+async function wireOf(serializer: DBOSSerializer, d: NamedScheduleDefinition): Promise<ScheduleWire> {
   if (d.cronTimezone) validateTimezone(d.cronTimezone);
   const w: ScheduleWire = {
     schedule_name: d.scheduleName,
-    workflow_name: reg.name,
+    workflow_name: d.workflowName,
     schedule: d.schedule,
     status: 'ACTIVE',
     automatic_backfill: d.automaticBackfill ?? false,
   };
-  if (reg.className) w.workflow_class_name = reg.className;
-  const ctx = await contextText(d.context);
+  if (d.workflowClassName) w.workflow_class_name = d.workflowClassName;
+  const ctx = await contextText(serializer, d.context);
   if (ctx !== undefined) w.context = ctx;
   if (d.cronTimezone) w.cron_timezone = d.cronTimezone;
   if (d.queueName) w.queue_name = d.queueName;
+  if (d.applicationName) w.application_name = d.applicationName;
   return w;
 }
 
@@ -225,38 +267,43 @@ function sameDefinition(a: ScheduleWire, b: ScheduleWire): boolean {
   return key(a) === key(b);
 }
 
-/** Replaces a schedule's definition, keeping its id and status (the agent has no update op). */
-async function replaceSchedule(stored: ScheduleWire, next: ScheduleWire): Promise<void> {
-  const e = requireEngine();
-  await e.request('delete_schedule', { schedule_name: stored.schedule_name });
+/**
+ * Replaces a schedule's definition, keeping its runtime state as DBOS's
+ * update keeps it: its id, its status and its last_fired_at (the agent has
+ * no update op; create_schedule takes the kept last_fired_at).
+ */
+async function replaceSchedule(req: Requester, stored: ScheduleWire, next: ScheduleWire): Promise<void> {
+  await req.request('delete_schedule', { schedule_name: stored.schedule_name });
   const body: ScheduleWire = { ...next, status: stored.status ?? 'ACTIVE' };
   if (stored.schedule_id) body.schedule_id = stored.schedule_id;
-  await e.request('create_schedule', body as unknown as Record<string, unknown>);
+  if (stored.last_fired_at) body.last_fired_at = stored.last_fired_at;
+  else delete body.last_fired_at;
+  // The owner stays the stored one: named by a client when it is another
+  // application than its own (a worker may name only its own, the default).
+  // An unclaimed row is claimed by the writer, as DBOS's apply claims it.
+  if (req.role === 'client' && stored.application_name && stored.application_name !== req.appName) {
+    body.application_name = stored.application_name;
+  } else {
+    delete body.application_name;
+  }
+  await req.request('create_schedule', body as unknown as Record<string, unknown>);
 }
 
-export async function createSchedule(options: {
-  scheduleName: string;
-  workflowFn: ScheduledWorkflowFn;
-  schedule: string;
-  context?: unknown;
-  options?: ScheduleOptions;
-}): Promise<void> {
-  const e = requireEngine('createSchedule');
-  const reg = scheduledRegistration(options.workflowFn);
-  const w = await wireOf({ ...options, ...options.options }, reg);
-  adaptScheduled(reg);
-  await durably('DBOS.createSchedule', async () => {
-    await e.request('create_schedule', w as unknown as Record<string, unknown>);
-  });
+// ---- the operations, over a requester (DBOS.* and DBOSClient) ----------------
+
+export async function createScheduleWith(req: Requester, d: NamedScheduleDefinition): Promise<void> {
+  const w = await wireOf(req.serializer, d);
+  await req.request('create_schedule', w as unknown as Record<string, unknown>);
 }
 
-export async function listSchedules(filters?: {
+export interface ScheduleFilters {
   applicationName?: string | string[];
   status?: string | string[];
   workflowName?: string | string[];
   scheduleNamePrefix?: string | string[];
-}): Promise<WorkflowSchedule[]> {
-  const e = requireEngine('listSchedules');
+}
+
+export async function listSchedulesWith(req: Requester, filters?: ScheduleFilters): Promise<WorkflowSchedule[]> {
   const body: Record<string, unknown> = {};
   if (filters?.status !== undefined) body.status = [filters.status].flat();
   if (filters?.workflowName !== undefined) body.workflow_name = [filters.workflowName].flat();
@@ -267,24 +314,129 @@ export async function listSchedules(filters?: {
   }
   const prefixes = filters?.scheduleNamePrefix === undefined ? undefined : [filters.scheduleNamePrefix].flat();
   if (prefixes?.length === 1) body.schedule_name_prefix = prefixes[0];
-  const wires = await durably('DBOS.listSchedules', async () => (await e.request('list_schedules', body)).schedules as ScheduleWire[]);
+  const wires = (await req.request('list_schedules', body)).schedules as ScheduleWire[];
   const kept = prefixes && prefixes.length > 1 ? wires.filter((w) => prefixes.some((p) => w.schedule_name.startsWith(p))) : wires;
-  return Promise.all(kept.map(toSchedule));
+  return Promise.all(kept.map((w) => toSchedule(w, req.serializer)));
+}
+
+export async function getScheduleWith(req: Requester, name: string): Promise<WorkflowSchedule | null> {
+  const w = await findSchedule(req, name);
+  return w ? toSchedule(w, req.serializer) : null;
+}
+
+/** Pauses, resumes or deletes a schedule; as in DBOS, a name it does not know changes nothing (the agent refuses it). */
+export async function onScheduleWith(req: Requester, op: 'delete_schedule' | 'pause_schedule' | 'resume_schedule', name: string): Promise<void> {
+  if (!(await findSchedule(req, name))) return;
+  await req.request(op, { schedule_name: name });
+}
+
+export interface ScheduleUpdates {
+  schedule?: string;
+  context?: unknown;
+  automaticBackfill?: boolean;
+  cronTimezone?: string | null;
+  queueName?: string | null;
+}
+
+/**
+ * Changes the given fields of a schedule's definition (`null` clears a
+ * nullable one; `context` present, even undefined, sets it). Its id, status
+ * and last_fired_at are kept. Whether a missing schedule is an error is the
+ * caller's: false when there was none.
+ */
+export async function updateScheduleWith(req: Requester, name: string, updates: ScheduleUpdates): Promise<boolean> {
+  if (updates.cronTimezone) validateTimezone(updates.cronTimezone);
+  const stored = await findSchedule(req, name);
+  if (!stored) return false;
+  const next: ScheduleWire = { ...stored };
+  if (updates.schedule !== undefined) next.schedule = updates.schedule;
+  if ('context' in updates) {
+    const ctx = await contextText(req.serializer, updates.context);
+    if (ctx === undefined) delete next.context;
+    else next.context = ctx;
+  }
+  if (updates.automaticBackfill !== undefined) next.automatic_backfill = updates.automaticBackfill;
+  if (updates.cronTimezone !== undefined) {
+    if (updates.cronTimezone === null) delete next.cron_timezone;
+    else next.cron_timezone = updates.cronTimezone;
+  }
+  if (updates.queueName !== undefined) {
+    if (updates.queueName === null) delete next.queue_name;
+    else next.queue_name = updates.queueName;
+  }
+  await replaceSchedule(req, stored, next);
+  return true;
+}
+
+/** Creates the schedules that are missing and brings the others' definitions up to date (keeping their state). */
+export async function applySchedulesWith(req: Requester, defs: NamedScheduleDefinition[]): Promise<void> {
+  const wires: ScheduleWire[] = [];
+  for (const d of defs) wires.push(await wireOf(req.serializer, d));
+  for (const w of wires) await applyOne(req, w);
+}
+
+async function applyOne(req: Requester, w: ScheduleWire): Promise<void> {
+  const stored = await findSchedule(req, w.schedule_name);
+  if (!stored) await req.request('create_schedule', w as unknown as Record<string, unknown>);
+  else if (!sameDefinition(stored, w)) await replaceSchedule(req, stored, w);
+}
+
+async function scheduleNotFound(req: Requester, name: string, err: unknown): Promise<never> {
+  if (!(await findSchedule(req, name))) throw new DBOSError(`Schedule "${name}" not found`);
+  throw err;
+}
+
+/** Enqueues one run of the schedule now; gives its workflow id. */
+export async function triggerScheduleWith(req: Requester, name: string): Promise<string> {
+  try {
+    return (await req.request('trigger_schedule', { schedule_name: name })).workflow_id as string;
+  } catch (err) {
+    return scheduleNotFound(req, name, err);
+  }
+}
+
+/** Enqueues the ticks in (start, end) not enqueued yet; gives every tick's workflow id. */
+export async function backfillScheduleWith(req: Requester, name: string, start: Date, end: Date): Promise<string[]> {
+  try {
+    const reply = await req.request('backfill_schedule', { schedule_name: name, start_epoch_ms: start.getTime(), end_epoch_ms: end.getTime() });
+    return reply.workflow_ids as string[];
+  } catch (err) {
+    return scheduleNotFound(req, name, err);
+  }
+}
+
+// ---- DBOS.* (from dbos.ts): durable steps of workflow code, functions adapted ----
+
+export async function createSchedule(options: {
+  scheduleName: string;
+  workflowFn: ScheduledWorkflowFn;
+  schedule: string;
+  context?: unknown;
+  options?: ScheduleOptions;
+}): Promise<void> {
+  const e = requireEngine('createSchedule');
+  const reg = scheduledRegistration(options.workflowFn);
+  const { options: opts, ...def } = options;
+  const d = named({ ...def, ...opts }, reg);
+  // Checked before the step, as DBOS checks it (the step checks again).
+  if (d.cronTimezone) validateTimezone(d.cronTimezone);
+  adaptScheduled(reg);
+  await durably('DBOS.createSchedule', () => createScheduleWith(e, d));
+}
+
+export async function listSchedules(filters?: ScheduleFilters): Promise<WorkflowSchedule[]> {
+  const e = requireEngine('listSchedules');
+  return durably('DBOS.listSchedules', () => listSchedulesWith(e, filters));
 }
 
 export async function getSchedule(name: string): Promise<WorkflowSchedule | null> {
-  requireEngine('getSchedule');
-  const w = await durably('DBOS.getSchedule', async () => (await findSchedule(name)) ?? null);
-  return w ? toSchedule(w) : null;
+  const e = requireEngine('getSchedule');
+  return durably('DBOS.getSchedule', () => getScheduleWith(e, name));
 }
 
-async function onSchedule(op: string, stepName: string, name: string): Promise<void> {
+async function onSchedule(op: 'delete_schedule' | 'pause_schedule' | 'resume_schedule', stepName: string, name: string): Promise<void> {
   const e = requireEngine(stepName.slice('DBOS.'.length));
-  await durably(stepName, async () => {
-    // DBOS changes no row for a name it does not know; the agent refuses it.
-    if (!(await findSchedule(name))) return;
-    await e.request(op, { schedule_name: name });
-  });
+  await durably(stepName, () => onScheduleWith(e, op, name));
 }
 
 export function deleteSchedule(name: string): Promise<void> {
@@ -299,35 +451,11 @@ export function resumeSchedule(name: string): Promise<void> {
   return onSchedule('resume_schedule', 'DBOS.resumeSchedule', name);
 }
 
-export async function updateSchedule(
-  name: string,
-  updates: { schedule?: string; context?: unknown; automaticBackfill?: boolean; cronTimezone?: string | null; queueName?: string | null },
-): Promise<void> {
-  requireEngine('updateSchedule');
+export async function updateSchedule(name: string, updates: ScheduleUpdates): Promise<void> {
+  const e = requireEngine('updateSchedule');
   if (updates.cronTimezone) validateTimezone(updates.cronTimezone);
   await durably('DBOS.updateSchedule', async () => {
-    const stored = await findSchedule(name);
-    if (!stored) return;
-    const next: ScheduleWire = { ...stored };
-    delete next.last_fired_at;
-    if (updates.schedule !== undefined) next.schedule = updates.schedule;
-    if ('context' in updates) {
-      const ctx = await contextText(updates.context);
-      if (ctx === undefined) delete next.context;
-      else next.context = ctx;
-    }
-    if (updates.automaticBackfill !== undefined) next.automatic_backfill = updates.automaticBackfill;
-    if (updates.cronTimezone !== undefined) {
-      if (updates.cronTimezone === null) delete next.cron_timezone;
-      else next.cron_timezone = updates.cronTimezone;
-    }
-    if (updates.queueName !== undefined) {
-      if (updates.queueName === null) delete next.queue_name;
-      else next.queue_name = updates.queueName;
-    }
-    // The owner is the caller's application: a client-only field on create.
-    delete next.application_name;
-    await replaceSchedule(stored, next);
+    if (!(await updateScheduleWith(e, name, updates))) throw new DBOSError(`Schedule '${name}' not found`);
   });
 }
 
@@ -335,48 +463,29 @@ export async function updateSchedule(
 export async function applySchedules(schedules: ScheduleDefinition[]): Promise<void> {
   const e = requireEngine('applySchedules');
   if (e.currentRun()) throw new DBOSError('applySchedules cannot be called from within a workflow');
-  const wires: ScheduleWire[] = [];
+  const defs: NamedScheduleDefinition[] = [];
+  const regs: FunctionRegistration[] = [];
   for (const s of schedules) {
     const reg = scheduledRegistration(s.workflowFn);
-    wires.push(await wireOf(s, reg));
-    adaptScheduled(reg);
+    defs.push(named(s, reg));
+    regs.push(reg);
   }
-  for (const w of wires) await applyOne(w);
-}
-
-async function applyOne(w: ScheduleWire): Promise<void> {
-  const stored = await findSchedule(w.schedule_name);
-  if (!stored) await requireEngine().request('create_schedule', w as unknown as Record<string, unknown>);
-  else if (!sameDefinition(stored, w)) await replaceSchedule(stored, w);
-}
-
-async function scheduleNotFound(name: string, err: unknown): Promise<never> {
-  if (!(await findSchedule(name))) throw new DBOSError(`Schedule "${name}" not found`);
-  throw err;
+  for (const reg of regs) adaptScheduled(reg);
+  await applySchedulesWith(e, defs);
 }
 
 export async function triggerSchedule(name: string): Promise<WorkflowHandle<unknown>> {
   const e = requireEngine('triggerSchedule');
   if (e.currentRun()) throw new DBOSError('triggerSchedule cannot be called from within a workflow');
-  let reply: Record<string, unknown>;
-  try {
-    reply = await e.request('trigger_schedule', { schedule_name: name });
-  } catch (err) {
-    return scheduleNotFound(name, err);
-  }
-  return new AgentWorkflowHandle(() => requireEngine(), reply.workflow_id as string);
+  const id = await triggerScheduleWith(e, name);
+  return new AgentWorkflowHandle(() => requireEngine(), id);
 }
 
 export async function backfillSchedule(name: string, start: Date, end: Date): Promise<WorkflowHandle<unknown>[]> {
   const e = requireEngine('backfillSchedule');
   if (e.currentRun()) throw new DBOSError('backfillSchedule cannot be called from within a workflow');
-  let reply: Record<string, unknown>;
-  try {
-    reply = await e.request('backfill_schedule', { schedule_name: name, start_epoch_ms: start.getTime(), end_epoch_ms: end.getTime() });
-  } catch (err) {
-    return scheduleNotFound(name, err);
-  }
-  return (reply.workflow_ids as string[]).map((id) => new AgentWorkflowHandle(() => requireEngine(), id));
+  const ids = await backfillScheduleWith(e, name, start, end);
+  return ids.map((id) => new AgentWorkflowHandle(() => requireEngine(), id));
 }
 
 // ---- 4.x's @DBOS.scheduled ------------------------------------------------------
@@ -432,7 +541,7 @@ export async function launchSchedules(): Promise<void> {
     };
     if (reg.className) w.workflow_class_name = reg.className;
     if (s.config.queueName) w.queue_name = s.config.queueName;
-    await applyOne(w);
+    await applyOne(e, w);
   }
   // Schedules made by an earlier run of the application fire here too.
   const stored = (await e.request('list_schedules', {})).schedules as ScheduleWire[];

@@ -10,10 +10,11 @@
  */
 import { test, after, before } from 'node:test';
 import assert from 'node:assert/strict';
+import { EventEmitter } from 'node:events';
 import { DBOS, DBOSClient, Error as DBOSErrors } from '../src';
 import { addHelloContributor, requireEngine } from '../src/dbos';
 import { deserializeValue, serializeValue } from '../src/serialization';
-import { Agent, freshAgent } from './harness';
+import { Agent, eventually, freshAgent, whenSignalled } from './harness';
 
 let agent: Agent;
 let client: DBOSClient;
@@ -84,6 +85,49 @@ const writer = DBOS.registerWorkflow(
   { name: 'clientWriter' },
 );
 
+// A workflow that holds until released, so what a queue runs at once is observable.
+const held = new Map<string, () => void>();
+const heldChanged = new EventEmitter();
+let heldMax = 0;
+DBOS.registerWorkflow(
+  async (tag: string) => {
+    const gate = new Promise<void>((resolve) => held.set(tag, resolve));
+    heldMax = Math.max(heldMax, held.size);
+    heldChanged.emit('change');
+    await gate;
+    return tag;
+  },
+  { name: 'clientHeld' },
+);
+
+/** Resolves once probe holds, checked as each held workflow starts. */
+function whenHeld(probe: () => boolean, what: string): Promise<boolean> {
+  return whenSignalled(heldChanged, 'change', probe, what);
+}
+
+function releaseHeld(tag: string): void {
+  const r = held.get(tag);
+  assert.ok(r, `${tag} is not held`);
+  held.delete(tag);
+  r();
+}
+
+// Called with a schedule's ticks; the schedules are made by the client, never by this process.
+const clientTicks: Array<{ workflowID: string; scheduled: unknown; context: unknown }> = [];
+const ticked = new EventEmitter();
+DBOS.registerWorkflow(
+  async (scheduled: Date, context: unknown) => {
+    clientTicks.push({ workflowID: DBOS.workflowID!, scheduled, context });
+    ticked.emit('tick');
+  },
+  { name: 'clientTick' },
+);
+
+/** The first tick whose workflow id starts with prefix (waited for). */
+function tickOf(prefix: string): Promise<{ workflowID: string; scheduled: unknown; context: unknown }> {
+  return whenSignalled(ticked, 'tick', () => clientTicks.find((t) => t.workflowID.startsWith(prefix)), `a tick of ${prefix}`);
+}
+
 before(async () => {
   agent = await freshAgent('client');
   const config = agent.config(APP);
@@ -93,6 +137,7 @@ before(async () => {
 });
 
 after(async () => {
+  for (const r of held.values()) r();
   await client?.destroy();
   await DBOS.shutdown();
   await agent.cleanup();
@@ -244,4 +289,127 @@ test('the client lists, inspects and manages workflows', async () => {
   assert.deepEqual(versions.map((v) => v.versionName), [DBOS.applicationVersion]);
   assert.equal((await client.getLatestApplicationVersion()).versionName, DBOS.applicationVersion);
   assert.equal(client.applicationName, APP);
+});
+
+test('the client registers a queue: DBOS lists it, this worker serves it under its limits, its setters write through the client', async () => {
+  const q = await client.registerQueue('client-registered', { globalConcurrency: 1 });
+  assert.equal(q.name, 'client-registered');
+  assert.equal(q.concurrency, 1);
+  assert.equal(q.applicationName, APP);
+  assert.equal(q.clientBound, true);
+  const listed = (await DBOS.listQueues()).find((x) => x.name === 'client-registered');
+  assert.equal(listed?.concurrency, 1);
+  assert.deepEqual((await client.listQueues()).map((x) => x.name).includes('client-registered'), true);
+
+  // This process never declared it: it serves it as stored, one at a time.
+  const a = await client.enqueue({ queueName: 'client-registered', workflowName: 'clientHeld' }, 'q-a');
+  const b = await client.enqueue({ queueName: 'client-registered', workflowName: 'clientHeld' }, 'q-b');
+  await whenHeld(() => held.size === 1, 'one held workflow');
+  const [first] = [...held.keys()];
+  const queued = await client.listQueuedWorkflows({ queueName: 'client-registered', status: 'ENQUEUED' });
+  assert.equal(queued.length, 1, 'the other waits');
+  releaseHeld(first);
+  const second = first === 'q-a' ? 'q-b' : 'q-a';
+  await whenHeld(() => held.has(second), 'the second held workflow');
+  releaseHeld(second);
+  assert.deepEqual([await a.getResult(), await b.getResult()], ['q-a', 'q-b']);
+  assert.equal(heldMax, 1);
+
+  await q.setGlobalConcurrency(3);
+  assert.equal((await DBOS.retrieveQueue('client-registered'))?.concurrency, 3);
+  assert.equal(await (await client.retrieveQueue('client-registered'))!.getGlobalConcurrency(), 3);
+
+  // A client has no version: the default always_update overwrites, never_update keeps.
+  assert.equal((await client.registerQueue('client-registered', { globalConcurrency: 4, onConflict: 'never_update' })).concurrency, 3);
+  assert.equal((await client.registerQueue('client-registered', { globalConcurrency: 4 })).concurrency, 4);
+  await assert.rejects(
+    client.registerQueue('client-registered', { onConflict: 'update_if_latest_version' }),
+    /does not support onConflict='update_if_latest_version'/,
+  );
+  await assert.rejects(client.registerQueue('_dbos_x'), /Queue name _dbos_x is reserved/);
+
+  await client.deleteQueue('client-registered');
+  assert.equal(await client.retrieveQueue('client-registered'), null);
+  assert.equal(await DBOS.retrieveQueue('client-registered'), null);
+});
+
+test('schedules made by the client fire in this worker; trigger, backfill, update and apply', async () => {
+  await client.createSchedule({ scheduleName: 'client-each-second', workflowName: 'clientTick', schedule: '* * * * * *', context: { by: 'client' } });
+  const s = (await client.getSchedule('client-each-second'))!;
+  assert.equal(s.workflowName, 'clientTick');
+  assert.equal(s.applicationName, APP);
+  assert.deepEqual(s.context, { by: 'client' });
+  const fired = await tickOf('sched-client-each-second-');
+  assert.ok(fired.scheduled instanceof Date, `scheduled time ${String(fired.scheduled)}`);
+  assert.deepEqual(fired.context, { by: 'client' });
+
+  // Paused, its update keeps its status and its last tick.
+  await client.pauseSchedule('client-each-second');
+  const lastFired = await eventually(async () => (await client.getSchedule('client-each-second'))?.lastFiredAt ?? undefined);
+  await client.updateSchedule('client-each-second', { context: { by: 'update' } });
+  const updated = (await DBOS.getSchedule('client-each-second'))!;
+  assert.equal(updated.status, 'PAUSED');
+  assert.deepEqual(updated.context, { by: 'update' });
+  assert.ok(updated.lastFiredAt && new Date(updated.lastFiredAt).getTime() >= new Date(lastFired).getTime(), 'last_fired_at kept');
+  assert.equal(updated.scheduleId, s.scheduleId);
+  await assert.rejects(client.updateSchedule('no-such-schedule', { context: 1 }), /Schedule 'no-such-schedule' not found/);
+  await client.resumeSchedule('client-each-second');
+  assert.equal((await client.getSchedule('client-each-second'))?.status, 'ACTIVE');
+  await client.deleteSchedule('client-each-second');
+  assert.equal(await DBOS.getSchedule('client-each-second'), null);
+
+  // Trigger runs it now; backfill enqueues the missed ticks, once each.
+  await client.createSchedule({ scheduleName: 'client-nightly', workflowName: 'clientTick', schedule: '0 0 * * *', context: 'nightly' });
+  const triggered = await client.triggerSchedule('client-nightly');
+  assert.match(triggered.workflowID, /^sched-client-nightly-trigger-/);
+  await triggered.getResult();
+  const tick = await tickOf(triggered.workflowID);
+  assert.ok(tick.scheduled instanceof Date);
+  assert.equal(tick.context, 'nightly');
+  await assert.rejects(client.triggerSchedule('no-such-schedule'), /Schedule "no-such-schedule" not found/);
+  const end = new Date();
+  const start = new Date(end.getTime() - 3 * 24 * 3600 * 1000);
+  const missed = await client.backfillSchedule('client-nightly', start, end);
+  assert.equal(missed.length, 3);
+  await Promise.all(missed.map((h) => h.getResult()));
+  for (const h of missed) assert.ok((await tickOf(h.workflowID)).scheduled instanceof Date);
+  const again = await client.backfillSchedule('client-nightly', start, end);
+  assert.deepEqual(again.map((h) => h.workflowID), missed.map((h) => h.workflowID));
+  assert.equal(clientTicks.filter((t) => t.workflowID === missed[0].workflowID).length, 1, 'a tick runs once');
+
+  await client.applySchedules([
+    { scheduleName: 'client-nightly', workflowName: 'clientTick', schedule: '0 1 * * *', context: 'nightly' },
+    { scheduleName: 'client-applied', workflowName: 'clientTick', schedule: '0 2 * * *', queueName: QUEUE },
+  ]);
+  const nightly = (await client.getSchedule('client-nightly'))!;
+  assert.equal(nightly.schedule, '0 1 * * *');
+  assert.equal((await client.getSchedule('client-applied'))?.queueName, QUEUE);
+  assert.deepEqual(
+    (await client.listSchedules({ scheduleNamePrefix: 'client-' })).map((x) => x.scheduleName),
+    ['client-applied', 'client-nightly'],
+  );
+  assert.deepEqual((await client.listSchedules({ workflowName: 'clientTick', status: 'PAUSED' })).map((x) => x.scheduleName), []);
+  await client.deleteSchedule('client-applied');
+  await client.deleteSchedule('client-nightly');
+});
+
+test("renameApplication moves an application's workflows to its new name", async () => {
+  const old = await DBOSClient.create({ ...(agent.config(APP) as object), systemDatabaseUrl: agent.databaseUrl, applicationName: 'rename-old' });
+  try {
+    const h = await old.enqueue({ queueName: UNSERVED, workflowName: 'clientTarget', workflowID: 'renamed-1' }, 1, 2);
+    await old.registerQueue('rename-queue');
+    assert.equal((await h.getStatus())?.applicationName, 'rename-old');
+    await assert.rejects(client.renameApplication(undefined, 'rename-new'), /Nothing to re-own/);
+    await assert.rejects(client.renameApplication('rename-old', 'rename-old'), /already holds that name/);
+    await assert.rejects(client.renameApplication('rename-old', 'rename-new', { batchSize: 0 }), /batchSize must be a positive integer/);
+    const moved = await client.renameApplication('rename-old', 'rename-new');
+    assert.equal(moved.workflows, 1);
+    assert.equal(moved.queues, 1);
+    assert.equal((await client.getWorkflow('renamed-1'))?.applicationName, 'rename-new');
+    assert.equal((await client.retrieveQueue('rename-queue'))?.applicationName, 'rename-new');
+    assert.deepEqual(await client.renameApplication('rename-old', 'rename-new', { batchSize: null }), { queues: 0, schedules: 0, versions: 0, workflows: 0, steps: 0 });
+    await client.cancelWorkflow('renamed-1');
+  } finally {
+    await old.destroy();
+  }
 });

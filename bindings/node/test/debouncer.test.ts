@@ -1,7 +1,8 @@
 import { test, after, before } from 'node:test';
 import assert from 'node:assert/strict';
-import { DBOS, Debouncer, DebouncerClient, WorkflowQueue } from '../src';
+import { DBOS, DBOSClient, Debouncer, DebouncerClient, WorkflowQueue } from '../src';
 import { requireEngine } from '../src/dbos';
+import { serializeArgs } from '../src/serialization';
 import { Agent, freshAgent } from './harness';
 
 let agent: Agent;
@@ -100,15 +101,51 @@ test("DBOS's refusals: a non-positive period, options a debounce owns", async ()
   await assert.rejects(withPriority.debounce('k', 100, 'k', 1), /Cannot debounce a workflow with a priority set/);
 });
 
-test('a DebouncerClient names the workflow', async () => {
-  const client = {
-    applicationName: 'debouncer-app',
-    request: (op: string, body: Record<string, unknown>) => requireEngine().request(op, body),
-    retrieveWorkflow: <T>(id: string) => DBOS.retrieveWorkflow<T>(id),
-  };
-  const dc = new DebouncerClient(client, { workflowName: 'collect', startWorkflowParams: { queueName: 'debounced' } });
-  const a = await dc.debounce('doc-4', 1000, 'doc-4', 1);
-  const b = await dc.debounce('doc-4', 1000, 'doc-4', 2);
-  assert.equal(b.workflowID, a.workflowID);
-  assert.equal(await a.getResult(), 'doc-4@2');
+test('a DebouncerClient names the workflow, through a DBOSClient', async () => {
+  const client = await DBOSClient.create({ ...(agent.config('debouncer-app') as object), systemDatabaseUrl: agent.databaseUrl, applicationName: 'debouncer-app' });
+  try {
+    const dc = new DebouncerClient(client, { workflowName: 'collect', startWorkflowParams: { queueName: 'debounced' } });
+    const a = await dc.debounce('doc-4', 1000, 'doc-4', 1);
+    const b = await dc.debounce('doc-4', 1000, 'doc-4', 2);
+    assert.equal(b.workflowID, a.workflowID);
+    assert.equal(await a.getResult(), 'doc-4@2');
+    const status = await client.getWorkflow(a.workflowID);
+    assert.equal(status?.queueName, 'debounced');
+    assert.equal(status?.applicationName, 'debouncer-app');
+  } finally {
+    await client.destroy();
+  }
+});
+
+test("DBOSClient's debounce calls: enqueueDebounced creates, debounceDelayedWorkflow pushes it back", async () => {
+  const client = await DBOSClient.create({ ...(agent.config('debouncer-app') as object), systemDatabaseUrl: agent.databaseUrl, applicationName: 'debouncer-app' });
+  try {
+    const dedup = '.collect-doc-5';
+    const id = await client.enqueueDebounced(
+      { queueName: 'debounced', workflowName: 'collect', deduplicationID: dedup, delaySeconds: 3600, workflowID: 'debounced-5' },
+      undefined,
+      ['doc-5', 1],
+    );
+    assert.equal(id, 'debounced-5');
+    const held = await client.getWorkflow(id);
+    assert.equal(held?.status, 'DELAYED');
+    assert.equal(held?.deduplicationID, dedup);
+    // A key nobody holds: nothing is pushed back.
+    const free = await client.debounceDelayedWorkflow({
+      workflowName: 'collect', workflowClassName: '', queueName: 'debounced', deduplicationID: '.collect-none',
+      delayUntilEpochMS: Date.now(), input: null, serialization: null,
+    });
+    assert.equal(free.bouncedWorkflowID, null);
+    assert.equal(free.holderWorkflowID, null);
+    // The pending one is pushed back to now, with new arguments, and runs with them.
+    const ser = await serializeArgs(['doc-5', 9], client.serializer);
+    const bounced = await client.debounceDelayedWorkflow({
+      workflowName: 'collect', workflowClassName: '', queueName: 'debounced', deduplicationID: dedup,
+      delayUntilEpochMS: Date.now(), input: ser.value, serialization: ser.serialization,
+    });
+    assert.equal(bounced.bouncedWorkflowID, id);
+    assert.equal(await client.retrieveWorkflow(id).getResult(), 'doc-5@9');
+  } finally {
+    await client.destroy();
+  }
 });

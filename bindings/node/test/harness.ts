@@ -5,6 +5,7 @@
  * (SIGKILL) as a real operator or crash would.
  */
 import { ChildProcess, spawn } from 'node:child_process';
+import type { EventEmitter } from 'node:events';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
@@ -133,4 +134,29 @@ export async function eventually<T>(probe: () => Promise<T | undefined>, timeout
     if (Date.now() > until) throw new Error('condition not reached in time');
     await new Promise((r) => setTimeout(r, 20));
   }
+}
+
+/**
+ * Resolves with probe's first value other than undefined (false counts as
+ * undefined), checked now and at each `event` of emitter: a test waits on the
+ * signal its workflows give, never on a timer. Rejects naming `what` after
+ * timeoutMs.
+ */
+export function whenSignalled<T>(emitter: EventEmitter, event: string, probe: () => T | undefined | false, what: string, timeoutMs = 30_000): Promise<T> {
+  const first = probe();
+  if (first !== undefined && first !== false) return Promise.resolve(first);
+  return new Promise((resolve, reject) => {
+    const timer = setTimeout(() => {
+      emitter.off(event, check);
+      reject(new Error(`timed out waiting for ${what}`));
+    }, timeoutMs);
+    function check() {
+      const v = probe();
+      if (v === undefined || v === false) return;
+      clearTimeout(timer);
+      emitter.off(event, check);
+      resolve(v);
+    }
+    emitter.on(event, check);
+  });
 }

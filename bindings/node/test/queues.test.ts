@@ -1,9 +1,9 @@
 import { test, after, before } from 'node:test';
 import assert from 'node:assert/strict';
 import { EventEmitter } from 'node:events';
-import { DBOS, WorkflowQueue, Error as DBOSErrors } from '../src';
+import { DBOS, DBOSClient, WorkflowQueue, Error as DBOSErrors } from '../src';
 import { requireEngine } from '../src/dbos';
-import { Agent, freshAgent } from './harness';
+import { Agent, freshAgent, whenSignalled } from './harness';
 
 let agent: Agent;
 
@@ -43,21 +43,17 @@ const quick = DBOS.registerWorkflow(
 const addOne = DBOS.registerWorkflow(async (x: number) => x + 1, { name: 'addOne' });
 
 /** Resolves once probe holds, re-checked as each gated workflow starts and ends. */
-function until(probe: () => boolean, what: string, timeoutMs = 30_000): Promise<void> {
-  if (probe()) return Promise.resolve();
-  return new Promise((resolve, reject) => {
-    const timer = setTimeout(() => {
-      changed.off('change', check);
-      reject(new Error(`timed out waiting for ${what}`));
-    }, timeoutMs);
-    function check() {
-      if (!probe()) return;
-      clearTimeout(timer);
-      changed.off('change', check);
-      resolve();
-    }
-    changed.on('change', check);
+async function until(probe: () => boolean, what: string, timeoutMs = 30_000): Promise<void> {
+  await whenSignalled(changed, 'change', probe, what, timeoutMs);
+}
+
+/** p, or a failure naming what did not happen within timeoutMs. */
+function within<T>(p: Promise<T>, what: string, timeoutMs = 30_000): Promise<T> {
+  let timer: NodeJS.Timeout;
+  const late = new Promise<never>((_, reject) => {
+    timer = setTimeout(() => reject(new Error(`timed out waiting for ${what}`)), timeoutMs);
   });
+  return Promise.race([p, late]).finally(() => clearTimeout(timer));
 }
 
 function release(tag: string): void {
@@ -86,7 +82,7 @@ new WorkflowQueue('part', { partitionConcurrency: 1 });
 new WorkflowQueue('delay');
 new WorkflowQueue('unlistened', { concurrency: 3 });
 
-const LISTENED = ['conc', 'worker', 'rate', 'prio', 'dedup', 'part', 'delay', 'late', 'registered', 'setters'];
+const LISTENED = ['conc', 'worker', 'rate', 'prio', 'dedup', 'part', 'delay', 'late', 'registered', 'setters', 'stored'];
 
 before(async () => {
   agent = await freshAgent('queues');
@@ -309,4 +305,46 @@ test('deleteQueue removes the row', async () => {
   assert.ok(await DBOS.retrieveQueue('doomed'));
   await DBOS.deleteQueue('doomed');
   assert.equal(await DBOS.retrieveQueue('doomed'), null);
+});
+
+test('enqueueWorkflowWithOptionsPortable carries named arguments in the portable format', async () => {
+  const h = await DBOS.enqueueWorkflowWithOptionsPortable<number>({ queueName: 'conc', workflowName: 'addOne' }, [1], { extra: 2 });
+  // The named arguments are stored for a workflow that takes them (a Python one); a TypeScript one gets the positional ones.
+  assert.equal(await h.getResult(), 2);
+  const row = await requireEngine().request('get_workflow', { workflow_id: h.workflowID, load_payloads: true });
+  assert.equal(row.serialization, 'portable_json');
+  assert.deepEqual(JSON.parse(row.inputs as string), { positionalArgs: [1], namedArgs: { extra: 2 } });
+  // Named arguments need the portable format, as in DBOS.
+  await assert.rejects(
+    DBOS.enqueueWorkflowWithOptionsPortable({ queueName: 'conc', workflowName: 'addOne', serializationType: 'native' }, [1], { extra: 2 }),
+    /does not currently support named args/,
+  );
+});
+
+test('a queue stored by another process is served here when listenQueues names it, as in DBOS 5.x', async () => {
+  const client = await DBOSClient.create({ ...(agent.config('queues-app') as object), systemDatabaseUrl: agent.databaseUrl, applicationName: 'queues-app' });
+  try {
+    // Registered after launch, and not by this process: the unlistened one first, so the reading that finds the other found it too.
+    await client.registerQueue('stored-unlistened');
+    await client.registerQueue('stored', { workerConcurrency: 1 });
+    const waiting = await DBOS.enqueueWorkflowWithOptions<number>({ queueName: 'stored-unlistened', workflowName: 'addOne' }, 1);
+    const served = await DBOS.enqueueWorkflowWithOptions<number>({ queueName: 'stored', workflowName: 'addOne' }, 7);
+    assert.equal(await within(served.getResult(), 'the stored queue served'), 8);
+    assert.equal((await waiting.getStatus())?.status, 'ENQUEUED');
+    // Its stored limit applies here: one at a time.
+    const held = [];
+    for (let i = 0; i < 2; i++) held.push(await DBOS.startWorkflow(gated, { queueName: 'stored' })('stored', `stored-${i}`));
+    await until(() => runningOn('stored').length === 1, 'one running on stored');
+    assert.deepEqual(await queueLoad('stored'), { pending: 1, enqueued: 1, delayed: 0 });
+    const [first] = runningOn('stored');
+    const second = first === 'stored-0' ? 'stored-1' : 'stored-0';
+    release(first);
+    await until(() => runningOn('stored').includes(second), 'the second running on stored');
+    release(second);
+    await Promise.all(held.map((h) => h.getResult()));
+    assert.equal(maxRunning.get('stored'), 1);
+    await DBOS.cancelWorkflow(waiting.workflowID);
+  } finally {
+    await client.destroy();
+  }
 });

@@ -2,7 +2,8 @@ import { test, after, before } from 'node:test';
 import assert from 'node:assert/strict';
 import { EventEmitter } from 'node:events';
 import { DBOS, WorkflowQueue } from '../src';
-import { Agent, freshAgent } from './harness';
+import { requireEngine } from '../src/dbos';
+import { Agent, eventually, freshAgent, whenSignalled } from './harness';
 
 let agent: Agent;
 
@@ -45,25 +46,17 @@ void Ticker;
 
 new WorkflowQueue('ticks');
 
+/** A workflow no schedule of this process names: its ticks come from schedules made elsewhere. */
+DBOS.registerWorkflow(
+  async (scheduled: Date, context: unknown) => {
+    recordTick(scheduled, context);
+  },
+  { name: 'unseenTick' },
+);
+
 /** The first tick of a workflow id prefix that satisfies probe (waits for it: the workflow signals). */
 function nextTick(prefix: string, probe: (t: Tick) => boolean = () => true, timeoutMs = 30_000): Promise<Tick> {
-  const find = () => ticks.find((t) => t.workflowID.startsWith(prefix) && probe(t));
-  const found = find();
-  if (found) return Promise.resolve(found);
-  return new Promise((resolve, reject) => {
-    const timer = setTimeout(() => {
-      ticked.off('tick', check);
-      reject(new Error(`no tick of ${prefix} in time`));
-    }, timeoutMs);
-    function check() {
-      const t = find();
-      if (!t) return;
-      clearTimeout(timer);
-      ticked.off('tick', check);
-      resolve(t);
-    }
-    ticked.on('tick', check);
-  });
+  return whenSignalled(ticked, 'tick', () => ticks.find((t) => t.workflowID.startsWith(prefix) && probe(t)), `a tick of ${prefix}`, timeoutMs);
 }
 
 before(async () => {
@@ -195,4 +188,33 @@ test("4.x's @DBOS.scheduled: a schedule made at launch, called with (scheduled t
   assert.ok(tick.second instanceof Date);
   assert.ok((tick.second as Date).getTime() >= (tick.scheduled as Date).getTime());
   await DBOS.deleteSchedule('Ticker.tick');
+});
+
+test('a tick of a schedule this process did not make gets its time as a Date too', async () => {
+  // Made after launch by another connection (a client, another process), as its raw request.
+  await requireEngine().request('create_schedule', {
+    schedule_name: 'made-elsewhere', workflow_name: 'unseenTick', schedule: '* * * * * *', context: '{"from":"elsewhere"}',
+  });
+  const fired = await nextTick('sched-made-elsewhere-');
+  assert.ok(fired.scheduled instanceof Date, `scheduled time ${String(fired.scheduled)}`);
+  assert.deepEqual(fired.second, { from: 'elsewhere' });
+  const triggered = (await requireEngine().request('trigger_schedule', { schedule_name: 'made-elsewhere' })).workflow_id as string;
+  const tick = await nextTick(triggered);
+  assert.ok(tick.scheduled instanceof Date, `triggered time ${String(tick.scheduled)}`);
+  await DBOS.deleteSchedule('made-elsewhere');
+});
+
+test("updateSchedule keeps the schedule's last_fired_at, as DBOS's update does", async () => {
+  await DBOS.createSchedule({ scheduleName: 'keeps-its-tick', workflowFn: everySecond, schedule: '* * * * * *' });
+  await nextTick('sched-keeps-its-tick-');
+  await DBOS.pauseSchedule('keeps-its-tick');
+  const fired = await eventually(async () => (await DBOS.getSchedule('keeps-its-tick'))?.lastFiredAt ?? undefined);
+  await DBOS.updateSchedule('keeps-its-tick', { context: { v: 3 } });
+  const updated = (await DBOS.getSchedule('keeps-its-tick'))!;
+  assert.deepEqual(updated.context, { v: 3 });
+  assert.equal(updated.status, 'PAUSED');
+  assert.ok(updated.lastFiredAt, 'last_fired_at kept');
+  assert.ok(new Date(updated.lastFiredAt).getTime() >= new Date(fired).getTime());
+  await assert.rejects(DBOS.updateSchedule('no-such-schedule', { context: 1 }), /Schedule 'no-such-schedule' not found/);
+  await DBOS.deleteSchedule('keeps-its-tick');
 });

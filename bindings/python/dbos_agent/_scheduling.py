@@ -307,6 +307,9 @@ def upsert_schedule(serializer: Serializer, message: Dict[str, Any], *, keep_sta
             if not claims and existing["schedule_id"]:
                 # Updated in place as DBOS updates it: the row keeps its id.
                 message = dict(message, schedule_id=existing["schedule_id"])
+            if existing["last_fired_at"]:
+                # And its latest tick, as DBOS's upsert keeps last_fired_at.
+                message = dict(message, last_fired_at=existing["last_fired_at"])
             if keep_status and existing["status"] == "PAUSED":
                 message = dict(message, status="PAUSED")
             if owner is None and existing["application_name"]:

@@ -232,6 +232,23 @@ def test_last_fired_at_is_in_the_schedules_time_zone(dbos: Any) -> None:
         DBOS.delete_schedule(name)
 
 
+def test_apply_schedules_keeps_last_fired_at(dbos: Any) -> None:
+    # A changed definition is written in place, as DBOS's upsert writes it: the latest tick stays.
+    name = unique("kept-tick-")
+    DBOS.create_schedule(schedule_name=name, workflow_fn=sc_tick, schedule="* * * * * *")
+    try:
+        wait_until(lambda: (DBOS.get_schedule(name) or {}).get("last_fired_at") is not None, "a tick recorded")
+        DBOS.pause_schedule(name)
+        fired = DBOS.get_schedule(name)["last_fired_at"]  # type: ignore[index]
+        DBOS.apply_schedules([{"schedule_name": name, "workflow_fn": sc_tick, "schedule": "0 0 1 1 *"}])
+        s = DBOS.get_schedule(name)
+        assert s is not None and s["schedule"] == "0 0 1 1 *"
+        assert s["last_fired_at"] is not None
+        assert datetime.fromisoformat(s["last_fired_at"]) >= datetime.fromisoformat(fired)  # type: ignore[arg-type]
+    finally:
+        DBOS.delete_schedule(name)
+
+
 def test_a_workflow_without_type_hints_gets_a_datetime_too(dbos: Any) -> None:
     name = unique("untyped-")
     DBOS.create_schedule(schedule_name=name, workflow_fn=sc_untyped, schedule="0 0 1 1 *", context=[1, "two"],
