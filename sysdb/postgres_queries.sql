@@ -747,7 +747,7 @@ WITH clock AS (
     )
     SELECT $1, $3, 'DBOS.sleep',
            CASE WHEN $8::boolean THEN to_json(clock.now_ms + $4::bigint)::text
-                ELSE to_json(round(EXTRACT(epoch FROM now()) + $4::bigint / 1000.0, 6))::text END,
+                ELSE to_json(round((clock.now_ms + $4::bigint) / 1000.0, 3))::text END,
            'portable_json',
            clock.now_ms, CASE WHEN $7::boolean THEN clock.now_ms + $4::bigint ELSE clock.now_ms END, $6::text
     FROM fence, clock
