@@ -118,6 +118,12 @@ func (h *Hello) Validate(op string) error {
 	if err := checkCount(op+".max_concurrency", h.MaxConcurrency, 0); err != nil {
 		return err
 	}
+	switch h.WakeTimeFormat {
+	case "", WakeTimeEpochSeconds, WakeTimeEpochMS:
+	default:
+		return fieldErr(op+".wake_time_format", "unknown wake time format: must be %q (DBOS Python's, the default) or %q (DBOS TypeScript's)",
+			WakeTimeEpochSeconds, WakeTimeEpochMS)
+	}
 	return validateRegistrations(op, h.Workflows, h.Queues)
 }
 
