@@ -37,6 +37,9 @@ type Caller struct {
 	// Worker says the caller is a worker process (it registered functions
 	// and serves queues); a client's requests never run anything itself.
 	Worker bool
+	// WakeTimeFormat is how the caller's durable sleeps and its waits'
+	// deadlines record their wake time: as its SDK reads one back.
+	WakeTimeFormat sysdb.WakeTimeFormat
 	// session is the worker's session, which a run the caller takes itself
 	// is tracked under; nil outside a session.
 	session *Session

@@ -169,13 +169,13 @@ func checkTimeoutFunctionID(op string, caller sysdb.StepCaller, timeoutFunctionI
 // the step DBOS.sleep at timeoutFunctionID, an instant (the wait may end
 // before it), and returns it on this agent's clock with the database clock
 // at the registration, which the wait records as its start.
-func (a *Agent) timeoutDeadline(ctx context.Context, op string, caller sysdb.StepCaller, timeoutFunctionID int, timeout time.Duration) (time.Time, int64, error) {
+func (a *Agent) timeoutDeadline(ctx context.Context, op string, caller sysdb.StepCaller, format sysdb.WakeTimeFormat, timeoutFunctionID int, timeout time.Duration) (time.Time, int64, error) {
 	if err := checkTimeoutFunctionID(op, caller, timeoutFunctionID); err != nil {
 		return time.Time{}, 0, err
 	}
 	sleepCaller := caller
 	sleepCaller.FunctionID = timeoutFunctionID
-	times, err := a.db.SleepRecord(ctx, sysdb.SleepParams{Caller: sleepCaller, DurationMS: timeout.Milliseconds()})
+	times, err := a.db.SleepRecord(ctx, sysdb.SleepParams{Caller: sleepCaller, DurationMS: timeout.Milliseconds(), Format: format})
 	if err != nil {
 		return time.Time{}, 0, a.runFailed(ctx, caller.WorkflowID, caller.OwnerXID, err)
 	}
@@ -243,7 +243,7 @@ func (a *Agent) Recv(ctx, wait context.Context, c Caller, p RecvParams) (RecvRes
 	// A recv recorded already (a retried request) needs no probe of its own:
 	// its deadline is recorded too, so the first take below finds the
 	// record and answers it.
-	deadline, startedAt, err := a.timeoutDeadline(ctx, op, caller, p.TimeoutFunctionID, p.Timeout)
+	deadline, startedAt, err := a.timeoutDeadline(ctx, op, caller, c.WakeTimeFormat, p.TimeoutFunctionID, p.Timeout)
 	if err != nil {
 		return RecvResult{}, err
 	}
@@ -292,7 +292,7 @@ func (a *Agent) Sleep(ctx context.Context, c Caller, p SleepParams) (SleepResult
 	if p.Duration < 0 {
 		return SleepResult{}, invalidf("%s: duration_ms must not be negative", op)
 	}
-	times, err := a.db.SleepRecord(ctx, sysdb.SleepParams{Caller: caller, DurationMS: p.Duration.Milliseconds(), ProjectCompletion: true})
+	times, err := a.db.SleepRecord(ctx, sysdb.SleepParams{Caller: caller, DurationMS: p.Duration.Milliseconds(), ProjectCompletion: true, Format: c.WakeTimeFormat})
 	if err != nil {
 		return SleepResult{}, a.runFailed(ctx, caller.WorkflowID, caller.OwnerXID, err)
 	}
@@ -382,7 +382,7 @@ func (a *Agent) GetEvent(ctx, wait context.Context, c Caller, p GetEventParams) 
 		if st != nil {
 			return GetEventResult{Found: st.Output != nil, Value: st.Output, Serialization: deref(st.Serialization)}, nil
 		}
-		if deadline, _, err = a.timeoutDeadline(ctx, op, sc, p.TimeoutFunctionID, p.Timeout); err != nil {
+		if deadline, _, err = a.timeoutDeadline(ctx, op, sc, c.WakeTimeFormat, p.TimeoutFunctionID, p.Timeout); err != nil {
 			return GetEventResult{}, err
 		}
 	}

@@ -420,6 +420,17 @@ func (a *Agent) Debounce(ctx context.Context, c Caller, p DebounceParams) (Debou
 	if err := checkAttributes(op, p.Attributes); err != nil {
 		return DebounceResult{}, err
 	}
+	// The key is scoped to the workflow, as the DBOS SDKs scope it, so two
+	// workflows debouncing the same key do not collide.
+	dedupID := p.Name + "-" + p.Key
+	dedupErr := checkDeduplicationID(op+".key", dedupID, "the deduplication id it forms (<name>-<key>) is ")
+	if p.DeduplicationID != "" {
+		dedupID = p.DeduplicationID
+		dedupErr = checkDeduplicationID(op+".deduplication_id", dedupID, "")
+	}
+	if dedupErr != nil {
+		return DebounceResult{}, dedupErr
+	}
 	if err := a.refuseWhileDraining(); err != nil {
 		return DebounceResult{}, err
 	}
@@ -435,12 +446,6 @@ func (a *Agent) Debounce(ctx context.Context, c Caller, p DebounceParams) (Debou
 		version = c.Version
 	}
 	delayMS, timeoutMS := p.Delay.Milliseconds(), p.Timeout.Milliseconds()
-	// The key is scoped to the workflow, as the DBOS SDKs scope it, so two
-	// workflows debouncing the same key do not collide.
-	dedupID := p.Name + "-" + p.Key
-	if p.DeduplicationID != "" {
-		dedupID = p.DeduplicationID
-	}
 	for attempt := 0; attempt < 3; attempt++ {
 		now := time.Now().UnixMilli()
 		id := p.WorkflowID

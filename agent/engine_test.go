@@ -68,13 +68,19 @@ type enginePeer struct {
 
 func connect(t *testing.T, a *Agent, hello protocol.Hello) *enginePeer {
 	t.Helper()
+	p := openSession(t, a)
+	hello.MinVersion, hello.MaxVersion = protocol.MinVersion, protocol.Version
+	var reply protocol.HelloReply
+	p.call(protocol.OpHello, hello, &reply)
+	return p
+}
+
+// openSession is an in-process connection that has not said hello yet.
+func openSession(t *testing.T, a *Agent) *enginePeer {
 	p := &enginePeer{t: t, s: a.NewSession("test"), enc: protocol.NewEncoder(),
 		replies: map[uint64]chan protocol.Envelope{}, pushes: make(chan protocol.Envelope, 64), done: make(chan struct{})}
 	go p.readLoop()
 	t.Cleanup(p.close)
-	hello.MinVersion, hello.MaxVersion = protocol.MinVersion, protocol.Version
-	var reply protocol.HelloReply
-	p.call(protocol.OpHello, hello, &reply)
 	return p
 }
 

@@ -93,6 +93,9 @@ func (a *Agent) StartWorkflow(ctx context.Context, c Caller, p StartWorkflowPara
 		}
 		parent = &pc
 	}
+	if err := checkDeduplicationID(op+".deduplication_id", p.DeduplicationID, ""); err != nil {
+		return StartWorkflowResult{}, err
+	}
 	switch p.DeduplicationPolicy {
 	case "", protocol.DedupReject, protocol.DedupReturnExisting:
 	default:
@@ -708,6 +711,16 @@ func (a *Agent) UpdateAttributes(ctx context.Context, p UpdateAttributesParams) 
 // WorkflowChildren lists every descendant of a workflow, breadth first.
 func (a *Agent) WorkflowChildren(ctx context.Context, workflowID string) ([]string, error) {
 	return a.db.WorkflowChildren(ctx, workflowID)
+}
+
+// checkDeduplicationID refuses a deduplication id longer than the database
+// indexes (protocol.MaxDeduplicationIDBytes); what says what path names,
+// when that is not the id itself.
+func checkDeduplicationID(path, id, what string) error {
+	if len(id) > protocol.MaxDeduplicationIDBytes {
+		return invalidf("%s: %s%d bytes; at most %d", path, what, len(id), protocol.MaxDeduplicationIDBytes)
+	}
+	return nil
 }
 
 // checkAttributes accepts nil or the JSON text of an object, by the rule

@@ -64,7 +64,11 @@ func init() {
 // caller is who makes the session's requests, as its hello said.
 func (s *Session) caller() Caller {
 	hello, group := s.handshaken()
-	return Caller{App: group.app, Version: group.version, Worker: hello != nil && hello.Role == protocol.RoleWorker, session: s}
+	c := Caller{App: group.app, Version: group.version, Worker: hello != nil && hello.Role == protocol.RoleWorker, session: s}
+	if hello != nil && hello.WakeTimeFormat == protocol.WakeTimeEpochMS {
+		c.WakeTimeFormat = sysdb.WakeEpochMS
+	}
+	return c
 }
 
 // decode decodes a request body and, for a message with rules of its own

@@ -93,7 +93,18 @@ type Hello struct {
 	// MaxConcurrency caps the runs this worker takes at once across queues
 	// (0 = no cap).
 	MaxConcurrency int `msgpack:"max_concurrency,omitempty"`
+	// WakeTimeFormat is how the agent records the wake times of this
+	// connection's durable sleeps (and its waits' deadlines): as the DBOS
+	// SDK of its language reads them back on recovery. Empty is
+	// WakeTimeEpochSeconds.
+	WakeTimeFormat string `msgpack:"wake_time_format,omitempty"`
 }
+
+// Wake time formats a hello can ask for.
+const (
+	WakeTimeEpochSeconds = "epoch_seconds" // JSON epoch seconds, a float: DBOS Python
+	WakeTimeEpochMS      = "epoch_ms"      // JSON epoch milliseconds, an integer: DBOS TypeScript
+)
 
 // WorkflowRegistration names one runnable workflow function.
 type WorkflowRegistration struct {

@@ -55,6 +55,12 @@ const (
 	// MaxApplicationNames bounds the applications one listing names
 	// (list_queues, list_schedules).
 	MaxApplicationNames = 1000
+	// MaxDeduplicationIDBytes bounds a deduplication id (start_workflow's,
+	// and debounce_workflow's, given or formed from its name and key): the
+	// id is indexed with its queue's name in a unique btree, whose entries
+	// Postgres caps at 2704 bytes, so a much longer one fails in the
+	// database instead of being refused.
+	MaxDeduplicationIDBytes = 2048
 	// MinApplicationNameBytes is the shortest name rename_application
 	// gives rows: DBOS launches no application under a shorter one.
 	MinApplicationNameBytes = 3
@@ -117,6 +123,12 @@ func (h *Hello) Validate(op string) error {
 	}
 	if err := checkCount(op+".max_concurrency", h.MaxConcurrency, 0); err != nil {
 		return err
+	}
+	switch h.WakeTimeFormat {
+	case "", WakeTimeEpochSeconds, WakeTimeEpochMS:
+	default:
+		return fieldErr(op+".wake_time_format", "unknown wake time format: must be %q (DBOS Python's, the default) or %q (DBOS TypeScript's)",
+			WakeTimeEpochSeconds, WakeTimeEpochMS)
 	}
 	return validateRegistrations(op, h.Workflows, h.Queues)
 }

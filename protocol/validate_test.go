@@ -81,6 +81,8 @@ func TestHelloValidate(t *testing.T) {
 		{"long app version", "hello.app_version", func(h *Hello) { h.AppVersion = strings.Repeat("v", MaxNameBytes+1) }},
 		{"escape in the language", "hello.language", func(h *Hello) { h.Language = "py\x1b[31m" }},
 		{"negative pid", "hello.pid", func(h *Hello) { h.PID = -1 }},
+		{"unknown wake time format", "hello.wake_time_format", func(h *Hello) { h.WakeTimeFormat = "epoch_minutes" }},
+		{"wake time format in other case", "hello.wake_time_format", func(h *Hello) { h.WakeTimeFormat = "EPOCH_MS" }},
 		{"unknown role", "hello.role", func(h *Hello) { h.Role = "admin" }},
 		{"a client with queues", "hello.queues", func(h *Hello) { h.Role, h.Workflows = RoleClient, nil }},
 		{"a client with workflows", "hello.workflows", func(h *Hello) { h.Role = "" }},

@@ -186,10 +186,27 @@ type Notification struct {
 	ConsumedByFunctionID *int
 }
 
+// WakeTimeFormat is how a DBOS.sleep step records its wake time: as the
+// SDK that may recover the workflow reads it back. Reading takes either
+// (by magnitude).
+type WakeTimeFormat int
+
+const (
+	// WakeEpochSeconds is JSON epoch seconds, a float, as DBOS Python
+	// writes and reads it.
+	WakeEpochSeconds WakeTimeFormat = iota
+	// WakeEpochMS is JSON epoch milliseconds, an integer, as DBOS
+	// TypeScript writes and reads it.
+	WakeEpochMS
+)
+
 // SleepParams is one durable sleep.
 type SleepParams struct {
 	Caller     StepCaller
 	DurationMS int64
+	// Format is how the wake time is recorded; a replay reads the recorded
+	// one whatever its format.
+	Format WakeTimeFormat
 	// ProjectCompletion records the wake time as the step's completion, so
 	// its span is the sleep, as DBOS records DBOS.sleep. Without it the step
 	// spans an instant: the deadline of a recv or get_event, which their

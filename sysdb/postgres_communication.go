@@ -278,7 +278,13 @@ func (p *Postgres) SleepRecord(ctx context.Context, in SleepParams) (SleepTimes,
 	var fenceOK bool
 	var recordedName, output *string
 	var nowMS int64
-	args := []any{caller.WorkflowID, caller.OwnerXID, caller.FunctionID, durationMS, !caller.InStep, caller.ApplicationName, in.ProjectCompletion}
+	switch in.Format {
+	case WakeEpochSeconds, WakeEpochMS:
+	default:
+		return SleepTimes{}, fmt.Errorf("sleep: unknown wake time format %d", in.Format)
+	}
+	args := []any{caller.WorkflowID, caller.OwnerXID, caller.FunctionID, durationMS, !caller.InStep, caller.ApplicationName, in.ProjectCompletion,
+		in.Format == WakeEpochMS}
 	err := p.fenced(ctx, "record a sleep of "+caller.WorkflowID, &caller, p.sql("SleepRecord"), args,
 		&fenceOK, &recordedName, &output, &nowMS)
 	if err != nil {
@@ -301,24 +307,35 @@ func (p *Postgres) SleepRecord(ctx context.Context, in SleepParams) (SleepTimes,
 		}
 		output = st.Output
 	}
-	wakeAt, err := parseWakeTime(output)
+	if output == nil {
+		return SleepTimes{}, fmt.Errorf("workflow %s step %d: recorded sleep has no wake time", caller.WorkflowID, caller.FunctionID)
+	}
+	wakeAt, err := parseWakeTime(*output)
 	if err != nil {
 		return SleepTimes{}, fmt.Errorf("workflow %s step %d: %w", caller.WorkflowID, caller.FunctionID, err)
 	}
 	return SleepTimes{WakeAtMS: wakeAt, RemainingMS: max(wakeAt-nowMS, 0), NowMS: nowMS}, nil
 }
 
-// parseWakeTime reads a recorded DBOS.sleep: JSON epoch seconds, a float as
-// DBOS Python writes it (an integer is taken too), into epoch milliseconds.
-func parseWakeTime(output *string) (int64, error) {
-	if output == nil {
-		return 0, errors.New("recorded sleep has no wake time")
+// wakeMSThreshold splits the two recorded shapes by magnitude: epoch
+// milliseconds pass it from March 1973 on, epoch seconds not before the year
+// 5138.
+const wakeMSThreshold = 1e11
+
+// parseWakeTime reads a recorded DBOS.sleep wake time into epoch
+// milliseconds, whichever SDK wrote it: JSON epoch seconds (DBOS Python, a
+// float; an integer is taken too) or JSON epoch milliseconds (DBOS
+// TypeScript, an integer), told apart by magnitude: a value of at least
+// 1e11 is milliseconds.
+func parseWakeTime(output string) (int64, error) {
+	var v float64
+	if err := json.Unmarshal([]byte(output), &v); err != nil {
+		return 0, fmt.Errorf("recorded sleep %q is not an epoch time: %w", output, err)
 	}
-	var seconds float64
-	if err := json.Unmarshal([]byte(*output), &seconds); err != nil {
-		return 0, fmt.Errorf("recorded sleep %q is not epoch seconds: %w", *output, err)
+	if v >= wakeMSThreshold {
+		return int64(math.Round(v)), nil
 	}
-	return int64(math.Round(seconds * 1000)), nil
+	return int64(math.Round(v * 1000)), nil
 }
 
 // EventSet implements Communication.

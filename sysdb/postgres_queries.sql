@@ -728,8 +728,9 @@ ORDER BY created_at_epoch_ms, message_uuid
 -- name: SleepRecord
 -- $1 workflow, $2 owner, $3 step id, $4 duration in ms, $5 whether to record,
 -- $6 application name, $7 record the wake time as the completion (a sleep's
--- span is the sleep; a wait's deadline is registered as an instant). The
--- wake time is recorded as DBOS Python does: JSON epoch seconds. Both times
+-- span is the sleep; a wait's deadline is registered as an instant), $8 the
+-- wake time's format: false as DBOS Python records it (JSON epoch seconds, a
+-- float), true as DBOS TypeScript does (JSON epoch ms, an integer). Both times
 -- come from one truncated clock reading, so a projected span is exactly the
 -- duration. Two racing calls agree: the loser reads the winner's.
 WITH clock AS (
@@ -744,7 +745,10 @@ WITH clock AS (
         workflow_uuid, function_id, function_name, output, serialization,
         started_at_epoch_ms, completed_at_epoch_ms, application_name
     )
-    SELECT $1, $3, 'DBOS.sleep', to_json(round(EXTRACT(epoch FROM now()) + $4::bigint / 1000.0, 6))::text, 'portable_json',
+    SELECT $1, $3, 'DBOS.sleep',
+           CASE WHEN $8::boolean THEN to_json(clock.now_ms + $4::bigint)::text
+                ELSE to_json(round((clock.now_ms + $4::bigint) / 1000.0, 3))::text END,
+           'portable_json',
            clock.now_ms, CASE WHEN $7::boolean THEN clock.now_ms + $4::bigint ELSE clock.now_ms END, $6::text
     FROM fence, clock
     WHERE $5 AND NOT EXISTS (SELECT 1 FROM recorded)
@@ -753,7 +757,7 @@ WITH clock AS (
 )
 SELECT EXISTS (SELECT 1 FROM fence), (SELECT function_name FROM recorded),
        COALESCE((SELECT output FROM step), (SELECT output FROM recorded)),
-       (EXTRACT(epoch FROM now()) * 1000)::bigint
+       (SELECT now_ms FROM clock)
 
 -- name: EventSet
 -- $7 key, $8 value, $9 serialization. The history row is keyed by the step

@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -34,6 +35,7 @@ var communicationCases = []struct {
 	{"SleepRecord", testSleepRecord},
 	{"SleepRecordRacing", testSleepRecordRacing},
 	{"SleepRecordSpan", testSleepRecordSpan},
+	{"SleepRecordEpochMS", testSleepRecordEpochMS},
 	{"MessageConsumeStartedAt", testMessageConsumeStartedAt},
 	{"EventSet", testEventSet},
 	{"StreamWriteAndRead", testStreamWriteAndRead},
@@ -634,6 +636,73 @@ func mustSleep(t *testing.T, db sysdb.SystemDatabase, c sysdb.StepCaller, ms int
 	s, err := db.SleepRecord(t.Context(), sysdb.SleepParams{Caller: c, DurationMS: ms})
 	require.NoError(t, err)
 	return s
+}
+
+// testSleepRecordEpochMS: a sleep recorded in epoch ms is a JSON integer,
+// as DBOS TypeScript records it, spanning the sleep like the other format;
+// and a replay reads a recorded wake time by its magnitude, whichever
+// format it asks for: DBOS TypeScript's integer ms and DBOS Python's float
+// seconds alike.
+func testSleepRecordEpochMS(t *testing.T, db sysdb.SystemDatabase) {
+	ctx := t.Context()
+	owner := start(t, db, "wf")
+	const hour = int64(3_600_000)
+	ms := func(id int) sysdb.SleepParams {
+		return sysdb.SleepParams{Caller: caller("wf", owner, id), DurationMS: hour, Format: sysdb.WakeEpochMS, ProjectCompletion: true}
+	}
+	first, err := db.SleepRecord(ctx, ms(1))
+	require.NoError(t, err)
+	require.Equal(t, hour, first.RemainingMS, "computed on one clock reading")
+	require.InDelta(t, nowMS()+hour, first.WakeAtMS, float64(hourMS/6), "the database clock is near ours")
+	s := stepAt(t, db, "wf", 1)
+	require.Equal(t, sysdb.PortableJSON, *s.Serialization)
+	require.Equal(t, strconv.FormatInt(first.WakeAtMS, 10), *s.Output, "a JSON integer of epoch ms")
+	require.Equal(t, first.WakeAtMS, *s.CompletedAt, "completed at the wake time, as DBOS TypeScript records a sleep")
+	require.Equal(t, first.NowMS, *s.StartedAt)
+
+	// A replay in either format reads the ms back.
+	again, err := db.SleepRecord(ctx, sysdb.SleepParams{Caller: caller("wf", owner, 1), DurationMS: 5})
+	require.NoError(t, err)
+	require.Equal(t, first.WakeAtMS, again.WakeAtMS)
+	require.LessOrEqual(t, again.RemainingMS, hour)
+	require.Greater(t, again.RemainingMS, hour-hourMS/6)
+
+	// Wake times recorded by the SDKs, read by either format's sleep.
+	for i, c := range []struct {
+		output string
+		wakeMS int64
+	}{
+		{"1700000000123", 1_700_000_000_123},   // DBOS TypeScript: integer ms
+		{"1700000000.1234", 1_700_000_000_123}, // DBOS Python: float seconds
+		{"1700000000", 1_700_000_000_000},      // whole seconds
+		{"100000000000", 100_000_000_000},      // 1e11: ms (March 1973)
+		{"99999999999", 99_999_999_999_000},    // just under: seconds
+	} {
+		id := 10 + i
+		require.NoError(t, db.StepRecord(ctx, sysdb.StepRecordParams{
+			WorkflowID: "wf", OwnerXID: owner, FunctionID: id, Name: sysdb.StepNameSleep,
+			Output: Ptr(c.output), Serialization: Ptr(sysdb.PortableJSON),
+		}))
+		for _, f := range []sysdb.WakeTimeFormat{sysdb.WakeEpochSeconds, sysdb.WakeEpochMS} {
+			got, err := db.SleepRecord(ctx, sysdb.SleepParams{Caller: caller("wf", owner, id), DurationMS: hour, Format: f})
+			require.NoError(t, err, c.output)
+			require.Equal(t, c.wakeMS, got.WakeAtMS, "%s read with format %d", c.output, f)
+			require.Equal(t, max(c.wakeMS-got.NowMS, 0), got.RemainingMS, c.output)
+		}
+		require.Equal(t, c.output, *stepAt(t, db, "wf", id).Output, "a replay rewrites nothing")
+	}
+
+	// A deadline in ms is an instant, as DBOS TypeScript records a timeout.
+	_, err = db.SleepRecord(ctx, sysdb.SleepParams{Caller: caller("wf", owner, 2), DurationMS: hour, Format: sysdb.WakeEpochMS})
+	require.NoError(t, err)
+	d := stepAt(t, db, "wf", 2)
+	require.Equal(t, *d.StartedAt, *d.CompletedAt)
+	require.Equal(t, strconv.FormatInt(*d.StartedAt+hour, 10), *d.Output)
+
+	// A format this package does not know is refused before anything is written.
+	_, err = db.SleepRecord(ctx, sysdb.SleepParams{Caller: caller("wf", owner, 3), DurationMS: hour, Format: sysdb.WakeTimeFormat(7)})
+	require.ErrorContains(t, err, "unknown wake time format")
+	require.Nil(t, stepAt(t, db, "wf", 3))
 }
 
 // testSleepRecordSpan: a sleep's step spans the sleep (its completion is the

@@ -16,7 +16,7 @@ import { AgentLink } from './connection';
 import { DBOSError, DBOSInvalidWorkflowTransitionError, DBOSStreamTimeoutError } from './error';
 import type { DLogger } from './logger';
 import * as mgmt from './management';
-import { PROTOCOL_VERSION } from './protocol';
+import { PROTOCOL_VERSION, WAKE_TIME_FORMAT } from './protocol';
 import * as queues from './queues';
 import * as sched from './schedules';
 import { BINDING_VERSION, INTERNAL_QUEUE_NAME, Requester, WorkflowResult, fetchStatus, mapError, outcomeOf } from './runtime';
@@ -239,6 +239,7 @@ export class DBOSClient {
         language: 'node',
         binding_version: BINDING_VERSION,
         pid: process.pid,
+        wake_time_format: WAKE_TIME_FORMAT,
       }),
       onRetry: (err, attempt) => {
         if (attempt === 1 || attempt % 20 === 0) {

@@ -6,6 +6,11 @@ import { Decoder, Encoder } from '@msgpack/msgpack';
 
 export const PROTOCOL_VERSION = 1;
 
+/** The hello's wake_time_format of this binding: the agent records a durable sleep's wake time
+ * (and a wait's deadline) as DBOS TypeScript writes and reads it, integer epoch ms, so that the
+ * official SDK recovers what this binding's workflows slept (section 2.18). */
+export const WAKE_TIME_FORMAT = 'epoch_ms';
+
 export const KIND_REQUEST = 1;
 export const KIND_RESPONSE = 2;
 export const KIND_PUSH = 3;

@@ -12,7 +12,7 @@
  */
 import { createHash, randomUUID } from 'node:crypto';
 import { AgentLink, Connection, HelloReply } from './connection';
-import { AgentErrorReply, Code, PROTOCOL_VERSION } from './protocol';
+import { AgentErrorReply, Code, PROTOCOL_VERSION, WAKE_TIME_FORMAT } from './protocol';
 import { DBOSContext, HistoryStep, RunState, StepStatus, currentContext, runWithContext } from './context';
 import {
   DBOSAwaitedWorkflowCancelledError,
@@ -203,6 +203,7 @@ export class Engine {
       binding_version: BINDING_VERSION,
       pid: process.pid,
       workflows: workflowForms(allWorkflows()),
+      wake_time_format: WAKE_TIME_FORMAT,
     };
     for (const c of this.contributors) c.hello(body);
     return body;

@@ -38,8 +38,9 @@ async function steps(workflowID: string): Promise<Step[]> {
 }
 
 /**
- * A recorded DBOS.sleep's wake time in epoch ms. DBOS TypeScript writes epoch
- * milliseconds; the agent writes DBOS Python's epoch seconds (a float), so both are read.
+ * A recorded DBOS.sleep's wake time in epoch ms, read as the agent reads one: the binding's
+ * sleeps are recorded as DBOS TypeScript records them (integer epoch ms; test/wake_time.test.ts
+ * checks that), DBOS Python's as epoch seconds (a float), so both are read.
  */
 function wakeTimeMs(output: string | null): number {
   const v = JSON.parse(output ?? 'null') as number;

@@ -404,6 +404,7 @@ class DBOS(ops.SharedOperations, DBOSExtras):
             # The agent pushes no more runs at once than the sync executor
             # runs (async runs count too: see the README).
             "max_concurrency": self._engine.executor.cap or 0,
+            "wake_time_format": proto.WAKE_TIME_FORMAT,
         }
 
     def _agent_default_version(self) -> str:

@@ -81,6 +81,11 @@ PUSH_CANCEL = "cancel"
 ROLE_WORKER = "worker"
 ROLE_CLIENT = "client"
 
+# The hello's wake_time_format of this binding: the agent records a durable
+# sleep's wake time (and a wait's deadline) as DBOS Python writes and reads it,
+# epoch seconds (PROTOCOL.md section 2.18). It is also the agent's default.
+WAKE_TIME_FORMAT = "epoch_seconds"
+
 MAX_REQUEST_ID = 2**64 - 1
 
 HEADER = struct.Struct(">I")

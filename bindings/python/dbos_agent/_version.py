@@ -27,6 +27,7 @@ def client_hello(app_name: Optional[str]) -> Dict[str, Any]:
         "language": "python",
         "binding_version": __version__,
         "pid": os.getpid(),
+        "wake_time_format": proto.WAKE_TIME_FORMAT,
     }
 
 
