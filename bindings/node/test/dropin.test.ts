@@ -77,7 +77,7 @@ function project(name: string, source: string, packageName: string, packageDir: 
 }
 
 async function run(script: string, env: Record<string, string>): Promise<string[]> {
-  const p = new Proc(process.execPath, [script], { DROPIN_RUN_ID: 'dropin', ...env }, dirname(script));
+  const p = Proc.node(script, { DROPIN_RUN_ID: 'dropin', ...env }, { cwd: dirname(script) });
   await p.done(120_000);
   return p.lines;
 }
