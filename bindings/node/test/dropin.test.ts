@@ -12,11 +12,12 @@
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { execFileSync } from 'node:child_process';
-import { mkdirSync, mkdtempSync, readFileSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
+import { cpSync, mkdirSync, mkdtempSync, readFileSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
+import { Client } from 'pg';
 import { tmpdir } from 'node:os';
 import { dirname, join, resolve } from 'node:path';
 import { Proc } from './apps/proc';
-import { Agent, LIBRARY, TRANSPORT, databaseUrl, dropDatabase, freshAgent } from './harness';
+import { Agent, LIBRARY, TRANSPORT, createDatabase, databaseUrl, dropDatabase, freshAgent } from './harness';
 
 const PACKAGE_ROOT = resolve(__dirname, '..', '..');
 const APP_SOURCE = join(PACKAGE_ROOT, 'test', 'apps', 'dropin_app.ts');
@@ -27,6 +28,7 @@ const TSC = join(PACKAGE_ROOT, 'node_modules', 'typescript', 'bin', 'tsc');
 let work: string;
 let agent: Agent;
 const officialDb = databaseUrl('node_dropin_official');
+const appDb = databaseUrl('node_dropin_app');
 
 before(async () => {
   // The binding as npm would ship it (dist/), which the derived copy imports.
@@ -39,15 +41,23 @@ before(async () => {
 after(async () => {
   await agent?.cleanup();
   await dropDatabase(officialDb);
+  await dropDatabase(appDb);
   if (work) rmSync(work, { recursive: true, force: true });
 });
 
-/** A project holding the application's source and, in node_modules, the one package it imports; compiled with tsc. */
-function project(name: string, source: string, packageName: string, packageDir: string): string {
+/**
+ * A project holding the application's source and, in node_modules, the
+ * packages it imports (each a link to a package directory, or a copy, for a
+ * package whose own imports must resolve in this project); compiled with tsc.
+ */
+function project(name: string, source: string, modules: Record<string, { link: string } | { copy: string }>): string {
   const dir = join(work, name);
-  const link = join(dir, 'node_modules', packageName);
-  mkdirSync(dirname(link), { recursive: true });
-  symlinkSync(packageDir, link, 'dir');
+  for (const [pkg, how] of Object.entries(modules)) {
+    const at = join(dir, 'node_modules', pkg);
+    mkdirSync(dirname(at), { recursive: true });
+    if ('link' in how) symlinkSync(how.link, at, 'dir');
+    else cpSync(how.copy, at, { recursive: true, dereference: true });
+  }
   writeFileSync(join(dir, 'app.ts'), source);
   writeFileSync(
     join(dir, 'tsconfig.json'),
@@ -76,6 +86,14 @@ function project(name: string, source: string, packageName: string, packageDir: 
   return join(dir, 'out', 'app.js');
 }
 
+/** The binding's transport for an application process, as the suite runs (socket, or libdbos.so in connect mode). */
+function transportEnv(): Record<string, string> {
+  if (TRANSPORT === 'library') return { DBOS_AGENT_LIBRARY: LIBRARY, DBOS_AGENT_MODE: 'connect', DBOS_AGENT_SOCKET: agent.socket };
+  return { DBOS_AGENT_SOCKET: agent.socket };
+}
+
+const installed = (pkg: string): string => join(PACKAGE_ROOT, 'node_modules', pkg);
+
 async function run(script: string, env: Record<string, string>): Promise<string[]> {
   const p = Proc.node(script, { DROPIN_RUN_ID: 'dropin', ...env }, { cwd: dirname(script) });
   await p.done(120_000);
@@ -89,17 +107,47 @@ test('a DBOS TypeScript application prints the same on the binding as on DBOS Ty
   const changed = source.split('\n').filter((line, i) => line !== derived.split('\n')[i]);
   assert.equal(changed.length, 1, 'one line differs between the two copies');
 
-  const official = project('official', source, join('@dbos-inc', 'dbos-sdk'), join(PACKAGE_ROOT, 'node_modules', '@dbos-inc', 'dbos-sdk'));
-  const binding = project('binding', derived, 'dbos-agent', PACKAGE_ROOT);
+  const official = project('official', source, { '@dbos-inc/dbos-sdk': { link: installed('@dbos-inc/dbos-sdk') } });
+  const binding = project('binding', derived, { 'dbos-agent': { link: PACKAGE_ROOT } });
 
   const expected = await run(official, { DBOS_SYSTEM_DATABASE_URL: officialDb });
-  const transport: Record<string, string> =
-    TRANSPORT === 'library' ? { DBOS_AGENT_LIBRARY: LIBRARY, DBOS_AGENT_MODE: 'connect', DBOS_AGENT_SOCKET: agent.socket } : { DBOS_AGENT_SOCKET: agent.socket };
-  const actual = await run(binding, { DBOS_SYSTEM_DATABASE_URL: agent.databaseUrl, ...transport });
+  const actual = await run(binding, { DBOS_SYSTEM_DATABASE_URL: agent.databaseUrl, ...transportEnv() });
 
   // The application prints a line per fact it checks; a run that stopped
   // early, or printed nothing, is not a match.
   assert.ok(expected.length > 60, `the official run printed ${expected.length} lines:\n${expected.join('\n')}`);
   assert.equal(expected.at(-1), 'reservations: 1');
   assert.deepEqual(actual, expected);
+});
+
+test("an application on DBOS's published Postgres data source runs on the binding, installed under the official package's name", async () => {
+  // As `npm install @dbos-inc/dbos-sdk@npm:dbos-agent` lays it out: the data
+  // source's own `require('@dbos-inc/dbos-sdk')` finds this package.
+  const script = project('published-datasource', readFileSync(join(PACKAGE_ROOT, 'test', 'apps', 'published_ds_app.ts'), 'utf8'), {
+    '@dbos-inc/dbos-sdk': { link: PACKAGE_ROOT },
+    '@dbos-inc/postgres-datasource': { copy: installed('@dbos-inc/postgres-datasource') },
+    postgres: { link: installed('postgres') },
+    superjson: { link: installed('superjson') },
+  });
+  await createDatabase(appDb);
+  const c = new Client(appDb);
+  await c.connect();
+  try {
+    await c.query('CREATE TABLE items (sku text NOT NULL, qty int NOT NULL)');
+  } finally {
+    await c.end();
+  }
+  const lines = await run(script, { DBOS_SYSTEM_DATABASE_URL: agent.databaseUrl, APP_DATABASE_URL: appDb, ...transportEnv() });
+  assert.deepEqual(lines, [
+    'outside a workflow: {"rows":1,"inTransaction":true,"stepID":0}',
+    'restock: {"added":[2,3],"stock":8,"label":"restocked 2 in restock-1"}',
+    '  step 0 addItem: {"rows":2,"inTransaction":true,"stepID":0}',
+    '  step 1 addItem: {"rows":3,"inTransaction":true,"stepID":1}',
+    '  step 2 label: "restocked 2 in restock-1"',
+    '  step 3 stock: 8',
+    // That data source keeps its checkpoints (it has no deleteCheckpoints); read-only ones write none.
+    'checkpoints: [0,1,2]',
+    'again: {"added":[2,3],"stock":8,"label":"restocked 2 in restock-1"}',
+    'stock: 8',
+  ]);
 });
