@@ -77,3 +77,53 @@ func TestSessionBoundsDeduplicationIDs(t *testing.T) {
 	require.Len(t, info, 1)
 	require.Equal(t, "w-"+key, deref(info[0].DeduplicationID))
 }
+
+// TestEngineBoundsIndexedKeys: a workflow id the agent would create, a
+// partition key, a message's topic and idempotency key, and an event's or
+// stream's key longer than protocol.MaxKeyBytes are invalid_argument naming
+// the field, and nothing is written; keys of exactly the bound are stored,
+// two of them side by side in one index entry.
+func TestEngineBoundsIndexedKeys(t *testing.T) {
+	a := setup(t).agent
+	ctx := t.Context()
+	const limit = protocol.MaxKeyBytes
+	long := incompressible(t, limit+1)
+	refused := func(err error, want string) {
+		t.Helper()
+		var invalid *InvalidArgumentError
+		require.ErrorAs(t, err, &invalid)
+		require.Equal(t, fmt.Sprintf("%s: %d bytes; at most %d", want, limit+1, limit), invalid.Message)
+	}
+	_, err := a.StartWorkflow(ctx, client, StartWorkflowParams{WorkflowID: long, Name: "w"})
+	refused(err, "start_workflow.workflow_id")
+	_, err = a.StartWorkflow(ctx, client, StartWorkflowParams{Name: "w", QueueName: "q", PartitionKey: long})
+	refused(err, "start_workflow.partition_key")
+	_, err = a.Debounce(ctx, client, DebounceParams{Key: "k", Name: "w", Delay: time.Hour, WorkflowID: long})
+	refused(err, "debounce_workflow.workflow_id")
+	wfs, err := a.ListWorkflows(ctx, ListWorkflowsParams{})
+	require.NoError(t, err)
+	require.Empty(t, wfs, "a refused start writes nothing")
+
+	worker := runner(t, a, "w")
+	run := startHere(t, a, worker, incompressible(t, limit), "w")
+	_, err = a.Fork(ctx, client, ForkParams{WorkflowID: run.WorkflowID, NewWorkflowID: long})
+	refused(err, "fork_workflow.new_workflow_id")
+	refused(a.Send(ctx, client, SendParams{Messages: []OutgoingMessage{{DestinationID: run.WorkflowID, Topic: str(long), Message: `1`}}}),
+		"send.messages[0].topic")
+	refused(a.Send(ctx, client, SendParams{Messages: []OutgoingMessage{{DestinationID: run.WorkflowID, Message: `1`, IdempotencyKey: long}}}),
+		"send.messages[0].idempotency_key")
+	caller := StepRef{WorkflowID: run.WorkflowID, OwnerXID: run.OwnerXID, FunctionID: 1}
+	refused(a.SetEvent(ctx, worker, SetEventParams{Caller: caller, Key: long, Value: `1`, Serialization: "portable_json"}), "set_event.key")
+	refused(a.WriteStream(ctx, worker, WriteStreamParams{Caller: caller, Key: long, Value: `1`, Serialization: "portable_json"}), "write_stream.key")
+	steps, err := a.ListSteps(ctx, run.WorkflowID)
+	require.NoError(t, err)
+	require.Empty(t, steps, "a refused write records no step")
+
+	// At the bound, beside a workflow id at the bound: stored and indexed.
+	atLimit := incompressible(t, limit)
+	require.NoError(t, a.Send(ctx, client, SendParams{Messages: []OutgoingMessage{{DestinationID: run.WorkflowID, Topic: str(atLimit), Message: `1`,
+		Serialization: "portable_json", IdempotencyKey: atLimit}}}))
+	require.NoError(t, a.SetEvent(ctx, worker, SetEventParams{Caller: caller, Key: atLimit, Value: `1`, Serialization: "portable_json"}))
+	caller.FunctionID = 2
+	require.NoError(t, a.WriteStream(ctx, worker, WriteStreamParams{Caller: caller, Key: atLimit, Value: `1`, Serialization: "portable_json"}))
+}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"math"
+	"strconv"
 	"time"
 
 	"github.com/dbos-agent/dbos-agent/protocol"
@@ -89,6 +90,10 @@ func (a *Agent) Send(ctx context.Context, c Caller, p SendParams) error {
 	for i, msg := range p.Messages {
 		if msg.DestinationID == "" {
 			return invalidf("%s: messages[%d].destination_id is required", op, i)
+		}
+		path := "messages[" + strconv.Itoa(i) + "]."
+		if err := checkKeys(op, path+"topic", deref(msg.Topic), path+"idempotency_key", msg.IdempotencyKey); err != nil {
+			return err
 		}
 		if msg.IdempotencyKey != "" {
 			if keys[msg.IdempotencyKey] {
@@ -318,6 +323,9 @@ func (a *Agent) SetEvent(ctx context.Context, c Caller, p SetEventParams) error 
 	if err := required(op, "key", p.Key); err != nil {
 		return err
 	}
+	if err := checkKeys(op, "key", p.Key); err != nil {
+		return err
+	}
 	err = a.db.EventSet(ctx, sysdb.EventSetParams{Caller: caller, Key: p.Key, Value: p.Value, Serialization: optional(p.Serialization)})
 	if err != nil {
 		return a.runFailed(ctx, caller.WorkflowID, caller.OwnerXID, err)
@@ -478,6 +486,9 @@ func (a *Agent) WriteStream(ctx context.Context, c Caller, p WriteStreamParams) 
 		return err
 	}
 	if err := required(op, "key", p.Key); err != nil {
+		return err
+	}
+	if err := checkKeys(op, "key", p.Key); err != nil {
 		return err
 	}
 	err = a.db.StreamWrite(ctx, sysdb.StreamWriteParams{

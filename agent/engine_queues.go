@@ -406,6 +406,9 @@ func (a *Agent) Debounce(ctx context.Context, c Caller, p DebounceParams) (Debou
 	if p.Delay < 0 || p.Timeout < 0 || p.WorkflowTimeout < 0 {
 		return DebounceResult{}, invalidf("%s: delay_ms, timeout_ms and workflow_timeout_ms must not be negative", op)
 	}
+	if err := checkKeys(op, "workflow_id", p.WorkflowID, "partition_key", p.PartitionKey); err != nil {
+		return DebounceResult{}, err
+	}
 	var caller *sysdb.StepCaller
 	if p.Caller != nil {
 		sc, err := stepCaller(op, c, *p.Caller)

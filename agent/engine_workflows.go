@@ -96,6 +96,9 @@ func (a *Agent) StartWorkflow(ctx context.Context, c Caller, p StartWorkflowPara
 	if err := checkDeduplicationID(op+".deduplication_id", p.DeduplicationID, ""); err != nil {
 		return StartWorkflowResult{}, err
 	}
+	if err := checkKeys(op, "workflow_id", p.WorkflowID, "partition_key", p.PartitionKey); err != nil {
+		return StartWorkflowResult{}, err
+	}
 	switch p.DeduplicationPolicy {
 	case "", protocol.DedupReject, protocol.DedupReturnExisting:
 	default:
@@ -610,6 +613,9 @@ func (a *Agent) Fork(ctx context.Context, c Caller, p ForkParams) (string, error
 	if p.StartStep < 0 || p.Timeout < 0 {
 		return "", invalidf("%s: start_step and timeout_ms must not be negative", op)
 	}
+	if err := checkKeys(op, "new_workflow_id", p.NewWorkflowID, "partition_key", p.PartitionKey); err != nil {
+		return "", err
+	}
 	if p.NewWorkflowID == "" {
 		p.NewWorkflowID = newUUID()
 	}
@@ -711,6 +717,17 @@ func (a *Agent) UpdateAttributes(ctx context.Context, p UpdateAttributesParams) 
 // WorkflowChildren lists every descendant of a workflow, breadth first.
 func (a *Agent) WorkflowChildren(ctx context.Context, workflowID string) ([]string, error) {
 	return a.db.WorkflowChildren(ctx, workflowID)
+}
+
+// checkKeys refuses a key longer than the database indexes
+// (protocol.MaxKeyBytes), naming its field: pairs of path and value.
+func checkKeys(op string, pathsAndValues ...string) error {
+	for i := 0; i+1 < len(pathsAndValues); i += 2 {
+		if n := len(pathsAndValues[i+1]); n > protocol.MaxKeyBytes {
+			return invalidf("%s.%s: %d bytes; at most %d", op, pathsAndValues[i], n, protocol.MaxKeyBytes)
+		}
+	}
+	return nil
 }
 
 // checkDeduplicationID refuses a deduplication id longer than the database

@@ -61,6 +61,13 @@ const (
 	// Postgres caps at 2704 bytes, so a much longer one fails in the
 	// database instead of being refused.
 	MaxDeduplicationIDBytes = 2048
+	// MaxKeyBytes bounds what the agent stores as a key of the database's
+	// indexes: workflow ids it creates (a start's, a fork's, a debounce's),
+	// queue partition keys, message topics and idempotency keys, and event
+	// and stream keys. Postgres refuses an index entry past about 2.7 kB, and
+	// a workflow id is indexed with a topic or key beside it: two of these
+	// fit in one entry.
+	MaxKeyBytes = 1024
 	// MinApplicationNameBytes is the shortest name rename_application
 	// gives rows: DBOS launches no application under a shorter one.
 	MinApplicationNameBytes = 3
