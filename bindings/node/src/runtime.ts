@@ -19,6 +19,7 @@ import {
   DBOSAwaitedWorkflowExceededMaxRecoveryAttempts,
   DBOSError,
   DBOSInvalidWorkflowTransitionError,
+  DBOSMaxRecoveryAttemptsExceededError,
   DBOSMaxStepRetriesError,
   DBOSNonExistentWorkflowError,
   DBOSNotRegisteredError,
@@ -319,6 +320,11 @@ export class Engine {
         outcome = await this.callWorkflow(reg, state, run, parentCtx);
       }
       if (state.stopped) return { stopped: state.stopped };
+      // Another workflow's cancellation escaping this one (an invoked child's
+      // handle throws it) is, as DBOS TS records it, an awaiter's error.
+      if (outcome.error instanceof DBOSWorkflowCancelledError && outcome.error.workflowID !== state.workflowID) {
+        outcome = { error: new DBOSAwaitedWorkflowCancelledError(outcome.error.workflowID) };
+      }
       await this.deleteDataSourceCheckpoints(state);
       if (state.stopped) return { stopped: state.stopped };
       const portable = this.isPortable(state, reg);
@@ -855,15 +861,16 @@ export class Engine {
       step.error = result.error;
       step.serialization = result.serialization;
     } else {
-      const err = result.status === 'CANCELLED' ? new DBOSAwaitedWorkflowCancelledError(workflowID) : new DBOSAwaitedWorkflowExceededMaxRecoveryAttempts(workflowID);
+      // What the handle throws is recorded, so a replay throws it again.
+      const err =
+        thrown?.error ??
+        (result.status === 'CANCELLED' ? new DBOSAwaitedWorkflowCancelledError(workflowID) : new DBOSAwaitedWorkflowExceededMaxRecoveryAttempts(workflowID));
       const ser = await serializeError(err, this.serializer, undefined);
       step.error = ser.value;
       step.serialization = ser.serialization;
     }
     await this.record(run, step);
-    // A cancelled run's own error is for a handle awaited outside workflow
-    // code; in it, the recorded awaiter's error is thrown, as on replay.
-    if (thrown && result.status !== 'CANCELLED') throw thrown.error;
+    if (thrown) throw thrown.error;
     return this.outcome<T>(result);
   }
 
@@ -875,16 +882,15 @@ export class Engine {
     workflowID: string,
     invoked: Promise<LocalOutcome> | undefined,
   ): Promise<{ result: WorkflowResult; thrown?: { error: unknown } }> {
-    if (invoked) {
-      const outcome = await invoked;
-      if ('result' in outcome && isTerminal(outcome.result.status)) return outcome;
-      // A run cancelled under its handle: DBOS TS's handle rejects with the
-      // error the run stopped on, not the awaiter's DBOSAwaitedWorkflowCancelledError.
-      if ('stopped' in outcome && outcome.stopped instanceof DBOSWorkflowCancelledError) {
-        return { result: (await this.awaitResult(workflowID))!, thrown: { error: outcome.stopped } };
-      }
-    }
-    return { result: (await this.awaitResult(workflowID))! };
+    if (!invoked) return { result: (await this.awaitResult(workflowID))! };
+    const outcome = await invoked;
+    const result = 'result' in outcome && isTerminal(outcome.result.status) ? outcome.result : (await this.awaitResult(workflowID))!;
+    // DBOS TS's handle of a run it executed reports a cancelled or
+    // dead-lettered outcome as the workflow's own (DBOSWorkflowCancelledError,
+    // DBOSMaxRecoveryAttemptsExceededError), not as an awaiter's.
+    if (result.status === 'CANCELLED') return { result, thrown: { error: new DBOSWorkflowCancelledError(workflowID) } };
+    if (result.status === 'MAX_RECOVERY_ATTEMPTS_EXCEEDED') return { result, thrown: { error: new DBOSMaxRecoveryAttemptsExceededError(workflowID) } };
+    return 'result' in outcome && outcome.result === result ? outcome : { result };
   }
 
   getStatus(workflowID: string): Promise<WorkflowStatus | null> {

@@ -6,6 +6,7 @@ import assert from 'node:assert/strict';
 import { DBOS } from '../src';
 import {
   DBOSAwaitedWorkflowCancelledError,
+  DBOSWorkflowCancelledError,
   DBOSUnexpectedStepError,
   DBOSWorkflowIDInUseError,
 } from '../src/error';
@@ -199,14 +200,21 @@ test("workflowIDReusePolicy 'reject' raises DBOSWorkflowIDInUseError", async () 
   assert.equal(err.workflowName, 'child');
 });
 
-test('timeoutMS: the workflow is cancelled at its deadline and getResult throws DBOSAwaitedWorkflowCancelledError', async () => {
+test("timeoutMS: the workflow is cancelled at its deadline; its handle throws DBOSWorkflowCancelledError, another handle DBOSAwaitedWorkflowCancelledError", async () => {
   const h = await DBOS.startWorkflow(loopUntilStopped, { timeoutMS: 300 })(400);
   const err = await h.getResult().then(
     () => assert.fail('expected the workflow to be cancelled'),
     (e: unknown) => e as Error,
   );
-  assert.ok(err instanceof DBOSAwaitedWorkflowCancelledError, `got ${String(err)}`);
-  assert.equal(err.message, new officialErrors.DBOSAwaitedWorkflowCancelledError(h.workflowID).message);
+  // As DBOS TypeScript: the handle of the run this process executed reports the workflow's own cancellation.
+  assert.ok(err instanceof DBOSWorkflowCancelledError, `got ${String(err)}`);
+  assert.equal(err.message, new officialErrors.DBOSWorkflowCancelledError(h.workflowID).message);
+  const awaited = await DBOS.retrieveWorkflow(h.workflowID).getResult().then(
+    () => assert.fail('expected the workflow to be cancelled'),
+    (e: unknown) => e as Error,
+  );
+  assert.ok(awaited instanceof DBOSAwaitedWorkflowCancelledError, `got ${String(awaited)}`);
+  assert.equal(awaited.message, new officialErrors.DBOSAwaitedWorkflowCancelledError(h.workflowID).message);
   const status = await h.getStatus();
   assert.equal(status?.status, 'CANCELLED');
   assert.equal(status?.timeoutMS, 300);

@@ -104,6 +104,13 @@ class Orders {
     return [await a.getResult(), b];
   }
 
+  /** Awaits a child that waits for a payment: cancelling the child ends this one too. */
+  @DBOS.workflow()
+  static async parentOfStuck(): Promise<string> {
+    const child = await DBOS.startWorkflow(Orders, { workflowID: `${DBOS.workflowID}-child` }).awaitPayment('o-child');
+    return child.getResult();
+  }
+
   @DBOS.workflow()
   static async square(n: number): Promise<number> {
     return DBOS.runStep(async () => n * n, { name: 'multiply' });
@@ -281,6 +288,15 @@ async function main(): Promise<void> {
   const resumed = await DBOS.resumeWorkflow<string>(`${RUN}-stuck`);
   await DBOS.send(`${RUN}-stuck`, { amount: 5, from: null }, 'payment');
   out('resumed', await resumed.getResult());
+  // A child cancelled under its waiting parent.
+  const parentOfStuck = await DBOS.startWorkflow(Orders, { workflowID: `${RUN}-pstuck` }).parentOfStuck();
+  out('child state', await DBOS.getEvent(`${RUN}-pstuck-child`, 'state', 10));
+  await DBOS.cancelWorkflow(`${RUN}-pstuck-child`);
+  out('parent of cancelled', await parentOfStuck.getResult().catch((e: unknown) => e));
+  out('parent of cancelled, retrieved', await DBOS.retrieveWorkflow(`${RUN}-pstuck`).getResult().catch((e: unknown) => e));
+  await status(`${RUN}-pstuck`);
+  await steps(`${RUN}-pstuck`);
+
   const forked = await DBOS.forkWorkflow<Awaited<ReturnType<typeof Orders.placeOrder>>>(`${RUN}-order`, 2, { newWorkflowID: `${RUN}-order-fork` });
   out('forked', await forked.getResult());
   await steps(`${RUN}-order-fork`);
