@@ -1,9 +1,9 @@
-//go:build sqlitedrivers
+//go:build sqlitedrivers && unix
 
 // The step-record path on SQLite, measured for each candidate driver (issue
 // 14's first decision; results and the choice in SQLITE-DRIVER.md). Behind
-// the sqlitedrivers tag so neither `make test` nor `make bench` runs it and no
-// production package links a driver through it:
+// the sqlitedrivers tag so neither `make test` nor `make bench` runs it and
+// no production package links a driver through it (and unix: getrusage):
 //
 //	go test -tags sqlitedrivers -run '^$' -bench BenchmarkSQLiteStepRecord -benchmem -count 3 ./sysdb/
 //
