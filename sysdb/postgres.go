@@ -146,6 +146,9 @@ func OpenPostgres(ctx context.Context, databaseURL string, opts PostgresOptions)
 // Schema is the schema holding the system tables.
 func (p *Postgres) Schema() string { return p.schema }
 
+// Describe implements Backend: user@host:port/database, schema.
+func (p *Postgres) Describe() string { return p.target + ", schema " + p.schema }
+
 // Close releases the pool.
 func (p *Postgres) Close() {
 	p.notes.close()

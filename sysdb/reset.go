@@ -32,6 +32,9 @@ var migrationTables = map[string]bool{"dbos_migrations": true, "dbos_datasource_
 // one holding a lock would block the reset. Dropping a missing database is
 // not an error.
 func Reset(ctx context.Context, databaseURL string, opts ResetOptions) error {
+	if target, err := ParseTarget(databaseURL); err == nil && target.Kind == KindSQLite {
+		return resetSQLite(ctx, target.Path, opts.Truncate)
+	}
 	cfg, err := pgx.ParseConfig(databaseURL)
 	if err != nil {
 		return &ConfigError{Reason: "invalid database URL", Err: redactErr(err)}

@@ -83,6 +83,13 @@ func OpenSQLite(ctx context.Context, path string, opts SQLiteOptions) (*SQLite, 
 	if err != nil {
 		return nil, &ConfigError{Reason: "SQLite system database path " + path, Err: err}
 	}
+	if opts.SkipMigrations {
+		// Whoever skips migrations reads a database someone made: a missing
+		// file is a wrong path, not a file to create empty.
+		if _, err := os.Stat(abs); err != nil {
+			return nil, &ConfigError{Reason: "no SQLite system database at " + abs + " (start the agent on it, or run `dbos-agent migrate`, first)", Err: err}
+		}
+	}
 	if err := os.MkdirAll(filepath.Dir(abs), 0o700); err != nil {
 		return nil, fmt.Errorf("create the directory of the system database: %w", err)
 	}

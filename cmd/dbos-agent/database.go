@@ -1,7 +1,6 @@
 package main
 
 import (
-	"errors"
 	"fmt"
 	"os"
 	"strings"
@@ -11,8 +10,9 @@ import (
 	"github.com/dbos-agent/dbos-agent/sysdb"
 )
 
-// defaultDatabaseURL is the local server the DBOS SDKs assume too.
-const defaultDatabaseURL = "postgres://postgres:dbos@localhost:5432/dbos_agent_sys?sslmode=disable"
+// defaultDatabaseHelp says what no URL means: a SQLite file in the user's
+// data directory, so that the agent runs with nothing installed.
+const defaultDatabaseHelp = "a SQLite file in the user's data directory, sqlite:///$XDG_DATA_HOME/dbos-agent/dbos.sqlite"
 
 // databaseFlags are shared by every command that reads the system database.
 type databaseFlags struct {
@@ -26,6 +26,8 @@ type database struct {
 	url, schema string
 	// password replaces the URL's when set (sysdb's Password option).
 	password string
+	// defaulted: no URL was given, url is the default SQLite file's.
+	defaulted bool
 }
 
 const passwordHelp = "file holding the database password, which then need not be in the URL " +
@@ -34,7 +36,8 @@ const passwordHelp = "file holding the database password, which then need not be
 
 func (f *databaseFlags) register(cmd *cobra.Command) {
 	cmd.Flags().StringVar(&f.url, "database-url", "",
-		"system database URL (env DBOS_SYSTEM_DATABASE_URL; default "+defaultDatabaseURL+")")
+		"system database URL: postgres://user:password@host:port/database, or sqlite:///relative/file or sqlite:////absolute/file "+
+			"(env DBOS_SYSTEM_DATABASE_URL; default "+defaultDatabaseHelp+")")
 	cmd.Flags().StringVar(&f.schema, "schema", "",
 		"schema of the DBOS system tables (env DBOS_SYSTEM_DATABASE_SCHEMA; default dbos)")
 	cmd.Flags().StringVar(&f.passwordFile, "database-password-file", "", passwordHelp)
@@ -48,11 +51,18 @@ func (f *databaseFlags) resolve() (database, error) {
 // given (serve's config file), then the built-in defaults.
 func (f *databaseFlags) resolveWith(defaults database, defaultPasswordFile string) (database, error) {
 	db := database{
-		url:    firstNonEmpty(f.url, os.Getenv("DBOS_SYSTEM_DATABASE_URL"), defaults.url, defaultDatabaseURL),
+		url:    firstNonEmpty(f.url, os.Getenv("DBOS_SYSTEM_DATABASE_URL"), defaults.url),
 		schema: firstNonEmpty(f.schema, os.Getenv("DBOS_SYSTEM_DATABASE_SCHEMA"), defaults.schema, sysdb.DefaultSchema),
 	}
 	if db.url == "" {
-		return database{}, errors.New("no database URL")
+		path, err := sysdb.DefaultSQLitePath()
+		if err != nil {
+			return database{}, err
+		}
+		db.url, db.defaulted = sysdb.SQLiteURL(path), true
+	}
+	if _, err := sysdb.ParseTarget(db.url); err != nil {
+		return database{}, err
 	}
 	password, err := resolvePassword(f.passwordFile, defaultPasswordFile)
 	if err != nil {

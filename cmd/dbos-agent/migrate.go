@@ -25,6 +25,12 @@ func newMigrateCommand() *cobra.Command {
 			if err != nil {
 				return err
 			}
+			if t, err := sysdb.ParseTarget(target.url); err == nil && t.Kind == sysdb.KindSQLite {
+				if applicationRole != "" {
+					return fmt.Errorf("--app-role grants a Postgres role; a SQLite file has none")
+				}
+				return migrateSQLite(cmd, t.Path)
+			}
 			schema := target.schema
 			res, err := sysdb.Migrate(cmd.Context(), target.url, sysdb.MigrateOptions{
 				Schema: schema, Password: target.password, ApplicationRole: applicationRole,
@@ -50,6 +56,17 @@ func newMigrateCommand() *cobra.Command {
 	db.register(cmd)
 	cmd.Flags().StringVarP(&applicationRole, "app-role", "r", "", "the `role` to grant the use of the system schema, the one the agent then runs as (dbos migrate's --app-role)")
 	return cmd
+}
+
+// migrateSQLite creates or upgrades the SQLite file and says its version.
+func migrateSQLite(cmd *cobra.Command, path string) error {
+	db, err := sysdb.OpenSQLite(cmd.Context(), path, sysdb.SQLiteOptions{})
+	if err != nil {
+		return err
+	}
+	db.Close()
+	fmt.Fprintf(cmd.OutOrStdout(), "SQLite system database %s is at version %d\n", path, sysdb.LatestSchemaVersion)
+	return nil
 }
 
 func newResetCommand() *cobra.Command {

@@ -14,6 +14,7 @@ import (
 	"github.com/dbos-agent/dbos-agent/agent"
 	"github.com/dbos-agent/dbos-agent/internal/hosting"
 	"github.com/dbos-agent/dbos-agent/server"
+	"github.com/dbos-agent/dbos-agent/sysdb"
 )
 
 // fileConfig is the optional YAML config file of `serve`; flags and
@@ -144,6 +145,21 @@ func serveCommand(plugin bool) *cobra.Command {
 	return cmd
 }
 
+// logDatabase is serve's first line: which system database, and when it is
+// the default, that it is one and how to choose another.
+func logDatabase(log *zap.Logger, db database) {
+	target, _ := sysdb.ParseTarget(db.url)
+	switch {
+	case db.defaulted:
+		log.Info("system database: the default SQLite file (choose another, or Postgres, with --database-url or DBOS_SYSTEM_DATABASE_URL)",
+			zap.String("path", target.Path))
+	case target.Kind == sysdb.KindSQLite:
+		log.Info("system database: SQLite file", zap.String("path", target.Path))
+	default:
+		log.Info("system database: Postgres", zap.String("url", sysdb.Redact(db.url)), zap.String("schema", db.schema))
+	}
+}
+
 type serveOptions struct {
 	db                                        database
 	socket, executorID, appVersion            string
@@ -168,6 +184,7 @@ func serve(ctx context.Context, log *zap.Logger, o serveOptions) error {
 	if _, err := server.PrepareSocketPath(o.socket); err != nil {
 		return socketError(err)
 	}
+	logDatabase(log, o.db)
 	e, err := hosting.Start(ctx, log, hosting.Options{
 		DatabaseURL: o.db.url, Schema: o.db.schema, Password: o.db.password,
 		PoolSize: o.poolSize, DatabaseRetry: o.dbRetry,

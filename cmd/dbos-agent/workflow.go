@@ -51,12 +51,12 @@ func openEngine(ctx context.Context, db databaseFlags) (*agent.Agent, func(), er
 // openDatabase opens the system database for an operator command. It never
 // migrates: an operator command must not change the schema of a database
 // the SDKs share; it refuses one below the version it understands.
-func openDatabase(ctx context.Context, db databaseFlags) (*sysdb.Postgres, error) {
+func openDatabase(ctx context.Context, db databaseFlags) (sysdb.Backend, error) {
 	target, err := db.resolve()
 	if err != nil {
 		return nil, err
 	}
-	return sysdb.OpenPostgres(ctx, target.url, sysdb.PostgresOptions{
+	return sysdb.Open(ctx, target.url, sysdb.OpenOptions{
 		Schema: target.schema, Password: target.password, SkipMigrations: true, MaxConns: 2, RetryFor: 5 * time.Second,
 		ConnectionLabel: "dbos-agent-cli",
 	})

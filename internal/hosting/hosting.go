@@ -43,7 +43,7 @@ type Options struct {
 // Engine is a started agent and the database it owns.
 type Engine struct {
 	Agent *agent.Agent
-	db    *sysdb.Postgres
+	db    sysdb.Backend
 }
 
 // Start opens the system database (migrating it), recovers this executor's
@@ -58,12 +58,13 @@ func Start(ctx context.Context, log *zap.Logger, o Options) (*Engine, error) {
 	if poolSize <= 0 {
 		poolSize = DefaultPoolSize
 	}
-	db, err := sysdb.OpenPostgres(ctx, o.DatabaseURL, sysdb.PostgresOptions{
+	db, err := sysdb.Open(ctx, o.DatabaseURL, sysdb.OpenOptions{
 		Schema: o.Schema, Password: o.Password, Logger: log, MaxConns: poolSize, RetryFor: retry,
 	})
 	if err != nil {
 		return nil, err
 	}
+	log.Info("system database open", zap.String("database", db.Describe()))
 	cfg := o.Engine
 	cfg.DB = db
 	cfg.Notifications = db
