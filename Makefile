@@ -12,10 +12,15 @@ AGENT         := $(BIN)/dbos-agent
 # (go.dev/issue/75804), which a loaded CI machine hits.
 FUZZTIME        ?= 5m
 FUZZ_SHORT_TIME ?= 300000x
-# The databases `make run` and `make test` use; scripts/ensure-postgres.sh starts
-# the server each names (installing it when missing) and creates the database.
-export DATABASE_URL ?= postgres://postgres:dbos@localhost:5432/dbos_agent_example?sslmode=disable
+# The system database `make run` uses: empty, a SQLite file of the run's own
+# (nothing to install); a postgres:// URL runs the example on that server
+# instead. `make test` uses DBOS_TEST_DATABASE_URL's server (and SQLite files
+# of its own). scripts/ensure-postgres.sh starts the server a Postgres URL
+# names (installing it when missing) and creates the database.
+export DATABASE_URL ?=
 export DBOS_TEST_DATABASE_URL ?= postgres://postgres:dbos@localhost:5432/dbos_agent_test?sslmode=disable
+# DATABASE_URL when it names a Postgres database, else nothing.
+POSTGRES_EXAMPLE_URL = $(if $(filter postgres%,$(DATABASE_URL)),'$(DATABASE_URL)')
 
 .DEFAULT_GOAL := help
 
@@ -39,15 +44,14 @@ lib: ## Build the agent as a C library: cgo/libdbos.so, whose header is cgo/libd
 
 .PHONY: postgres
 postgres: ## Start (installing if missing) the PostgreSQL the URLs name and create their databases
-	bash scripts/ensure-postgres.sh '$(DBOS_TEST_DATABASE_URL)' '$(DATABASE_URL)'
+	bash scripts/ensure-postgres.sh '$(DBOS_TEST_DATABASE_URL)' $(POSTGRES_EXAMPLE_URL)
 
 .PHONY: run
-run: ## The main job: start the agent and run the order-pipeline example through it, from Python, then from Node
+run: ## The main job: start the agent on a SQLite file and run the order-pipeline example through it from Python (DATABASE_URL=postgres://... for Postgres)
 	bash examples/python/run.sh
-	bash examples/node/run.sh
 
 .PHONY: run-node
-run-node: ## The order-pipeline example from Node (the dbos-agent npm package, examples/node) through the agent
+run-node: ## The order-pipeline example from Node (the dbos-agent npm package, examples/node) through the agent; its shop's tables are in Postgres
 	bash examples/node/run.sh
 
 .PHONY: run-embedded
@@ -59,8 +63,9 @@ demo-crash: ## The example surviving a kill -9 of its worker mid-workflow
 	bash examples/python/crash-demo.sh
 
 .PHONY: migrate
-migrate: build postgres ## Migrate a local system database and print its schema version
-	$(AGENT) migrate --database-url '$(DATABASE_URL)'
+migrate: build ## Migrate the system database DATABASE_URL names (default: the agent's default SQLite file) and print its schema version
+	$(if $(POSTGRES_EXAMPLE_URL),bash scripts/ensure-postgres.sh $(POSTGRES_EXAMPLE_URL))
+	$(AGENT) migrate $(if $(DATABASE_URL),--database-url '$(DATABASE_URL)')
 
 .PHONY: test
 test: postgres test-go test-python test-node fuzz-short ## Run every test (Go, with the fault suite's short form; Python; Node; each fuzz target 300000 executions)

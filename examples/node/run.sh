@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The Node example: build the agent and the dbos-agent npm package
-# (bindings/node), start the agent on a local PostgreSQL as the Python
-# example does (examples/python/common.sh), and run the order pipeline
+# (bindings/node), start the agent as the Python example does
+# (examples/python/common.sh: a SQLite file, or DATABASE_URL's Postgres), and
+# run the order pipeline
 # (examples/node/src/order_pipeline.ts, DBOS TypeScript code importing
 # dbos-agent) through it; the orders' workflows complete and the program
 # checks each side effect happened exactly once. The agent's schema and the
@@ -10,14 +11,21 @@
 set -euo pipefail
 source "$(dirname "$0")/../python/common.sh"
 EXAMPLE="$ROOT/examples/node"
-export SHOP_DATABASE_URL="$DATABASE_URL"
+# The shop's tables live in Postgres (the example shows DBOS TypeScript's
+# pg data source): the system database's server, or the local one when the
+# system database is a SQLite file.
+if on_sqlite; then
+  export SHOP_DATABASE_URL="${SHOP_DATABASE_URL:-postgres://postgres:dbos@localhost:5432/dbos_agent_example?sslmode=disable}"
+else
+  export SHOP_DATABASE_URL="$DATABASE_URL"
+fi
 export SHOP_SCHEMA="${SCHEMA}_shop"
 
 drop_shop() {
   if [ "${KEEP:-0}" = "1" ]; then
-    echo "kept schema $SHOP_SCHEMA in $DATABASE_URL"
+    echo "kept schema $SHOP_SCHEMA in $SHOP_DATABASE_URL"
   else
-    psql "$DATABASE_URL" -qc "DROP SCHEMA IF EXISTS \"$SHOP_SCHEMA\" CASCADE" >/dev/null 2>&1 || true
+    psql "$SHOP_DATABASE_URL" -qc "DROP SCHEMA IF EXISTS \"$SHOP_SCHEMA\" CASCADE" >/dev/null 2>&1 || true
   fi
 }
 # The shop's schema first, then common.sh's cleanup, with the exit status
@@ -25,7 +33,7 @@ drop_shop() {
 trap 'code=$?; drop_shop; (exit $code); cleanup' EXIT
 
 say "PostgreSQL (scripts/ensure-postgres.sh)"
-bash scripts/ensure-postgres.sh "$DATABASE_URL"
+bash scripts/ensure-postgres.sh "$SHOP_DATABASE_URL"
 say "the dbos-agent npm package (bindings/node: npm ci, build)"
 bash scripts/node-deps.sh
 (cd bindings/node && node scripts/build.mjs)

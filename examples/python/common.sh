@@ -1,12 +1,19 @@
-# Shared by run.sh and crash-demo.sh (sourced): prepares PostgreSQL, the
-# Python venv and the agent binary, and starts the agent on a schema of its
-# own that is dropped at exit (KEEP=1 keeps it, to look at it afterwards).
+# Shared by run.sh and crash-demo.sh (sourced): prepares the Python venv and
+# the agent binary (and PostgreSQL, when DATABASE_URL names it), and starts
+# the agent on a SQLite file (or Postgres schema) of its own that is removed
+# at exit (KEEP=1 keeps it, to look at it afterwards).
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 cd "$ROOT"
-DATABASE_URL="${DATABASE_URL:-postgres://postgres:dbos@localhost:5432/dbos_agent_example?sslmode=disable}"
-SCHEMA="${SCHEMA:-example_$(date +%s)_$$}"
 WORK="$(mktemp -d "${TMPDIR:-/tmp}/dbos-example.XXXXXX")"
+# No URL: a SQLite file of this run's own (nothing to install). A postgres://
+# URL: that server, in a schema of this run's own.
+DATABASE_URL="${DATABASE_URL:-sqlite:///$WORK/dbos.sqlite}"
+SCHEMA="${SCHEMA:-example_$(date +%s)_$$}"
+on_sqlite() { [[ $DATABASE_URL == sqlite:* ]]; }
+# The flags that name the system database, for serve and the CLI.
+DB_FLAGS=(--database-url "$DATABASE_URL")
+on_sqlite || DB_FLAGS+=(--schema "$SCHEMA")
 PY="$ROOT/.venv/bin/python"
 APP="$ROOT/examples/python/order_pipeline.py"
 export DBOS_AGENT_SOCKET="$WORK/agent.sock"
@@ -20,9 +27,9 @@ cleanup() {
   for pid in "${PIDS[@]}"; do kill "$pid" 2>/dev/null || true; done
   for pid in "${PIDS[@]}"; do wait "$pid" 2>/dev/null || true; done
   if [ "${KEEP:-0}" = "1" ]; then
-    echo "kept schema $SCHEMA in $DATABASE_URL and $WORK"
+    if on_sqlite; then echo "kept $WORK (system database ${DATABASE_URL})"; else echo "kept schema $SCHEMA in $DATABASE_URL and $WORK"; fi
   else
-    psql "$DATABASE_URL" -qc "DROP SCHEMA IF EXISTS \"$SCHEMA\" CASCADE" >/dev/null 2>&1 || true
+    on_sqlite || psql "$DATABASE_URL" -qc "DROP SCHEMA IF EXISTS \"$SCHEMA\" CASCADE" >/dev/null 2>&1 || true
     rm -rf "$WORK"
   fi
   exit $code
@@ -44,8 +51,10 @@ wait_for_line() {
 }
 
 setup() {
-  say "PostgreSQL (scripts/ensure-postgres.sh)"
-  bash scripts/ensure-postgres.sh "$DATABASE_URL"
+  if ! on_sqlite; then
+    say "PostgreSQL (scripts/ensure-postgres.sh)"
+    bash scripts/ensure-postgres.sh "$DATABASE_URL"
+  fi
   say "Python venv .venv with the dbos-agent binding (bindings/python)"
   bash scripts/python-venv.sh
   say "building the agent (bin/dbos-agent)"
@@ -53,8 +62,9 @@ setup() {
 }
 
 start_agent() {
-  say "starting dbos-agent on $DBOS_AGENT_SOCKET (schema $SCHEMA)"
-  bin/dbos-agent serve --database-url "$DATABASE_URL" --schema "$SCHEMA" --socket "$DBOS_AGENT_SOCKET" \
+  if on_sqlite; then say "starting dbos-agent on $DBOS_AGENT_SOCKET (system database $DATABASE_URL)"
+  else say "starting dbos-agent on $DBOS_AGENT_SOCKET (schema $SCHEMA)"; fi
+  bin/dbos-agent serve "${DB_FLAGS[@]}" --socket "$DBOS_AGENT_SOCKET" \
     --poll-interval 200ms >"$WORK/agent.log" 2>&1 &
   AGENT_PID=$!
   PIDS+=("$AGENT_PID")
@@ -64,5 +74,5 @@ start_agent() {
 
 show_workflows() {
   say "the workflows, as the agent's CLI lists them"
-  bin/dbos-agent workflow list --database-url "$DATABASE_URL" --schema "$SCHEMA"
+  bin/dbos-agent workflow list "${DB_FLAGS[@]}"
 }
