@@ -91,8 +91,9 @@ type OpenOptions struct {
 	Password        string
 	MaxConns        int32
 	ConnectionLabel string
-	// PollInterval is SQLite's (see SQLiteOptions).
+	// PollInterval and Exclusive are SQLite's (see SQLiteOptions).
 	PollInterval   time.Duration
+	Exclusive      bool
 	Logger         *zap.Logger
 	SkipMigrations bool
 	RetryFor       time.Duration
@@ -108,6 +109,7 @@ func Open(ctx context.Context, rawURL string, opts OpenOptions) (Backend, error)
 	if target.Kind == KindSQLite {
 		return OpenSQLite(ctx, target.Path, SQLiteOptions{
 			Logger: opts.Logger, SkipMigrations: opts.SkipMigrations, PollInterval: opts.PollInterval, RetryFor: opts.RetryFor,
+			Exclusive: opts.Exclusive,
 		})
 	}
 	return OpenPostgres(ctx, target.URL, PostgresOptions{

@@ -37,6 +37,7 @@ type SQLite struct {
 	retryFor time.Duration
 	poll     time.Duration
 	notes    *localNotifier
+	owner    *ownerLock // set when opened Exclusive
 }
 
 var (
@@ -62,6 +63,11 @@ type SQLiteOptions struct {
 	// locked by another process beyond the busy timeout (or cannot be
 	// opened); 0 means one minute, RetryUntilCancelled until ctx ends.
 	RetryFor time.Duration
+	// Exclusive is for the agent that serves the file: while it has it
+	// open, another Exclusive open (a second agent, in any process) fails
+	// with a FileServedError. One agent per file keeps one owner of its
+	// recovery, queues and schedules; DBOS apps and the CLI open it shared.
+	Exclusive bool
 }
 
 // DefaultSQLitePollInterval is how often the file is checked for commits
@@ -103,6 +109,11 @@ func OpenSQLite(ctx context.Context, path string, opts SQLiteOptions) (*SQLite, 
 			zap.String("path", abs), zap.String("filesystem", fs))
 	}
 	s := &SQLite{path: abs, log: log, retryFor: opts.RetryFor, poll: opts.PollInterval, notes: newLocalNotifier()}
+	if opts.Exclusive {
+		if s.owner, err = lockOwner(abs); err != nil {
+			return nil, err
+		}
+	}
 	if s.retryFor == 0 {
 		s.retryFor = time.Minute
 	}
@@ -111,6 +122,7 @@ func OpenSQLite(ctx context.Context, path string, opts SQLiteOptions) (*SQLite, 
 	}
 	s.w, err = sql.Open("sqlite", sqliteDSN(abs, true))
 	if err != nil {
+		s.owner.release()
 		return nil, fmt.Errorf("open %s: %w", abs, err)
 	}
 	s.w.SetMaxOpenConns(1)
@@ -124,6 +136,7 @@ func OpenSQLite(ctx context.Context, path string, opts SQLiteOptions) (*SQLite, 
 	s.r, err = sql.Open("sqlite", sqliteDSN(abs, false))
 	if err != nil {
 		_ = s.w.Close()
+		s.owner.release()
 		return nil, fmt.Errorf("open %s: %w", abs, err)
 	}
 	s.r.SetMaxOpenConns(readers)
@@ -188,6 +201,7 @@ func (s *SQLite) Close() {
 	if s.w != nil {
 		_ = s.w.Close()
 	}
+	s.owner.release()
 }
 
 // nowMS is the clock SQLite rows are stamped with. Unlike Postgres there is

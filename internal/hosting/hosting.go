@@ -60,6 +60,7 @@ func Start(ctx context.Context, log *zap.Logger, o Options) (*Engine, error) {
 	}
 	db, err := sysdb.Open(ctx, o.DatabaseURL, sysdb.OpenOptions{
 		Schema: o.Schema, Password: o.Password, Logger: log, MaxConns: poolSize, RetryFor: retry,
+		Exclusive: true, // the engine serves the file: one per SQLite file
 	})
 	if err != nil {
 		return nil, err
