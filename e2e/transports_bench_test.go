@@ -21,6 +21,8 @@ import (
 
 	"github.com/dbos-inc/dbos-transact-golang/dbos"
 	"github.com/jackc/pgx/v5"
+
+	"github.com/dbos-agent/dbos-agent/sysdb"
 )
 
 // BenchmarkTransports runs one workload, workflows of 10 trivial steps (as
@@ -37,7 +39,10 @@ import (
 //     starts; the library as a transport to a `dbos-agent serve` of its own;
 //   - dbos-python: the official DBOS Python (the test venv's `dbos`), the
 //     same program with only its import changed;
-//   - dbos-go: the official DBOS Go SDK, in this process.
+//   - dbos-go: the official DBOS Go SDK, in this process;
+//   - python/socket-sqlite and dbos-python-sqlite: python/socket and
+//     dbos-python again on one SQLite file (a temporary directory's), which
+//     both open: the agent serves it, DBOS Python runs on it directly.
 //
 // Each variant has a system database of its own on the same server (named
 // after DBOS_BENCH_DATABASE_URL's, plus the variant), created fresh and
@@ -140,6 +145,7 @@ type transportsConfig struct {
 	library          string
 	python           string
 	runnerScript     string
+	sqliteFile       string // the SQLite variants' system database
 }
 
 func transportsConfigFromEnv(b *testing.B) transportsConfig {
@@ -153,6 +159,7 @@ func transportsConfigFromEnv(b *testing.B) transportsConfig {
 		library:      os.Getenv("DBOS_BENCH_LIBRARY"),
 		python:       os.Getenv("DBOS_BENCH_PYTHON"),
 		runnerScript: "testdata/bench_runner.py",
+		sqliteFile:   filepath.Join(b.TempDir(), "bench.sqlite"),
 	}
 	if s := os.Getenv("DBOS_BENCH_TRANSPORTS_CONCURRENCY"); s != "" {
 		cfg.concurrency = nil
@@ -228,6 +235,11 @@ type transportVariant struct {
 const (
 	variantDBOSPython = "dbos-python"
 	variantDBOSGo     = "dbos-go"
+	// The SQLite variants share one file (cfg.sqliteFile): the agent serves
+	// it, and DBOS Python opens the same file, as an app beside the agent
+	// would; the interleaving keeps one of them idle while the other runs.
+	variantSocketSQLite     = "python/socket-sqlite"
+	variantDBOSPythonSQLite = "dbos-python-sqlite"
 )
 
 func transportVariants(cfg transportsConfig) []*transportVariant {
@@ -238,6 +250,8 @@ func transportVariants(cfg transportsConfig) []*transportVariant {
 		{name: "python/lib-connect", library: true, start: startPythonLibrary("connect")},
 		{name: variantDBOSPython, start: startDBOSPython, noAgent: "none"},
 		{name: variantDBOSGo, start: startDBOSGo, noAgent: "none"},
+		{name: variantSocketSQLite, start: startPythonSocketSQLite},
+		{name: variantDBOSPythonSQLite, start: startDBOSPythonSQLite, noAgent: "none"},
 	}
 	var out []*transportVariant
 	for _, v := range all {
@@ -475,6 +489,24 @@ func startPythonLibrary(mode string) func(b *testing.B, cfg transportsConfig) (t
 	}
 }
 
+func startPythonSocketSQLite(b *testing.B, cfg transportsConfig) (transportRunner, error) {
+	db := sysdb.SQLiteURL(cfg.sqliteFile)
+	agent, err := startBenchAgent(b, db)
+	if err != nil {
+		return nil, err
+	}
+	r, err := startPythonRunner(cfg, "dbos_agent", db, []string{"DBOS_AGENT_SOCKET=" + agent.socket})
+	if err != nil {
+		return nil, err
+	}
+	r.agentPIDs = []int{agent.cmd.Process.Pid}
+	return r, nil
+}
+
+func startDBOSPythonSQLite(b *testing.B, cfg transportsConfig) (transportRunner, error) {
+	return startPythonRunner(cfg, "dbos", sysdb.SQLiteURL(cfg.sqliteFile), nil)
+}
+
 func startDBOSPython(b *testing.B, cfg transportsConfig) (transportRunner, error) {
 	db, err := variantDatabase(b, cfg.baseURL, "dbos_python")
 	if err != nil {
@@ -548,7 +580,10 @@ func (t *tailBuffer) last() string {
 
 func startPythonRunner(cfg transportsConfig, sdk, databaseURL string, env []string) (*pythonRunner, error) {
 	// SQLAlchemy (DBOS Python) takes postgresql://; pgx takes both.
-	pyURL := "postgresql://" + strings.TrimPrefix(strings.TrimPrefix(databaseURL, "postgres://"), "postgresql://")
+	pyURL := databaseURL
+	if !strings.HasPrefix(databaseURL, "sqlite:") {
+		pyURL = "postgresql://" + strings.TrimPrefix(strings.TrimPrefix(databaseURL, "postgres://"), "postgresql://")
+	}
 	cmd := exec.Command(cfg.python, cfg.runnerScript, "--sdk", sdk, "--database-url", pyURL)
 	cmd.Env = append(os.Environ(), env...)
 	r := &pythonRunner{cmd: cmd, db: databaseURL, answers: make(chan string, 1), stderr: &tailBuffer{}}

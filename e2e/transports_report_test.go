@@ -296,7 +296,7 @@ func printTransportsReport(w io.Writer, cfg transportsConfig, variants []*transp
 	}
 	_ = tw.Flush()
 
-	for _, ref := range []string{variantDBOSPython, variantDBOSGo} {
+	for _, ref := range []string{variantDBOSPython, variantDBOSGo, variantDBOSPythonSQLite, "python/socket"} {
 		rv := byName[ref]
 		if rv == nil || rv.missing != "" {
 			continue
