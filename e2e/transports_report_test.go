@@ -321,7 +321,8 @@ func printTransportsReport(w io.Writer, cfg transportsConfig, variants []*transp
 		_ = tw.Flush()
 	}
 
-	fmt.Fprintf(w, "\nCPU per step in µs (medians): the client process, the agent process, the Postgres backends of the variant's database;\n"+
+	fmt.Fprintf(w, "\nCPU per step in µs (medians): the client process, the agent process, the Postgres backends of the variant's database\n"+
+		"(none for a SQLite variant: SQLite runs inside the process that opens the file);\n"+
 		"host: the whole machine's busy share of its %d cores during the measurement, other: of which not these processes (other work on the machine, Postgres's own background processes)\n",
 		hostCores())
 	tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
