@@ -75,9 +75,10 @@ test-go: postgres build ## The Go tests: sysdb conformance and parity, protocol,
 	$(GO) test -race -count=1 -timeout 30m ./...
 
 .PHONY: test-python
-test-python: postgres lib ## The Python binding's tests against the real agent: the whole suite over the socket, then again over libdbos.so (connect mode)
+test-python: postgres lib ## The Python binding's tests against the real agent: the whole suite over the socket, then again over libdbos.so (connect mode), then the official-dbos interop modules on a SQLite file
 	bash scripts/python-test.sh
 	DBOS_AGENT_TEST_TRANSPORT=library bash scripts/python-test.sh
+	DBOS_AGENT_TEST_SYSTEM_DB=sqlite bash scripts/python-test.sh
 
 .PHONY: test-node
 test-node: postgres build lib ## The Node binding's tests against the real agent: the whole suite over the socket, then again over libdbos.so (connect mode); the package packed and installed

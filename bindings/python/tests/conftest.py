@@ -42,6 +42,14 @@ if TRANSPORT not in ("socket", "library"):
     raise RuntimeError(f"DBOS_AGENT_TEST_TRANSPORT must be socket or library, not {TRANSPORT!r}")
 
 
+# The agent's system database: postgres (DBOS_TEST_DATABASE_URL, a schema per
+# module) or sqlite (a file per module, which the official dbos package opens
+# too).
+SYSTEM_DB = os.environ.get("DBOS_AGENT_TEST_SYSTEM_DB") or "postgres"
+if SYSTEM_DB not in ("postgres", "sqlite"):
+    raise RuntimeError(f"DBOS_AGENT_TEST_SYSTEM_DB must be postgres or sqlite, not {SYSTEM_DB!r}")
+
+
 def library_path() -> str:
     """libdbos.so, as `make lib` builds it (or env DBOS_AGENT_TEST_LIBRARY)."""
     return os.environ.get("DBOS_AGENT_TEST_LIBRARY") or str(REPO / "cgo" / "libdbos.so")
@@ -163,13 +171,14 @@ class LineWaiter:
 class AgentProcess:
     """A running `dbos-agent serve`."""
 
-    def __init__(self, binary: str, schema: str, socket: str, executor_id: str = "local", extra: Optional[List[str]] = None):
+    def __init__(self, binary: str, schema: str, socket: str, executor_id: str = "local", extra: Optional[List[str]] = None,
+                 url: Optional[str] = None):
         self.schema = schema
         self.socket = socket
         self.executor_id = executor_id
         args = [
             binary, "serve",
-            "--database-url", database_url(),
+            "--database-url", url or database_url(),
             "--schema", schema,
             "--socket", socket,
             "--executor-id", executor_id,
@@ -206,11 +215,19 @@ class AgentEnv:
         # Unix socket paths are limited to ~100 bytes: keep the directory short.
         self.dir = tempfile.mkdtemp(prefix="dbp")
         self.socket = os.path.join(self.dir, "agent.sock")
+        # The URL the agent is given; system_database_url is the same
+        # database as the official dbos package takes it.
+        if SYSTEM_DB == "sqlite":
+            self.agent_url = "sqlite:///" + os.path.join(self.dir, "dbos.sqlite")
+            self.system_database_url = self.agent_url
+        else:
+            self.agent_url = database_url()
+            self.system_database_url = sqlalchemy_url()
         self.agents: List[AgentProcess] = []
         self.agent = self.start_agent()
 
     def start_agent(self, executor_id: str = "local") -> AgentProcess:
-        a = AgentProcess(self.binary, self.schema, self.socket, executor_id, self.extra)
+        a = AgentProcess(self.binary, self.schema, self.socket, executor_id, self.extra, url=self.agent_url)
         self.agents.append(a)
         self.agent = a
         return a
@@ -218,14 +235,15 @@ class AgentEnv:
     def start_other_agent(self, executor_id: str) -> AgentProcess:
         """Another agent on the same schema (its own socket and executor id),
         as a second host would run one."""
-        a = AgentProcess(self.binary, self.schema, os.path.join(self.dir, f"{executor_id}.sock"), executor_id)
+        a = AgentProcess(self.binary, self.schema, os.path.join(self.dir, f"{executor_id}.sock"), executor_id, url=self.agent_url)
         self.agents.append(a)
         return a
 
     def close(self) -> None:
         for a in self.agents:
             a.kill()
-        drop_schema(self.schema)
+        if SYSTEM_DB == "postgres":
+            drop_schema(self.schema)
         shutil.rmtree(self.dir, ignore_errors=True)
 
     def path(self, name: str) -> str:

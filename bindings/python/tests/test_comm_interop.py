@@ -12,7 +12,7 @@ from dbos import DBOSClient as OfficialClient
 
 from dbos_agent import DBOS, DBOSClient, SetWorkflowID
 
-from conftest import AgentEnv, Worker, new_id, sqlalchemy_url
+from conftest import AgentEnv, Worker, new_id
 
 WAIT = 30.0
 
@@ -29,7 +29,7 @@ def binding_receiver() -> Any:
 
 @pytest.fixture(scope="module")
 def official(agent_env: AgentEnv) -> Iterator[OfficialClient]:
-    client = OfficialClient(system_database_url=sqlalchemy_url(), dbos_system_schema=agent_env.schema)
+    client = OfficialClient(system_database_url=agent_env.system_database_url, dbos_system_schema=agent_env.schema)
     yield client
     client.destroy()
 
@@ -57,7 +57,7 @@ def test_binding_client_sends_to_an_official_workflow_and_reads_its_event_and_st
 ) -> None:
     wid = new_id("official-receiver")
     app = Worker("official_comm_app.py", {
-        "APP_DATABASE_URL": sqlalchemy_url(), "APP_SCHEMA": agent_env.schema, "WORKFLOW_ID": wid,
+        "APP_DATABASE_URL": agent_env.system_database_url, "APP_SCHEMA": agent_env.schema, "WORKFLOW_ID": wid,
         # Its own executor id, so that its startup recovery leaves the
         # agent's workflows alone.
         "DBOS__VMID": "official-comm",

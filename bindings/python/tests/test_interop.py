@@ -14,7 +14,7 @@ from dbos import WorkflowSerializationFormat as OfficialFormat
 
 from dbos_agent import DBOS, Queue, SetWorkflowID, WorkflowSerializationFormat
 
-from conftest import AgentEnv, sqlalchemy_url
+from conftest import AgentEnv
 
 Queue("interop_queue")
 
@@ -42,7 +42,7 @@ def interop_failing(reason: str) -> None:
 
 @pytest.fixture(scope="module")
 def official(agent_env: AgentEnv) -> Iterator[OfficialClient]:
-    client = OfficialClient(system_database_url=sqlalchemy_url(), dbos_system_schema=agent_env.schema)
+    client = OfficialClient(system_database_url=agent_env.system_database_url, dbos_system_schema=agent_env.schema)
     yield client
     client.destroy()
 

@@ -18,7 +18,7 @@ from dbos import DBOSClient as OfficialClient
 
 from dbos_agent import DBOS, DBOSClient, Queue
 
-from conftest import TESTS, AgentEnv, sqlalchemy_url
+from conftest import TESTS, AgentEnv
 from holds import Tracker, drive
 
 state: Dict[str, Tracker] = {"tracker": Tracker()}
@@ -59,7 +59,7 @@ def dbos(agent_env: AgentEnv) -> Iterator[type]:
 def run_official_app(agent_env: AgentEnv, **env: str) -> Dict[str, Any]:
     full = dict(os.environ)
     full.update({
-        "APP_DATABASE_URL": sqlalchemy_url(), "APP_SCHEMA": agent_env.schema, "APP_NAME": "pytest",
+        "APP_DATABASE_URL": agent_env.system_database_url, "APP_SCHEMA": agent_env.schema, "APP_NAME": "pytest",
         "APP_VERSION": "official-1",
         # Its own executor id, so that its startup recovery leaves the
         # agent's workflows alone.
@@ -109,7 +109,7 @@ def test_queues_are_shared_with_official_dbos_both_ways(dbos: Any, agent_env: Ag
     # binding-1 is made the latest again (a rollback, as in DBOS).
     assert DBOS.get_latest_application_version()["version_name"] == "official-1"
     DBOS.set_latest_application_version("binding-1")
-    official = OfficialClient(system_database_url=sqlalchemy_url(), dbos_system_schema=agent_env.schema)
+    official = OfficialClient(system_database_url=agent_env.system_database_url, dbos_system_schema=agent_env.schema)
     fresh = Tracker()
     state["tracker"] = fresh
     try:
