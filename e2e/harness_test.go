@@ -22,6 +22,7 @@ import (
 	"github.com/dbos-agent/dbos-agent/client"
 	"github.com/dbos-agent/dbos-agent/internal/pgtest"
 	"github.com/dbos-agent/dbos-agent/protocol"
+	"github.com/dbos-agent/dbos-agent/sysdb"
 )
 
 var agentBinary string
@@ -300,4 +301,27 @@ func (lw *lineWaiter) all() []string {
 	lw.mu.Lock()
 	defer lw.mu.Unlock()
 	return append([]string(nil), lw.lines...)
+}
+
+// newSQLiteEnv is newEnv on a SQLite file of the test's own.
+func newSQLiteEnv(t testing.TB) *env {
+	t.Helper()
+	dir, err := os.MkdirTemp("", "e2e")
+	require.NoError(t, err)
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	return &env{t: t, url: sysdb.SQLiteURL(filepath.Join(dir, "dbos.sqlite")), schema: sysdb.DefaultSchema, dir: dir}
+}
+
+// onEachBackend runs body as two parallel subtests, on Postgres and on
+// SQLite: behaviour the engine owes whatever its system database.
+func onEachBackend(t *testing.T, body func(t *testing.T, e *env)) {
+	t.Parallel()
+	t.Run("postgres", func(t *testing.T) {
+		t.Parallel()
+		body(t, newEnv(t))
+	})
+	t.Run("sqlite", func(t *testing.T) {
+		t.Parallel()
+		body(t, newSQLiteEnv(t))
+	})
 }

@@ -31,102 +31,102 @@ func requireEachStepOnce(t *testing.T, effects, workflowID string, steps int) {
 }
 
 func TestWorkflowWithStepsRunsToSuccess(t *testing.T) {
-	t.Parallel()
-	e := newEnv(t)
-	agent := e.startAgent(agentOptions{})
-	effects := filepath.Join(e.dir, "effects")
-	e.startWorkerProcess(agent.socket, effects, false)
-	c := dialClient(t, agent.socket)
-	ctx := context.Background()
+	onEachBackend(t, func(t *testing.T, e *env) {
+		agent := e.startAgent(agentOptions{})
+		effects := filepath.Join(e.dir, "effects")
+		e.startWorkerProcess(agent.socket, effects, false)
+		c := dialClient(t, agent.socket)
+		ctx := context.Background()
 
-	var started protocol.StartWorkflowReply
-	require.NoError(t, c.Call(ctx, protocol.OpStartWorkflow, &protocol.StartWorkflow{
-		WorkflowID: "wf-success", Name: "steps_wf", Inputs: stepsInputs(t, 5, 0), Serialization: "portable_json",
-	}, &started))
-	require.True(t, started.Created)
-	require.Equal(t, "ENQUEUED", started.Status)
+		var started protocol.StartWorkflowReply
+		require.NoError(t, c.Call(ctx, protocol.OpStartWorkflow, &protocol.StartWorkflow{
+			WorkflowID: "wf-success", Name: "steps_wf", Inputs: stepsInputs(t, 5, 0), Serialization: "portable_json",
+		}, &started))
+		require.True(t, started.Created)
+		require.Equal(t, "ENQUEUED", started.Status)
 
-	res := awaitResult(t, c, "wf-success")
-	require.Equal(t, "SUCCESS", res.Status)
-	require.Equal(t, `{"steps":5}`, *res.Output)
-	requireEachStepOnce(t, effects, "wf-success", 5)
+		res := awaitResult(t, c, "wf-success")
+		require.Equal(t, "SUCCESS", res.Status)
+		require.Equal(t, `{"steps":5}`, *res.Output)
+		requireEachStepOnce(t, effects, "wf-success", 5)
 
-	var steps protocol.ListStepsReply
-	require.NoError(t, c.Call(ctx, protocol.OpListSteps, &protocol.WorkflowRef{WorkflowID: "wf-success"}, &steps))
-	require.Len(t, steps.Steps, 5)
-	for i, s := range steps.Steps {
-		require.Equal(t, i+1, s.FunctionID)
-		require.Equal(t, fmt.Sprintf("step-%d", i+1), s.Name)
-		require.Equal(t, fmt.Sprint((i+1)*(i+1)), *s.Output)
-	}
+		var steps protocol.ListStepsReply
+		require.NoError(t, c.Call(ctx, protocol.OpListSteps, &protocol.WorkflowRef{WorkflowID: "wf-success"}, &steps))
+		require.Len(t, steps.Steps, 5)
+		for i, s := range steps.Steps {
+			require.Equal(t, i+1, s.FunctionID)
+			require.Equal(t, fmt.Sprintf("step-%d", i+1), s.Name)
+			require.Equal(t, fmt.Sprint((i+1)*(i+1)), *s.Output)
+		}
 
-	// Starting the same id again is idempotent.
-	var again protocol.StartWorkflowReply
-	require.NoError(t, c.Call(ctx, protocol.OpStartWorkflow, &protocol.StartWorkflow{
-		WorkflowID: "wf-success", Name: "steps_wf", Inputs: stepsInputs(t, 5, 0),
-	}, &again))
-	require.False(t, again.Created)
-	require.Equal(t, "SUCCESS", again.Status)
+		// Starting the same id again is idempotent.
+		var again protocol.StartWorkflowReply
+		require.NoError(t, c.Call(ctx, protocol.OpStartWorkflow, &protocol.StartWorkflow{
+			WorkflowID: "wf-success", Name: "steps_wf", Inputs: stepsInputs(t, 5, 0),
+		}, &again))
+		require.False(t, again.Created)
+		require.Equal(t, "SUCCESS", again.Status)
 
-	var info protocol.WorkflowInfo
-	require.NoError(t, c.Call(ctx, protocol.OpGetWorkflow, &protocol.GetWorkflow{WorkflowID: "wf-success"}, &info))
-	require.Equal(t, "local", info.ExecutorID)
-	require.Equal(t, "e2e", info.AppName)
+		var info protocol.WorkflowInfo
+		require.NoError(t, c.Call(ctx, protocol.OpGetWorkflow, &protocol.GetWorkflow{WorkflowID: "wf-success"}, &info))
+		require.Equal(t, "local", info.ExecutorID)
+		require.Equal(t, "e2e", info.AppName)
+	})
 }
 
 func TestKilledWorkerIsReplacedWithoutRerunningSteps(t *testing.T) {
-	t.Parallel()
-	e := newEnv(t)
-	agent := e.startAgent(agentOptions{})
-	effects := filepath.Join(e.dir, "effects")
-	first := e.startWorkerProcess(agent.socket, effects, true)
-	c := dialClient(t, agent.socket)
+	onEachBackend(t, func(t *testing.T, e *env) {
+		agent := e.startAgent(agentOptions{})
+		effects := filepath.Join(e.dir, "effects")
+		first := e.startWorkerProcess(agent.socket, effects, true)
+		c := dialClient(t, agent.socket)
 
-	require.NoError(t, c.Call(context.Background(), protocol.OpStartWorkflow, &protocol.StartWorkflow{
-		WorkflowID: "wf-crash", Name: "steps_wf", Inputs: stepsInputs(t, 8, 3), Serialization: "portable_json",
-	}, nil))
-	first.out.waitFor(t, "recorded wf-crash 3")
-	first.kill()
+		require.NoError(t, c.Call(context.Background(), protocol.OpStartWorkflow, &protocol.StartWorkflow{
+			WorkflowID: "wf-crash", Name: "steps_wf", Inputs: stepsInputs(t, 8, 3), Serialization: "portable_json",
+		}, nil))
+		first.out.waitFor(t, "recorded wf-crash 3")
+		first.kill()
 
-	// The agent noticed the closed connection and re-enqueued the workflow;
-	// a new worker receives it with its history.
-	second := e.startWorkerProcess(agent.socket, effects, false)
-	res := awaitResult(t, c, "wf-crash")
-	require.Equal(t, "SUCCESS", res.Status)
-	requireEachStepOnce(t, effects, "wf-crash", 8)
-	second.out.waitFor(t, "recorded wf-crash 8")
-	second.out.waitFor(t, "replayed wf-crash 3")
-	for _, l := range second.out.all() {
-		require.NotContains(t, []string{"recorded wf-crash 1", "recorded wf-crash 2", "recorded wf-crash 3"}, l,
-			"the replacement re-ran a recorded step")
-	}
+		// The agent noticed the closed connection and re-enqueued the workflow;
+		// a new worker receives it with its history.
+		second := e.startWorkerProcess(agent.socket, effects, false)
+		res := awaitResult(t, c, "wf-crash")
+		require.Equal(t, "SUCCESS", res.Status)
+		requireEachStepOnce(t, effects, "wf-crash", 8)
+		second.out.waitFor(t, "recorded wf-crash 8")
+		second.out.waitFor(t, "replayed wf-crash 3")
+		for _, l := range second.out.all() {
+			require.NotContains(t, []string{"recorded wf-crash 1", "recorded wf-crash 2", "recorded wf-crash 3"}, l,
+				"the replacement re-ran a recorded step")
+		}
+	})
 }
 
 func TestKilledAgentRecoversPendingWorkOnRestart(t *testing.T) {
-	t.Parallel()
-	e := newEnv(t)
-	first := e.startAgent(agentOptions{executorID: "host-a"})
-	effects := filepath.Join(e.dir, "effects")
-	worker := e.startWorkerProcess(first.socket, effects, true)
-	c := dialClient(t, first.socket)
-	require.NoError(t, c.Call(context.Background(), protocol.OpStartWorkflow, &protocol.StartWorkflow{
-		WorkflowID: "wf-agent-crash", Name: "steps_wf", Inputs: stepsInputs(t, 6, 2), Serialization: "portable_json",
-	}, nil))
-	worker.out.waitFor(t, "recorded wf-agent-crash 2")
+	onEachBackend(t, func(t *testing.T, e *env) {
+		first := e.startAgent(agentOptions{executorID: "host-a"})
+		effects := filepath.Join(e.dir, "effects")
+		worker := e.startWorkerProcess(first.socket, effects, true)
+		c := dialClient(t, first.socket)
+		require.NoError(t, c.Call(context.Background(), protocol.OpStartWorkflow, &protocol.StartWorkflow{
+			WorkflowID: "wf-agent-crash", Name: "steps_wf", Inputs: stepsInputs(t, 6, 2), Serialization: "portable_json",
+		}, nil))
+		worker.out.waitFor(t, "recorded wf-agent-crash 2")
 
-	first.kill()
-	worker.kill()
+		first.kill()
+		worker.kill()
 
-	restarted := e.startAgent(agentOptions{executorID: "host-a"})
-	e.startWorkerProcess(restarted.socket, effects, false)
-	c2 := dialClient(t, restarted.socket)
-	res := awaitResult(t, c2, "wf-agent-crash")
-	require.Equal(t, "SUCCESS", res.Status)
-	requireEachStepOnce(t, effects, "wf-agent-crash", 6)
+		restarted := e.startAgent(agentOptions{executorID: "host-a"})
+		e.startWorkerProcess(restarted.socket, effects, false)
+		c2 := dialClient(t, restarted.socket)
+		res := awaitResult(t, c2, "wf-agent-crash")
+		require.Equal(t, "SUCCESS", res.Status)
+		requireEachStepOnce(t, effects, "wf-agent-crash", 6)
 
-	var info protocol.WorkflowInfo
-	require.NoError(t, c2.Call(context.Background(), protocol.OpGetWorkflow, &protocol.GetWorkflow{WorkflowID: "wf-agent-crash"}, &info))
-	require.Equal(t, int64(2), info.RecoveryAttempts)
+		var info protocol.WorkflowInfo
+		require.NoError(t, c2.Call(context.Background(), protocol.OpGetWorkflow, &protocol.GetWorkflow{WorkflowID: "wf-agent-crash"}, &info))
+		require.Equal(t, int64(2), info.RecoveryAttempts)
+	})
 }
 
 func TestCancelStopsRunAtNextStep(t *testing.T) {
