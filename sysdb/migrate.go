@@ -77,7 +77,13 @@ type migration struct {
 // loadMigrations parses the embedded files once per call; there are few of
 // them and migration is not a hot path.
 func loadMigrations() ([]migration, error) {
-	entries, err := fs.ReadDir(postgresMigrationFiles, "migrations/postgres")
+	return readMigrations(postgresMigrationFiles, "migrations/postgres", LatestSchemaVersion)
+}
+
+// readMigrations parses the NNN_description.sql files of dir, in version
+// order, and checks that the last one is numbered latest.
+func readMigrations(fsys fs.FS, dir string, latest int64) ([]migration, error) {
+	entries, err := fs.ReadDir(fsys, dir)
 	if err != nil {
 		return nil, fmt.Errorf("read embedded migrations: %w", err)
 	}
@@ -92,7 +98,7 @@ func loadMigrations() ([]migration, error) {
 		if err != nil {
 			return nil, fmt.Errorf("migration file %q: bad version: %w", name, err)
 		}
-		body, err := postgresMigrationFiles.ReadFile(path.Join("migrations/postgres", name))
+		body, err := fs.ReadFile(fsys, path.Join(dir, name))
 		if err != nil {
 			return nil, fmt.Errorf("read migration %q: %w", name, err)
 		}
@@ -111,8 +117,8 @@ func loadMigrations() ([]migration, error) {
 			return nil, fmt.Errorf("two migrations numbered %d", out[i].version)
 		}
 	}
-	if len(out) == 0 || out[len(out)-1].version != LatestSchemaVersion {
-		return nil, fmt.Errorf("embedded migrations do not end at version %d", LatestSchemaVersion)
+	if len(out) == 0 || out[len(out)-1].version != latest {
+		return nil, fmt.Errorf("embedded migrations do not end at version %d", latest)
 	}
 	return out, nil
 }

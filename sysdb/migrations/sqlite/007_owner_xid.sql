@@ -1,0 +1,1 @@
+ALTER TABLE workflow_status ADD COLUMN owner_xid TEXT DEFAULT NULL;

@@ -1,0 +1,1 @@
+ALTER TABLE workflow_status ADD COLUMN was_forked_from BOOLEAN NOT NULL DEFAULT FALSE;

@@ -1,0 +1,1 @@
+DROP INDEX IF EXISTS uq_workflow_status_queue_name_dedup_id;

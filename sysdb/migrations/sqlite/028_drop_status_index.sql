@@ -1,0 +1,1 @@
+DROP INDEX IF EXISTS workflow_status_status_index;

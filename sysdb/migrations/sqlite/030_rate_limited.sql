@@ -1,0 +1,1 @@
+ALTER TABLE workflow_status ADD COLUMN rate_limited BOOLEAN NOT NULL DEFAULT FALSE;

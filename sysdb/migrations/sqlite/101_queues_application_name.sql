@@ -1,0 +1,1 @@
+ALTER TABLE queues ADD COLUMN application_name TEXT DEFAULT NULL;

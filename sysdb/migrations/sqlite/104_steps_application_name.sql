@@ -1,0 +1,1 @@
+ALTER TABLE operation_outputs ADD COLUMN application_name TEXT DEFAULT NULL;

@@ -1,0 +1,1 @@
+ALTER TABLE operation_outputs ADD COLUMN retention_timestamp INTEGER;

@@ -1,0 +1,1 @@
+DROP INDEX IF EXISTS idx_operation_outputs_completed_at_function_name;

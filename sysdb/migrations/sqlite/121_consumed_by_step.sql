@@ -1,0 +1,1 @@
+ALTER TABLE notifications ADD COLUMN consumed_by_function_id INTEGER;

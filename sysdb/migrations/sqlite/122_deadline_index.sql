@@ -1,0 +1,1 @@
+CREATE INDEX IF NOT EXISTS idx_workflow_status_deadline ON workflow_status (workflow_deadline_epoch_ms) WHERE "status" IN ('ENQUEUED', 'PENDING', 'DELAYED') AND "workflow_deadline_epoch_ms" IS NOT NULL;

@@ -1,0 +1,1 @@
+ALTER TABLE workflow_status ADD COLUMN creator_xid TEXT DEFAULT NULL;
