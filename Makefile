@@ -90,7 +90,7 @@ dbos-suite: ## The drop-in measure (not in `make test`): DBOS Python 3.4's own t
 	DBOS_SUITE_FILES='$(DBOS_SUITE_FILES)' DBOS_SUITE_ARGS='$(DBOS_SUITE_ARGS)' bash scripts/dbos-suite.sh
 
 .PHONY: chaos
-chaos: postgres ## The fault suite, long form: 2,000 workflows through worker and agent SIGKILLs, Postgres restarts, a 2-minute outage (CHAOS_* scale it)
+chaos: postgres ## The fault suite, long form: 2,000 workflows through worker and agent SIGKILLs, Postgres restarts, a 2-minute outage (CHAOS_* scale it); then the SIGKILLs on SQLite
 	CHAOS=long $(GO) test -race -count=1 -run '^TestChaos$$' -v -timeout 60m ./e2e/
 
 .PHONY: fuzz

@@ -5,7 +5,6 @@ package e2e
 
 import (
 	"bufio"
-	"context"
 	"encoding/json"
 	"fmt"
 	"os"
@@ -15,8 +14,6 @@ import (
 	"strings"
 	"text/tabwriter"
 	"time"
-
-	"github.com/jackc/pgx/v5"
 )
 
 // chaosEvent is one line of a side-effect log.
@@ -86,15 +83,14 @@ type chaosRow struct {
 }
 
 func (h *chaosHarness) readWorkflows() map[string]*chaosRow {
-	ctx := context.Background()
-	wfTable := pgx.Identifier{h.e.schema, "workflow_status"}.Sanitize()
-	outTable := pgx.Identifier{h.e.schema, "workflow_output"}.Sanitize()
-	stepTable := pgx.Identifier{h.e.schema, "operation_outputs"}.Sanitize()
+	wfTable := h.db.table("workflow_status")
+	outTable := h.db.table("workflow_output")
+	stepTable := h.db.table("operation_outputs")
 	// Outcomes live in workflow_output (schema v125); older rows in
 	// workflow_status itself.
-	rows, err := h.db.Query(ctx, `SELECT w.workflow_uuid, w.status, coalesce(w.executor_id, ''),
+	rows, err := h.db.query(`SELECT w.workflow_uuid, w.status, coalesce(w.executor_id, ''),
 		coalesce(o.output, w.output), coalesce(o.error, w.error), coalesce(w.recovery_attempts, 0), w.updated_at
-		FROM `+wfTable+` w LEFT JOIN `+outTable+` o USING (workflow_uuid) WHERE w.workflow_uuid LIKE 'w%'`)
+		FROM ` + wfTable + ` w LEFT JOIN ` + outTable + ` o USING (workflow_uuid) WHERE w.workflow_uuid LIKE 'w%'`)
 	if err != nil {
 		h.t.Fatalf("read workflows: %v", err)
 	}
@@ -112,7 +108,7 @@ func (h *chaosHarness) readWorkflows() map[string]*chaosRow {
 	if err := rows.Err(); err != nil {
 		h.t.Fatalf("read workflows: %v", err)
 	}
-	steps, err := h.db.Query(ctx, `SELECT workflow_uuid, function_name, coalesce(output, '') FROM `+stepTable+`
+	steps, err := h.db.query(`SELECT workflow_uuid, function_name, coalesce(output, '') FROM ` + stepTable + `
 		WHERE workflow_uuid LIKE 'w%' AND function_name LIKE 'step-%'`)
 	if err != nil {
 		h.t.Fatalf("read steps: %v", err)

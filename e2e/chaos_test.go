@@ -24,7 +24,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5"
 	"golang.org/x/sync/errgroup"
 
 	"github.com/dbos-agent/dbos-agent/client"
@@ -186,7 +185,7 @@ type chaosHarness struct {
 	s        chaosSettings
 	e        *env
 	proxy    *tcpProxy
-	db       *pgx.Conn // direct, not through the proxy
+	db       chaosDB // direct, not through the proxy
 	logDir   string
 	began    time.Time
 	progress *chaosProgress
@@ -203,7 +202,23 @@ type chaosHarness struct {
 
 func TestChaos(t *testing.T) {
 	t.Parallel()
+	runChaos(t, newEnv(t), false)
+}
+
+// TestChaosSQLite is the fault suite on a SQLite system database: the worker
+// and agent SIGKILLs (a kill -9 of the agent mid-batch, with checkpoints
+// acknowledged just before); the connection drops and outages are a
+// network's, which a file does not have.
+func TestChaosSQLite(t *testing.T) {
+	t.Parallel()
+	runChaos(t, newSQLiteEnv(t), true)
+}
+
+func runChaos(t *testing.T, e *env, onSQLite bool) {
 	s := chaosSettingsFromEnv(t)
+	if onSQLite {
+		s.drops, s.outages = 0, nil
+	}
 	h := &chaosHarness{t: t, s: s, began: time.Now(), seeds: map[string]int{},
 		progress: &chaosProgress{acks: map[string]int{}, changed: make(chan struct{})}}
 	// Registered first, so it runs last: the report comes after the agent
@@ -215,7 +230,7 @@ func TestChaos(t *testing.T) {
 		}
 	})
 
-	h.e = newEnv(t)
+	h.e = e
 	h.logDir = h.e.dir
 	if dir := os.Getenv("CHAOS_LOG_DIR"); dir != "" {
 		h.logDir = dir
@@ -223,10 +238,14 @@ func TestChaos(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	h.db = pgtest.Connect(t, h.e.url)
-	var proxied string
-	proxied, h.proxy = h.e.proxiedURL()
-	h.e.url = proxied // every agent reaches Postgres through the proxy
+	if onSQLite {
+		h.db = openChaosSQLite(t, h.e.url)
+	} else {
+		h.db = chaosPostgres{conn: pgtest.Connect(t, h.e.url), schema: h.e.schema}
+		var proxied string
+		proxied, h.proxy = h.e.proxiedURL()
+		h.e.url = proxied // every agent reaches Postgres through the proxy
+	}
 	h.startAgent()
 	h.workers = h.startWorkers(s.workers)
 
@@ -447,11 +466,13 @@ func (h *chaosHarness) outage(p *chaosPhase) {
 func (h *chaosHarness) waitFor(prefix string, within time.Duration) (time.Duration, bool) {
 	start := time.Now()
 	deadline := start.Add(within)
-	q := fmt.Sprintf(`SELECT count(*) FROM %s WHERE workflow_uuid LIKE $1 AND status IN ('PENDING', 'ENQUEUED')`,
-		pgx.Identifier{h.e.schema, "workflow_status"}.Sanitize())
+	// The prefix is the suite's own ("w", "w1-", ...): quoted inline, the
+	// statement reads the same on both backends.
+	q := fmt.Sprintf(`SELECT count(*) FROM %s WHERE workflow_uuid LIKE '%s%%' AND status IN ('PENDING', 'ENQUEUED')`,
+		h.db.table("workflow_status"), prefix)
 	for {
 		var open int
-		if err := h.db.QueryRow(context.Background(), q, prefix+"%").Scan(&open); err != nil {
+		if err := h.db.queryRow(q, &open); err != nil {
 			h.t.Fatalf("count open workflows: %v", err)
 		}
 		if open == 0 {

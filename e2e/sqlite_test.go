@@ -98,4 +98,3 @@ func TestSecondAgentOnASQLiteFileRefuses(t *testing.T) {
 	}, nil))
 	require.Equal(t, "SUCCESS", awaitResult(t, c, "wf-first-serves").Status)
 }
-
