@@ -91,7 +91,7 @@ dbos-suite: ## The drop-in measure (not in `make test`): DBOS Python 3.4's own t
 
 .PHONY: chaos
 chaos: postgres ## The fault suite, long form: 2,000 workflows through worker and agent SIGKILLs, Postgres restarts, a 2-minute outage (CHAOS_* scale it); then the SIGKILLs on SQLite
-	CHAOS=long $(GO) test -race -count=1 -run '^TestChaos$$' -v -timeout 60m ./e2e/
+	CHAOS=long $(GO) test -race -count=1 -run '^TestChaos(SQLite)?$$' -v -timeout 90m ./e2e/
 
 .PHONY: fuzz
 fuzz: ## Run each fuzz target for FUZZTIME (default 5m; e.g. make fuzz FUZZTIME=1h)
