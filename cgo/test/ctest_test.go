@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/dbos-agent/dbos-agent/internal/pgtest"
+	"github.com/dbos-agent/dbos-agent/sysdb"
 )
 
 var (
@@ -152,10 +153,20 @@ func embeddedConfig(t *testing.T) map[string]any {
 	return map[string]any{"mode": "embedded", "database_url": pgtest.URL(t), "schema": pgtest.Schema(t)}
 }
 
+// embeddedSQLiteConfig is embeddedConfig on a SQLite file of the test's own:
+// the engine and SQLite (modernc.org/sqlite, pure Go) in the host process.
+func embeddedSQLiteConfig(t *testing.T) map[string]any {
+	return map[string]any{"mode": "embedded", "database_url": sysdb.SQLiteURL(filepath.Join(t.TempDir(), "dbos.sqlite"))}
+}
+
 func TestCEmbedded(t *testing.T) {
-	out := runProgram(t, embeddedConfig(t), testProg)
-	if !strings.Contains(out, "dbos_version: libdbos ") {
-		t.Fatal("the program did not print dbos_version")
+	for name, config := range map[string]func(*testing.T) map[string]any{"postgres": embeddedConfig, "sqlite": embeddedSQLiteConfig} {
+		t.Run(name, func(t *testing.T) {
+			out := runProgram(t, config(t), testProg)
+			if !strings.Contains(out, "dbos_version: libdbos ") {
+				t.Fatal("the program did not print dbos_version")
+			}
+		})
 	}
 }
 
@@ -270,31 +281,35 @@ func TestCConnectAgentGone(t *testing.T) {
 // and SIGINT still have their default actions on the host (the library
 // installs no handler for them).
 func TestCHostSignals(t *testing.T) {
-	for _, sig := range []syscall.Signal{syscall.SIGTERM, syscall.SIGINT} {
-		t.Run(sig.String(), func(t *testing.T) {
-			cmd := startHost(t, embeddedConfig(t))
-			if err := cmd.Process.Signal(sig); err != nil {
-				t.Fatal(err)
-			}
-			done := make(chan error, 1)
-			go func() { done <- cmd.Wait() }()
-			var err error
-			select {
-			case err = <-done:
-			case <-time.After(10 * time.Second):
-				_ = cmd.Process.Kill()
-				<-done
-				t.Fatalf("%v did not stop the host", sig)
-			}
-			var exit *exec.ExitError
-			if !errors.As(err, &exit) {
-				t.Fatalf("the host exited with %v, not killed by %v", err, sig)
-			}
-			ws := exit.Sys().(syscall.WaitStatus)
-			if !ws.Signaled() || ws.Signal() != sig {
-				t.Fatalf("the host ended with %v, not by %v", ws, sig)
-			}
-		})
+	// On SQLite too: its driver's libc links os/signal (see
+	// TestNoSignalHandlers), and the engine must still leave these be.
+	for backend, config := range map[string]func(*testing.T) map[string]any{"postgres": embeddedConfig, "sqlite": embeddedSQLiteConfig} {
+		for _, sig := range []syscall.Signal{syscall.SIGTERM, syscall.SIGINT} {
+			t.Run(backend+"/"+sig.String(), func(t *testing.T) {
+				cmd := startHost(t, config(t))
+				if err := cmd.Process.Signal(sig); err != nil {
+					t.Fatal(err)
+				}
+				done := make(chan error, 1)
+				go func() { done <- cmd.Wait() }()
+				var err error
+				select {
+				case err = <-done:
+				case <-time.After(10 * time.Second):
+					_ = cmd.Process.Kill()
+					<-done
+					t.Fatalf("%v did not stop the host", sig)
+				}
+				var exit *exec.ExitError
+				if !errors.As(err, &exit) {
+					t.Fatalf("the host exited with %v, not killed by %v", err, sig)
+				}
+				ws := exit.Sys().(syscall.WaitStatus)
+				if !ws.Signaled() || ws.Signal() != sig {
+					t.Fatalf("the host ended with %v, not by %v", ws, sig)
+				}
+			})
+		}
 	}
 }
 
