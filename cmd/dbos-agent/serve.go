@@ -60,6 +60,7 @@ func serveCommand(plugin bool) *cobra.Command {
 		poolSize     int32
 		shutdownMax  time.Duration
 		dbRetry      time.Duration
+		filePoll     time.Duration
 		rescueEvery  time.Duration
 		rescueAfter  time.Duration
 		limits       connectionLimits
@@ -107,6 +108,7 @@ func serveCommand(plugin bool) *cobra.Command {
 				stepBatchMax: stepBatchMax, committers: committers, resultPoll: resultPoll, messagePoll: messagePoll,
 				sweep: sweep, schedPoll: schedPoll, poolSize: poolSize, limits: limits,
 				shutdownTimeout: shutdownMax, dbRetry: dbRetry, rescueInterval: rescueEvery, rescueHorizon: rescueAfter,
+				filePoll: filePoll,
 			}
 			if plugin {
 				return runPlugin(cmd.Context(), log, o, orphanGrace)
@@ -137,6 +139,7 @@ func serveCommand(plugin bool) *cobra.Command {
 	f.DurationVar(&schedPoll, "schedule-interval", 0, "how often schedules are re-read from the database (default 10s)")
 	f.DurationVar(&resultPoll, "result-poll-interval", 0, "how often waiters re-check outcomes written without a notification (default 1s)")
 	f.DurationVar(&shutdownMax, "shutdown-timeout", 0, "after the grace period, how long shutdown waits for the engine to stop before exiting anyway (default 5s)")
+	f.DurationVar(&filePoll, "file-poll-interval", 0, "on a SQLite file: how often it is checked for commits by other processes (DBOS apps), which wake this agent's waits and queues (default 100ms)")
 	f.DurationVar(&dbRetry, "database-retry", 0, "how long an operation retries while the database is unreachable (default 0: until it returns, however long; start-up waits the same way)")
 	f.DurationVar(&rescueEvery, "rescue-interval", 0, "how often rows this agent claimed that no run holds go back to their queue (default 30s)")
 	f.DurationVar(&rescueAfter, "rescue-horizon", 0, "how long such a row must be unchanged before it is rescued (default 1m)")
@@ -169,6 +172,7 @@ type serveOptions struct {
 	resultPoll, messagePoll, sweep, schedPoll time.Duration
 	poolSize                                  int32
 	shutdownTimeout, dbRetry                  time.Duration
+	filePoll                                  time.Duration
 	rescueInterval, rescueHorizon             time.Duration
 	limits                                    connectionLimits
 	// listening, when set, is called once the socket listens; cancel stops
@@ -187,7 +191,7 @@ func serve(ctx context.Context, log *zap.Logger, o serveOptions) error {
 	logDatabase(log, o.db)
 	e, err := hosting.Start(ctx, log, hosting.Options{
 		DatabaseURL: o.db.url, Schema: o.db.schema, Password: o.db.password,
-		PoolSize: o.poolSize, DatabaseRetry: o.dbRetry,
+		PoolSize: o.poolSize, DatabaseRetry: o.dbRetry, FilePollInterval: o.filePoll,
 		Engine: agent.Config{
 			ExecutorID:          o.executorID,
 			DefaultAppVersion:   o.appVersion,

@@ -37,7 +37,10 @@ type Options struct {
 	// unreachable; 0 means until its context ends (start-up waits the same
 	// way, within Start's context).
 	DatabaseRetry time.Duration
-	Engine        agent.Config
+	// FilePollInterval is, on a SQLite file, how often other processes'
+	// commits are looked for (0: sysdb.DefaultSQLitePollInterval).
+	FilePollInterval time.Duration
+	Engine           agent.Config
 }
 
 // Engine is a started agent and the database it owns.
@@ -60,7 +63,8 @@ func Start(ctx context.Context, log *zap.Logger, o Options) (*Engine, error) {
 	}
 	db, err := sysdb.Open(ctx, o.DatabaseURL, sysdb.OpenOptions{
 		Schema: o.Schema, Password: o.Password, Logger: log, MaxConns: poolSize, RetryFor: retry,
-		Exclusive: true, // the engine serves the file: one per SQLite file
+		PollInterval: o.FilePollInterval,
+		Exclusive:    true, // the engine serves the file: one per SQLite file
 	})
 	if err != nil {
 		return nil, err
