@@ -143,3 +143,32 @@ func TestSQLiteListenNoticesOtherWriters(t *testing.T) {
 	cancel()
 	require.ErrorIs(t, <-done, context.Canceled)
 }
+
+// TestSQLiteListenWakesOnOwnWrites: a write through the database wakes its
+// own listeners at once with the payload Postgres would notify (no poll:
+// the poll interval here is an hour).
+func TestSQLiteListenWakesOnOwnWrites(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	db, err := sysdb.OpenSQLite(ctx, filepath.Join(t.TempDir(), "dbos.sqlite"), sysdb.SQLiteOptions{PollInterval: time.Hour})
+	require.NoError(t, err)
+	defer db.Close()
+	got := make(chan string, 16)
+	gapped := make(chan struct{})
+	go func() {
+		_ = db.Listen(ctx, []string{sysdb.ChannelQueue, sysdb.ChannelWorkflowStatus, sysdb.ChannelNotifications},
+			func(channel, payload string) { got <- channel + " " + payload }, func() { close(gapped) })
+	}()
+	<-gapped // listening
+	_, err = db.WorkflowInsert(ctx, sysdb.WorkflowInsertParams{
+		ID: "wake-1", Name: "wf", Status: sysdb.StatusEnqueued, CreatorXID: sysdbtest.Token(),
+		QueueName: sysdbtest.Ptr("wake-queue"), ExecutorID: "local",
+	})
+	require.NoError(t, err)
+	require.Equal(t, sysdb.ChannelQueue+" wake-queue", <-got)
+	_, err = db.MessageSend(ctx, sysdb.MessageSendParams{Messages: []sysdb.OutgoingMessage{
+		{DestinationID: "wake-1", Topic: sysdbtest.Ptr("t"), Message: `"hi"`},
+	}})
+	require.NoError(t, err)
+	require.Equal(t, sysdb.ChannelNotifications+" wake-1::t", <-got)
+}
