@@ -72,7 +72,7 @@ test: postgres test-go test-python test-node fuzz-short ## Run every test (Go, w
 
 .PHONY: test-go
 test-go: postgres build ## The Go tests: sysdb conformance and parity, protocol, end-to-end on the real binary
-	$(GO) test -race -count=1 -timeout 30m ./...
+	DBOS_TEST_PYTHON="$${DBOS_TEST_PYTHON:-$$(bash scripts/dbos-python.sh)}" $(GO) test -race -count=1 -timeout 30m ./...
 
 .PHONY: test-python
 test-python: postgres lib ## The Python binding's tests against the real agent: the whole suite over the socket, then again over libdbos.so (connect mode), then the official-dbos interop modules on a SQLite file

@@ -1,9 +1,10 @@
 """DBOS Python 3.4 on a SQLite system database, for sysdb/sqlite_parity_test.go.
 
-    dbos_sqlite.py migrate PATH [VERSION]   DBOS's own migrations on PATH, stopping
-                                            after VERSION when it is given
-    dbos_sqlite.py workflow PATH            launch DBOS on PATH and run a workflow
-                                            with a step and an event; prints its result
+    dbos_sqlite.py migrate PATH[:VERSION]...  DBOS's own migrations on each PATH,
+                                              stopping after VERSION when given
+    dbos_sqlite.py workflow PATH              launch DBOS on PATH and run a workflow
+                                              with a step and an event; prints
+                                              "<result> <event> <status>"
 """
 
 import sys
@@ -11,12 +12,20 @@ import sys
 import dbos._sys_db_sqlite as sys_db_sqlite
 from dbos import DBOS
 
-def migrate(path: str, version: int | None) -> None:
-    if version is not None:
-        # DBOS numbers its SQLite migrations by their place in this list and
-        # records its length once all are applied: truncating it stops there.
-        sys_db_sqlite.sqlite_migrations = sys_db_sqlite.sqlite_migrations[:version]
+ALL_MIGRATIONS = list(sys_db_sqlite.sqlite_migrations)
+
+
+def migrate(target: str) -> None:
+    path, _, version = target.rpartition(":")
+    if not path or not version.isdigit():
+        path, version = target, ""
+    # DBOS numbers its SQLite migrations by their place in this list and
+    # records its length once all are applied: truncating it stops there.
+    sys_db_sqlite.sqlite_migrations = (
+        ALL_MIGRATIONS[: int(version)] if version else ALL_MIGRATIONS
+    )
     DBOS.migrate(f"sqlite:///{path}")
+
 
 def workflow(path: str) -> None:
     DBOS(config={"name": "sqlite-parity", "system_database_url": f"sqlite:///{path}"})
@@ -41,13 +50,16 @@ def workflow(path: str) -> None:
     finally:
         DBOS.destroy()
 
+
 def main() -> None:
     if len(sys.argv) >= 3 and sys.argv[1] == "migrate":
-        migrate(sys.argv[2], int(sys.argv[3]) if len(sys.argv) > 3 else None)
+        for target in sys.argv[2:]:
+            migrate(target)
     elif len(sys.argv) == 3 and sys.argv[1] == "workflow":
         workflow(sys.argv[2])
     else:
         sys.exit(__doc__)
+
 
 if __name__ == "__main__":
     main()
