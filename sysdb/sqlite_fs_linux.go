@@ -21,13 +21,23 @@ var networkFilesystems = map[int64]string{
 	0x0bd00bd0: "lustre",
 }
 
+// filesystemMagic is dir's filesystem type as statfs reports it; a variable
+// so that a test can stand a network filesystem in for the local disk.
+var filesystemMagic = func(dir string) (int64, error) {
+	var st unix.Statfs_t
+	if err := unix.Statfs(dir, &st); err != nil {
+		return 0, err
+	}
+	return int64(st.Type) & 0xffffffff, nil
+}
+
 // remoteFilesystem reports whether dir is on a network filesystem, and
 // which.
 func remoteFilesystem(dir string) (string, bool) {
-	var st unix.Statfs_t
-	if err := unix.Statfs(dir, &st); err != nil {
+	magic, err := filesystemMagic(dir)
+	if err != nil {
 		return "", false
 	}
-	name, ok := networkFilesystems[int64(st.Type)&0xffffffff]
+	name, ok := networkFilesystems[magic]
 	return name, ok
 }
