@@ -6,6 +6,8 @@ import (
 	"fmt"
 
 	"github.com/vmihailenco/msgpack/v5"
+
+	"github.com/dbos-agent/dbos-agent/sysdb"
 )
 
 // The modes of a handle.
@@ -56,6 +58,16 @@ func ParseConfig(raw []byte) (Config, error) {
 	if c.Mode == "" {
 		c.Mode = ModeEmbedded
 	}
+	if c.DatabaseURL == "" && (c.Mode == ModeEmbedded || c.Mode == ModeSidecar) {
+		// As `dbos-agent serve` without a URL: the user's default SQLite
+		// file, so a library user has nothing to install either. Handles
+		// that leave it out share that engine.
+		path, err := sysdb.DefaultSQLitePath()
+		if err != nil {
+			return c, errorf(ErrInvalid, "config: %v", err)
+		}
+		c.DatabaseURL = sysdb.SQLiteURL(path)
+	}
 	if err := c.check(); err != nil {
 		return c, errorf(ErrInvalid, "config: %v", err)
 	}
@@ -68,12 +80,9 @@ func (c *Config) check() error {
 	default:
 		return fmt.Errorf("log_level %q: use debug, info, warn or error", c.LogLevel)
 	}
-	engine := c.DatabaseURL != "" || c.Schema != "" || c.ExecutorID != "" || c.ApplicationVersion != "" || c.LogLevel != ""
+	engine := c.Schema != "" || c.ExecutorID != "" || c.ApplicationVersion != "" || c.LogLevel != ""
 	switch c.Mode {
 	case ModeEmbedded, ModeSidecar:
-		if c.DatabaseURL == "" {
-			return fmt.Errorf("mode %s needs database_url", c.Mode)
-		}
 		if c.Socket != "" || c.TrustedUIDs != nil {
 			return fmt.Errorf("socket and trusted_uids are keys of mode connect, not %s", c.Mode)
 		}
@@ -84,7 +93,7 @@ func (c *Config) check() error {
 			return fmt.Errorf("orphan_grace_sec must be from 0 (the default, 30) to 86400, not %v", c.OrphanGraceSec)
 		}
 	case ModeConnect:
-		if engine || c.AgentPath != "" || c.RuntimeDir != "" || c.OrphanGraceSec != 0 {
+		if engine || c.DatabaseURL != "" || c.AgentPath != "" || c.RuntimeDir != "" || c.OrphanGraceSec != 0 {
 			return fmt.Errorf("mode connect takes only socket and trusted_uids: the agent it connects to has its own database and settings")
 		}
 	default:

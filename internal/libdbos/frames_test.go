@@ -8,6 +8,8 @@ import (
 	"math/rand/v2"
 	"testing"
 	"time"
+
+	"github.com/dbos-agent/dbos-agent/sysdb"
 )
 
 func frame(n int, fill byte) []byte {
@@ -106,12 +108,25 @@ func TestParseConfig(t *testing.T) {
 		}
 	}
 	for _, raw := range []string{
-		``, `{`, `{"mode": "nope"}`, `{"database_url": "postgres://x", "bogus": 1}`, `{"mode": "embedded"}`,
+		``, `{`, `{"mode": "nope"}`, `{"database_url": "postgres://x", "bogus": 1}`,
 		`{"mode": "connect", "database_url": "postgres://x"}`, `{"database_url": "p", "socket": "/s"}`,
 		`{"database_url": "p", "log_level": "loud"}`, "\x81\xa5bogus\x01", `{"database_url": "p"} {}`,
 	} {
 		if _, err := ParseConfig([]byte(raw)); CodeOf(err) != ErrInvalid {
 			t.Errorf("%q: %v, want ErrInvalid", raw, err)
+		}
+	}
+	// No database_url: the embedded and sidecar engines use the default
+	// SQLite file `dbos-agent serve` would.
+	t.Setenv("XDG_DATA_HOME", t.TempDir())
+	path, err := sysdb.DefaultSQLitePath()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, raw := range []string{`{"mode": "embedded"}`, `{}`, `{"mode": "sidecar"}`} {
+		c, err := ParseConfig([]byte(raw))
+		if err != nil || c.DatabaseURL != sysdb.SQLiteURL(path) {
+			t.Errorf("%q: %+v %v, want the default SQLite file %s", raw, c, err, path)
 		}
 	}
 }
