@@ -14,16 +14,6 @@ var _ = time.Second
 
 // ---- group B: workflows and steps (sqlite_workflows.go) ----
 
-func (*SQLite) WorkflowInsert(ctx context.Context, p WorkflowInsertParams) (r0 WorkflowInsertResult, err error) {
-	err = errSQLiteTODO
-	return
-}
-
-func (*SQLite) WorkflowGet(ctx context.Context, workflowID string) (r0 Workflow, err error) {
-	err = errSQLiteTODO
-	return
-}
-
 func (*SQLite) WorkflowList(ctx context.Context, p WorkflowListParams) (r0 []Workflow, err error) {
 	err = errSQLiteTODO
 	return
