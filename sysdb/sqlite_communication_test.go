@@ -205,7 +205,9 @@ func TestSQLiteConsumesDBOSPythonMessages(t *testing.T) {
 	require.Contains(t, byTopic, "", "DBOS Python's default topic is ours")
 	require.Equal(t, "k-1::dest", byTopic["keyed"].MessageID)
 
-	c := func(fid int) sysdb.StepCaller { return sysdb.StepCaller{WorkflowID: "dest", OwnerXID: owner, FunctionID: fid} }
+	c := func(fid int) sysdb.StepCaller {
+		return sysdb.StepCaller{WorkflowID: "dest", OwnerXID: owner, FunctionID: fid}
+	}
 	r, err := db.MessageConsume(ctx, sysdb.MessageConsumeParams{Caller: c(1), Topic: sysdbtest.Ptr("orders")})
 	require.NoError(t, err)
 	require.True(t, r.Received)
@@ -230,5 +232,78 @@ func TestSQLiteConsumesDBOSPythonMessages(t *testing.T) {
 	for _, n := range listed {
 		require.True(t, n.Consumed, strings.Join([]string{n.MessageID, n.Message}, " "))
 		require.NotNil(t, n.ConsumedByFunctionID)
+	}
+}
+
+// commPythonRecv is a DBOS Python 3.4 app on a SQLite file whose workflow
+// (id argv[2]) receives two messages on topic "t" and prints them as JSON.
+const commPythonRecv = `
+import json, sys
+from dbos import DBOS, SetWorkflowID
+
+DBOS(config={"name": "comm-recv", "system_database_url": "sqlite:///" + sys.argv[1]})
+
+@DBOS.workflow()
+def receive() -> list:
+    return [DBOS.recv("t", timeout_seconds=60), DBOS.recv("t", timeout_seconds=60)]
+
+DBOS.launch()
+try:
+    with SetWorkflowID(sys.argv[2]):
+        handle = DBOS.start_workflow(receive)
+    print(json.dumps(handle.get_result()))
+finally:
+    DBOS.destroy()
+`
+
+// TestSQLiteDBOSPythonReceivesOurMessages: a bulk we send (one transaction,
+// one millisecond) to a DBOS Python workflow waiting in recv on the same
+// file is received by it, in the order sent: DBOS Python takes the oldest
+// message by created_at_epoch_ms alone, which our stamps make strict.
+func TestSQLiteDBOSPythonReceivesOurMessages(t *testing.T) {
+	python, err := dbosPythonPath()
+	if err != nil {
+		t.Skipf("no DBOS Python: %v", err)
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
+	defer cancel()
+	path := filepath.Join(t.TempDir(), "dbos.sqlite")
+	db := commOpen(t, path, 0)
+
+	var stdout, stderr bytes.Buffer
+	cmd := exec.CommandContext(ctx, python, "-c", commPythonRecv, path, "py-dest")
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	require.NoError(t, cmd.Start())
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait() }()
+
+	// Its workflow exists once DBOS Python started it.
+	for {
+		if _, err := db.WorkflowGet(ctx, "py-dest"); err == nil {
+			break
+		}
+		select {
+		case err := <-exited:
+			t.Fatalf("DBOS Python exited before its workflow started: %v\n%s", err, stderr.String())
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+	_, err = db.MessageSend(ctx, sysdb.MessageSendParams{Messages: []sysdb.OutgoingMessage{
+		{DestinationID: "py-dest", Topic: sysdbtest.Ptr("t"), Message: `"first"`, Serialization: sysdbtest.Ptr(sysdb.PortableJSON)},
+		{DestinationID: "py-dest", Topic: sysdbtest.Ptr("t"), Message: `"second"`, Serialization: sysdbtest.Ptr(sysdb.PortableJSON)},
+	}})
+	require.NoError(t, err)
+	require.NoError(t, <-exited, stderr.String())
+	require.JSONEq(t, `["first","second"]`, strings.TrimSpace(stdout.String()), stderr.String())
+
+	listed, err := db.MessageList(ctx, "py-dest")
+	require.NoError(t, err)
+	require.Len(t, listed, 2)
+	for i, n := range listed {
+		require.True(t, n.Consumed, "consumed by DBOS Python")
+		require.NotNil(t, n.ConsumedByFunctionID)
+		if i > 0 {
+			require.Less(t, *listed[i-1].ConsumedByFunctionID, *n.ConsumedByFunctionID)
+		}
 	}
 }
