@@ -5,6 +5,7 @@ import (
 	"context"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -305,5 +306,54 @@ func TestSQLiteDBOSPythonReceivesOurMessages(t *testing.T) {
 		if i > 0 {
 			require.Less(t, *listed[i-1].ConsumedByFunctionID, *n.ConsumedByFunctionID)
 		}
+	}
+}
+
+// TestSQLiteConsumeAcrossHandles: consumers on two handles of one file (two
+// writers, as two processes are) race for one workflow's messages; each
+// message is received exactly once, as the IMMEDIATE transaction that picks
+// it holds the file's write lock until it is marked consumed.
+func TestSQLiteConsumeAcrossHandles(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "dbos.sqlite")
+	handles := []*sysdb.SQLite{commOpen(t, path, 0), commOpen(t, path, 0)}
+	owner := commStart(t, handles[0], "dest")
+	const n, perHandle = 40, 4
+	var out []sysdb.OutgoingMessage
+	for i := range n {
+		out = append(out, sysdb.OutgoingMessage{DestinationID: "dest", Topic: sysdbtest.Ptr("t"), Message: strconv.Itoa(i)})
+	}
+	_, err := handles[1].MessageSend(t.Context(), sysdb.MessageSendParams{Messages: out})
+	require.NoError(t, err)
+
+	var mu sync.Mutex
+	got := map[string]int{}
+	var wg sync.WaitGroup
+	for h, db := range handles {
+		for c := range perHandle {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for i := range n / (len(handles) * perHandle) * 2 {
+					fid := 1 + h*10_000 + c*100 + i
+					r, err := db.MessageConsume(t.Context(), sysdb.MessageConsumeParams{
+						Caller: sysdb.StepCaller{WorkflowID: "dest", OwnerXID: owner, FunctionID: fid}, Topic: sysdbtest.Ptr("t"),
+					})
+					if err != nil {
+						t.Errorf("consume: %v", err)
+						return
+					}
+					if r.Received {
+						mu.Lock()
+						got[*r.Message]++
+						mu.Unlock()
+					}
+				}
+			}()
+		}
+	}
+	wg.Wait()
+	require.Len(t, got, n, "every message received")
+	for m, times := range got {
+		require.Equal(t, 1, times, "message %s received %d times", m, times)
 	}
 }
