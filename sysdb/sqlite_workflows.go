@@ -31,7 +31,7 @@ func (s *SQLite) WorkflowInsert(ctx context.Context, in WorkflowInsertParams) (W
 	var res WorkflowInsertResult
 	err := s.write(ctx, "insert workflow "+in.ID, func(tx *sql.Tx) error {
 		res = WorkflowInsertResult{}
-		return s.insertWorkflowTx(ctx, tx, in, &res)
+		return s.insertWorkflow(ctx, tx, in, &res)
 	})
 	if err != nil {
 		return WorkflowInsertResult{}, err
@@ -89,11 +89,11 @@ func sqliteOwnerOf(ctx context.Context, tx *sql.Tx, caller StepCaller) error {
 	return nil
 }
 
-// insertWorkflowTx is WorkflowInsert inside the caller's write transaction
+// insertWorkflow is WorkflowInsert inside the caller's write transaction
 // tx: the parent's fence, the row (unless its id exists), its inputs, and
 // the parent's step. It announces nothing: the caller adds ChannelQueue
 // after its commit when res.Created and the row is ENQUEUED on a queue.
-func (s *SQLite) insertWorkflowTx(ctx context.Context, tx *sql.Tx, in WorkflowInsertParams, res *WorkflowInsertResult) error {
+func (s *SQLite) insertWorkflow(ctx context.Context, tx *sql.Tx, in WorkflowInsertParams, res *WorkflowInsertResult) error {
 	if err := validateWorkflowInsert(in); err != nil {
 		return &nonRetryable{err}
 	}
