@@ -1,7 +1,6 @@
 package sysdb
 
 import (
-	"context"
 	"errors"
 	"time"
 )
