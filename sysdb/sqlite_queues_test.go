@@ -1,0 +1,215 @@
+package sysdb_test
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/dbos-agent/dbos-agent/sysdb"
+)
+
+// queuesOpenPair opens two SQLite handles on one fresh file: two agents (or
+// an agent and a DBOS app) sharing it, each with its own writer connection.
+func queuesOpenPair(t *testing.T) (string, *sysdb.SQLite, *sysdb.SQLite) {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "dbos.sqlite")
+	var handles [2]*sysdb.SQLite
+	for i := range handles {
+		db, err := sysdb.OpenSQLite(context.Background(), path, sysdb.SQLiteOptions{})
+		require.NoError(t, err)
+		t.Cleanup(db.Close)
+		handles[i] = db
+	}
+	return path, handles[0], handles[1]
+}
+
+// queuesEnqueue inserts n ENQUEUED workflows named name on queue "q".
+func queuesEnqueue(t *testing.T, db sysdb.SystemDatabase, prefix, name string, n int) []string {
+	t.Helper()
+	queue := "q"
+	var ids []string
+	for i := range n {
+		id := fmt.Sprintf("%s-%03d", prefix, i)
+		res, err := db.WorkflowInsert(t.Context(), sysdb.WorkflowInsertParams{
+			ID: id, Name: name, Status: sysdb.StatusEnqueued, QueueName: &queue, CreatorXID: "creator-" + id,
+		})
+		require.NoError(t, err)
+		require.True(t, res.Created)
+		ids = append(ids, id)
+	}
+	return ids
+}
+
+// TestSQLiteQueuesHandlesNeverDoubleClaim: many claimers on two handles of
+// one file, each claim in its own write transaction, drain a queue between
+// them: every workflow is claimed exactly once, under the token its
+// claimer got back.
+func TestSQLiteQueuesHandlesNeverDoubleClaim(t *testing.T) {
+	_, a, b := queuesOpenPair(t)
+	want := queuesEnqueue(t, a, "w", "work", 80)
+
+	var mu sync.Mutex
+	claimedBy := map[string]string{} // id -> owner token
+	var doubles []string
+	var wg sync.WaitGroup
+	for i := range 8 {
+		db := a
+		if i%2 == 1 {
+			db = b
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for empty := 0; empty < 3; {
+				ws, err := db.QueueDequeue(t.Context(), sysdb.QueueDequeueParams{
+					QueueName: "q", ExecutorID: fmt.Sprintf("e%d", i), ApplicationVersion: "v1", MaxClaim: 3,
+				})
+				if !queuesNoError(t, err) {
+					return
+				}
+				if len(ws) == 0 {
+					empty++
+					continue
+				}
+				mu.Lock()
+				for _, w := range ws {
+					if _, dup := claimedBy[w.ID]; dup {
+						doubles = append(doubles, w.ID)
+					}
+					claimedBy[w.ID] = *w.OwnerXID
+				}
+				mu.Unlock()
+			}
+		}()
+	}
+	wg.Wait()
+	require.Empty(t, doubles, "claimed twice")
+	require.Len(t, claimedBy, len(want))
+	for _, id := range want {
+		w, err := b.WorkflowGet(t.Context(), id)
+		require.NoError(t, err)
+		require.Equal(t, sysdb.StatusPending, w.Status, id)
+		require.Equal(t, claimedBy[id], *w.OwnerXID, "%s: the row's owner is the claimer that got it", id)
+		require.EqualValues(t, 1, w.RecoveryAttempts, id)
+	}
+}
+
+// TestSQLiteQueuesGlobalLimitAcrossHandles: claimers on two handles whose
+// candidates are disjoint (each serves other workflow names, the case that
+// needs predicate locks on Postgres) still share one global concurrency
+// limit, because each count-and-claim is one serialised write transaction
+// on the file.
+func TestSQLiteQueuesGlobalLimitAcrossHandles(t *testing.T) {
+	_, a, b := queuesOpenPair(t)
+	all := append(queuesEnqueue(t, a, "resize", "resize", 20), queuesEnqueue(t, b, "archive", "archive", 20)...)
+	const limit = 3
+	lim := sysdb.QueueLimits{GlobalConcurrency: new(int)}
+	*lim.GlobalConcurrency = limit
+
+	var mu sync.Mutex
+	var claimed []string
+	var wg sync.WaitGroup
+	start := make(chan struct{})
+	for i := range 10 {
+		db, names := a, []string{"resize"}
+		if i%2 == 1 {
+			db, names = b, []string{"archive"}
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			<-start
+			for range 5 {
+				ws, err := db.QueueDequeue(t.Context(), sysdb.QueueDequeueParams{
+					QueueName: "q", ExecutorID: fmt.Sprintf("e%d", i), ApplicationVersion: "v1",
+					Limits: lim, WorkflowNames: names,
+				})
+				if !queuesNoError(t, err) {
+					return
+				}
+				mu.Lock()
+				for _, w := range ws {
+					claimed = append(claimed, w.ID)
+				}
+				mu.Unlock()
+			}
+		}()
+	}
+	close(start)
+	wg.Wait()
+	require.Len(t, claimed, limit, "never more running than the global limit: %v", claimed)
+	running := 0
+	for _, id := range all {
+		w, err := a.WorkflowGet(t.Context(), id)
+		require.NoError(t, err)
+		if w.Status == sysdb.StatusPending {
+			running++
+		}
+	}
+	require.Equal(t, limit, running, "the rows agree")
+}
+
+// TestSQLiteQueuesDequeuePythonRow: a row written as DBOS Python writes an
+// enqueue on SQLite (millisecond instants, its defaults, inputs on the
+// payload table, no application name or version) is claimed, stamped with
+// the claimer's version, executor and application, and returned with its
+// inputs.
+func TestSQLiteQueuesDequeuePythonRow(t *testing.T) {
+	path, db, _ := queuesOpenPair(t)
+	raw, err := sql.Open("sqlite", "file:"+path+"?_pragma=busy_timeout(30000)")
+	require.NoError(t, err)
+	defer raw.Close()
+	now := time.Now().UnixMilli()
+	_, err = raw.Exec(`INSERT INTO workflow_status (workflow_uuid, status, name, queue_name, executor_id,
+		    created_at, updated_at, workflow_timeout_ms, priority, serialization)
+		VALUES ('py-1', 'ENQUEUED', 'py_workflow', 'q', 'local', ?1, ?1, 60000, 0, 'py_pickle')`, now)
+	require.NoError(t, err)
+	_, err = raw.Exec(`INSERT INTO workflow_input (workflow_uuid, inputs) VALUES ('py-1', 'gASVAAAA')`)
+	require.NoError(t, err)
+
+	app := "shop"
+	ws, err := db.QueueDequeue(t.Context(), sysdb.QueueDequeueParams{
+		QueueName: "q", ExecutorID: "agent", ApplicationVersion: "v7", ApplicationName: &app, OwnerPrefix: "agent-",
+	})
+	require.NoError(t, err)
+	require.Len(t, ws, 1)
+	w := ws[0]
+	require.Equal(t, "py-1", w.ID)
+	require.Equal(t, sysdb.StatusPending, w.Status)
+	require.Equal(t, "gASVAAAA", *w.Inputs)
+	require.Equal(t, "v7", *w.ApplicationVersion)
+	require.Equal(t, "shop", *w.ApplicationName)
+	require.Regexp(t, `^agent-`, *w.OwnerXID)
+	require.NotNil(t, w.DeadlineEpochMS)
+	require.InDelta(t, time.Now().UnixMilli()+60000, *w.DeadlineEpochMS, 10000, "the deadline runs from the claim")
+	require.NotNil(t, w.PreClaim)
+	require.Nil(t, w.PreClaim.ApplicationVersion)
+	require.Nil(t, w.PreClaim.ApplicationName)
+	require.Equal(t, "local", *w.PreClaim.ExecutorID)
+
+	// What DBOS Python reads back: plain integers for the instants.
+	var started, updated, attempts int64
+	var typ string
+	require.NoError(t, raw.QueryRow(`SELECT started_at_epoch_ms, updated_at, recovery_attempts, typeof(started_at_epoch_ms)
+		FROM workflow_status WHERE workflow_uuid = 'py-1'`).Scan(&started, &updated, &attempts, &typ))
+	require.Equal(t, "integer", typ)
+	require.Equal(t, started, updated)
+	require.EqualValues(t, 1, attempts)
+}
+
+// queuesNoError reports err from a claimer goroutine (require must not
+// stop a test from another goroutine).
+func queuesNoError(t *testing.T, err error) bool {
+	t.Helper()
+	if err != nil {
+		t.Errorf("dequeue: %v", err)
+		return false
+	}
+	return true
+}
