@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
+	"os/exec"
 	"path/filepath"
 	"sync"
 	"testing"
@@ -212,4 +213,50 @@ func queuesNoError(t *testing.T, err error) bool {
 		return false
 	}
 	return true
+}
+
+// TestSQLiteQueuesDequeueDBOSPythonEnqueue: workflows DBOS Python 3.4's
+// client enqueues on the file the agent serves (another process, its own
+// SQLAlchemy connection and clock) are claimed by QueueDequeue in priority
+// order, with their inputs and the deadline their timeout gives them.
+func TestSQLiteQueuesDequeueDBOSPythonEnqueue(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs DBOS Python")
+	}
+	python, err := dbosPythonPath()
+	if err != nil {
+		t.Skipf("no DBOS Python: %v", err)
+	}
+	path, db, _ := queuesOpenPair(t)
+	enqueue := func(id, priority string) {
+		t.Helper()
+		cmd := exec.CommandContext(t.Context(), python, filepath.Join("testdata", "dbos_sqlite_enqueue.py"), path, "jobs", "work", id, priority)
+		out, err := cmd.CombinedOutput()
+		require.NoError(t, err, "%s", out)
+		require.Equal(t, id+"\n", string(out))
+	}
+	enqueue("py-low", "5")
+	enqueue("py-high", "1")
+
+	ws, err := db.QueueDequeue(t.Context(), sysdb.QueueDequeueParams{
+		QueueName: "jobs", ExecutorID: "agent", ApplicationVersion: "v1", OwnerPrefix: "agent-", MaxClaim: 1,
+	})
+	require.NoError(t, err)
+	require.Len(t, ws, 1)
+	require.Equal(t, "py-high", ws[0].ID, "priority first")
+	w := ws[0]
+	require.Equal(t, "work", w.Name)
+	require.Equal(t, sysdb.StatusPending, w.Status)
+	require.NotNil(t, w.Inputs, "the inputs DBOS wrote")
+	require.NotEmpty(t, *w.Inputs)
+	require.EqualValues(t, 60000, *w.TimeoutMS)
+	require.InDelta(t, time.Now().UnixMilli()+60000, *w.DeadlineEpochMS, 10000)
+	require.Equal(t, "v1", *w.ApplicationVersion, "an unversioned row goes to the (only) version")
+
+	ws, err = db.QueueDequeue(t.Context(), sysdb.QueueDequeueParams{QueueName: "jobs", ExecutorID: "agent", ApplicationVersion: "v1"})
+	require.NoError(t, err)
+	require.Equal(t, []string{"py-low"}, []string{ws[0].ID})
+	ws, err = db.QueueDequeue(t.Context(), sysdb.QueueDequeueParams{QueueName: "jobs", ExecutorID: "agent", ApplicationVersion: "v1"})
+	require.NoError(t, err)
+	require.Empty(t, ws)
 }
