@@ -33,13 +33,11 @@ func (a *boundArgs) add(v any) string {
 	return "?" + strconv.Itoa(len(a.values))
 }
 
-// list binds each of vs and returns "(?1, ?2, ...)" for an IN clause.
+// list binds vs as one JSON array and returns the subquery an IN clause
+// takes it from: one parameter for a list of any length (a claim without a
+// bound may take more rows than SQLite has parameters).
 func (a *boundArgs) list(vs []string) string {
-	marks := make([]string, len(vs))
-	for i, v := range vs {
-		marks[i] = a.add(v)
-	}
-	return "(" + strings.Join(marks, ", ") + ")"
+	return "(SELECT value FROM json_each(" + a.add(sqliteList(vs)) + "))"
 }
 
 // ---------------------------------------------------------------------------
@@ -75,6 +73,13 @@ func (s *SQLite) QueueDequeue(ctx context.Context, in QueueDequeueParams) ([]Wor
 	}
 	if claimLimit == 0 {
 		return nil, nil
+	}
+	// Every poll of every queue would otherwise take the file's write lock,
+	// even on an idle queue, holding up the other writers (DBOS apps
+	// included). An index probe on a reader finds most polls empty without
+	// it; a row committed after the probe is the next poll's.
+	if waiting, err := s.queueHasWork(ctx, in.QueueName, in.PartitionKey); err != nil || !waiting {
+		return nil, err
 	}
 	var claimed []Workflow
 	err := s.write(ctx, "dequeue from queue "+in.QueueName, func(tx *sql.Tx) error {
@@ -205,6 +210,25 @@ func (s *SQLite) QueueDequeue(ctx context.Context, in QueueDequeueParams) ([]Wor
 		return nil, err
 	}
 	return claimed, nil
+}
+
+// queueHasWork reports whether a queue (or one partition of it) has any
+// ENQUEUED row, on a reader.
+func (s *SQLite) queueHasWork(ctx context.Context, queue, partition string) (bool, error) {
+	var found bool
+	err := s.read(ctx, "dequeue from queue "+queue, func(tx *sql.Tx) error {
+		var one int
+		err := tx.QueryRowContext(ctx, `SELECT 1 FROM workflow_status
+			WHERE queue_name = ?1 AND status = 'ENQUEUED' AND (?2 = '' OR queue_partition_key = ?2) LIMIT 1`,
+			queue, partition).Scan(&one)
+		if errors.Is(err, sql.ErrNoRows) {
+			found = false
+			return nil
+		}
+		found = err == nil
+		return err
+	})
+	return found, err
 }
 
 // dequeueCandidates selects, in queue order, up to budget (negative: no
@@ -651,19 +675,15 @@ func (s *SQLite) WorkflowDebounce(ctx context.Context, in WorkflowDebounceParams
 		}
 	}
 	var res DebounceResult
-	var createdQueue *string
 	err := s.write(ctx, "debounce workflow "+in.Name, func(tx *sql.Tx) error {
-		res, createdQueue = DebounceResult{}, nil
+		res = DebounceResult{}
 		if in.Caller == nil {
 			return s.debounceTx(ctx, tx, in, &res)
 		}
-		return s.debounceAsStep(ctx, tx, in, &res, &createdQueue)
+		return s.debounceAsStep(ctx, tx, in, &res)
 	})
 	if err != nil {
 		return DebounceResult{}, err
-	}
-	if createdQueue != nil {
-		s.notes.add(ChannelQueue, *createdQueue)
 	}
 	return res, nil
 }
@@ -715,7 +735,7 @@ func (s *SQLite) debounceTx(ctx context.Context, tx *sql.Tx, in WorkflowDebounce
 // workflow, a step already recorded at the caller's id is the answer; else
 // the bounce (or, the key being free, the insert of the caller's child at
 // the next id) and the caller's step, all in tx.
-func (s *SQLite) debounceAsStep(ctx context.Context, tx *sql.Tx, in WorkflowDebounceParams, res *DebounceResult, createdQueue **string) error {
+func (s *SQLite) debounceAsStep(ctx context.Context, tx *sql.Tx, in WorkflowDebounceParams, res *DebounceResult) error {
 	c := in.Caller
 	var owner *string
 	err := tx.QueryRowContext(ctx, "SELECT owner_xid FROM workflow_status WHERE workflow_uuid = ?", c.WorkflowID).Scan(&owner)
@@ -746,9 +766,6 @@ func (s *SQLite) debounceAsStep(ctx context.Context, tx *sql.Tx, in WorkflowDebo
 			return err
 		}
 		res.CreatedID = &create.ID
-		if ins.Created && ins.Status == StatusEnqueued && ins.QueueName != nil {
-			*createdQueue = ins.QueueName
-		}
 	}
 	out := debounceStepOutput{BouncedWorkflowID: res.BouncedID, HolderWorkflowID: res.HolderID, HolderIsDebounced: res.HolderIsDebounced}
 	if res.HolderID != nil {
@@ -817,7 +834,7 @@ func debounceStepAt(ctx context.Context, tx *sql.Tx, workflowID string, function
 // Application versions
 
 // sqliteVersionScope matches an application's versions and the unclaimed
-// ones (every version when ?N is NULL); %s is the placeholder.
+// ones (every version when the value bound at mark is NULL).
 func sqliteVersionScope(mark string) string {
 	return "(" + mark + " IS NULL OR application_name = " + mark + " OR application_name IS NULL)"
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
+	"os/exec"
 	"path/filepath"
 	"sync"
 	"testing"
@@ -194,13 +195,70 @@ func TestSQLiteQueuesDequeuePythonRow(t *testing.T) {
 	require.Equal(t, "local", *w.PreClaim.ExecutorID)
 
 	// What DBOS Python reads back: plain integers for the instants.
-	var started, updated, attempts int64
-	var typ string
-	require.NoError(t, raw.QueryRow(`SELECT started_at_epoch_ms, updated_at, recovery_attempts, typeof(started_at_epoch_ms)
-		FROM workflow_status WHERE workflow_uuid = 'py-1'`).Scan(&started, &updated, &attempts, &typ))
+	// and 0/1 for the booleans, as SQLAlchemy's Boolean stores them.
+	var started, updated, attempts, rateLimited int64
+	var typ, rateType string
+	require.NoError(t, raw.QueryRow(`SELECT started_at_epoch_ms, updated_at, recovery_attempts, typeof(started_at_epoch_ms),
+		    rate_limited, typeof(rate_limited)
+		FROM workflow_status WHERE workflow_uuid = 'py-1'`).Scan(&started, &updated, &attempts, &typ, &rateLimited, &rateType))
 	require.Equal(t, "integer", typ)
 	require.Equal(t, started, updated)
 	require.EqualValues(t, 1, attempts)
+	require.Equal(t, "integer", rateType)
+	require.EqualValues(t, 0, rateLimited)
+}
+
+// TestSQLiteQueuesIdlePollSkipsWriteLock: while another process holds the
+// file's write lock (a DBOS app in a long transaction), polling a queue
+// with nothing ENQUEUED returns at once from a reader instead of queueing
+// for the lock, and a queue with work waits for it and then claims.
+func TestSQLiteQueuesIdlePollSkipsWriteLock(t *testing.T) {
+	path, db, _ := queuesOpenPair(t)
+	queuesEnqueue(t, db, "busy", "work", 1)
+	raw, err := sql.Open("sqlite", "file:"+path+"?_pragma=busy_timeout(30000)")
+	require.NoError(t, err)
+	defer raw.Close()
+	conn, err := raw.Conn(t.Context())
+	require.NoError(t, err)
+	defer conn.Close()
+	_, err = conn.ExecContext(t.Context(), "BEGIN IMMEDIATE")
+	require.NoError(t, err)
+	locked := true
+	defer func() {
+		if locked {
+			_, _ = conn.ExecContext(context.Background(), "ROLLBACK")
+		}
+	}()
+
+	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Second)
+	defer cancel()
+	began := time.Now()
+	ws, err := db.QueueDequeue(ctx, sysdb.QueueDequeueParams{QueueName: "idle", ExecutorID: "e", ApplicationVersion: "v1"})
+	require.NoError(t, err)
+	require.Empty(t, ws)
+	require.Less(t, time.Since(began), time.Second, "an idle poll does not wait for the write lock")
+
+	claimed := make(chan []sysdb.Workflow, 1)
+	go func() {
+		ws, err := db.QueueDequeue(t.Context(), sysdb.QueueDequeueParams{QueueName: "q", ExecutorID: "e", ApplicationVersion: "v1"})
+		queuesNoError(t, err)
+		claimed <- ws
+	}()
+	select {
+	case <-claimed:
+		t.Fatal("claimed while another process held the write lock")
+	case <-time.After(300 * time.Millisecond):
+	}
+	_, err = conn.ExecContext(t.Context(), "COMMIT")
+	require.NoError(t, err)
+	locked = false
+	select {
+	case ws := <-claimed:
+		require.Len(t, ws, 1)
+		require.Equal(t, "busy-000", ws[0].ID)
+	case <-time.After(10 * time.Second):
+		t.Fatal("the claim did not go ahead once the lock was released")
+	}
 }
 
 // queuesNoError reports err from a claimer goroutine (require must not
@@ -212,4 +270,50 @@ func queuesNoError(t *testing.T, err error) bool {
 		return false
 	}
 	return true
+}
+
+// TestSQLiteQueuesDequeueDBOSPythonEnqueue: workflows DBOS Python 3.4's
+// client enqueues on the file the agent serves (another process, its own
+// SQLAlchemy connection and clock) are claimed by QueueDequeue in priority
+// order, with their inputs and the deadline their timeout gives them.
+func TestSQLiteQueuesDequeueDBOSPythonEnqueue(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs DBOS Python")
+	}
+	python, err := dbosPythonPath()
+	if err != nil {
+		t.Skipf("no DBOS Python: %v", err)
+	}
+	path, db, _ := queuesOpenPair(t)
+	enqueue := func(id, priority string) {
+		t.Helper()
+		cmd := exec.CommandContext(t.Context(), python, filepath.Join("testdata", "dbos_sqlite_enqueue.py"), path, "jobs", "work", id, priority)
+		out, err := cmd.CombinedOutput()
+		require.NoError(t, err, "%s", out)
+		require.Equal(t, id+"\n", string(out))
+	}
+	enqueue("py-low", "5")
+	enqueue("py-high", "1")
+
+	ws, err := db.QueueDequeue(t.Context(), sysdb.QueueDequeueParams{
+		QueueName: "jobs", ExecutorID: "agent", ApplicationVersion: "v1", OwnerPrefix: "agent-", MaxClaim: 1,
+	})
+	require.NoError(t, err)
+	require.Len(t, ws, 1)
+	require.Equal(t, "py-high", ws[0].ID, "priority first")
+	w := ws[0]
+	require.Equal(t, "work", w.Name)
+	require.Equal(t, sysdb.StatusPending, w.Status)
+	require.NotNil(t, w.Inputs, "the inputs DBOS wrote")
+	require.NotEmpty(t, *w.Inputs)
+	require.EqualValues(t, 60000, *w.TimeoutMS)
+	require.InDelta(t, time.Now().UnixMilli()+60000, *w.DeadlineEpochMS, 10000)
+	require.Equal(t, "v1", *w.ApplicationVersion, "an unversioned row goes to the (only) version")
+
+	ws, err = db.QueueDequeue(t.Context(), sysdb.QueueDequeueParams{QueueName: "jobs", ExecutorID: "agent", ApplicationVersion: "v1"})
+	require.NoError(t, err)
+	require.Equal(t, []string{"py-low"}, []string{ws[0].ID})
+	ws, err = db.QueueDequeue(t.Context(), sysdb.QueueDequeueParams{QueueName: "jobs", ExecutorID: "agent", ApplicationVersion: "v1"})
+	require.NoError(t, err)
+	require.Empty(t, ws)
 }
