@@ -275,11 +275,23 @@ func newLineWaiter(r io.Reader) *lineWaiter {
 // waitFor blocks until a line equal to want has been read.
 func (lw *lineWaiter) waitFor(t testing.TB, want string) {
 	t.Helper()
+	lw.waitUntil(t, fmt.Sprintf("%q", want), func(l string) bool { return l == want })
+}
+
+// waitForContaining blocks until a line containing part has been read (a
+// JSON log line, whose other fields vary).
+func (lw *lineWaiter) waitForContaining(t testing.TB, part string) {
+	t.Helper()
+	lw.waitUntil(t, fmt.Sprintf("a line containing %q", part), func(l string) bool { return strings.Contains(l, part) })
+}
+
+func (lw *lineWaiter) waitUntil(t testing.TB, what string, match func(string) bool) {
+	t.Helper()
 	deadline := time.After(60 * time.Second)
 	for {
 		lw.mu.Lock()
 		for _, l := range lw.lines {
-			if l == want {
+			if match(l) {
 				lw.mu.Unlock()
 				return
 			}
@@ -287,12 +299,12 @@ func (lw *lineWaiter) waitFor(t testing.TB, want string) {
 		eof, cond := lw.eof, lw.cond
 		lw.mu.Unlock()
 		if eof {
-			t.Fatalf("output ended before %q; got %q", want, lw.all())
+			t.Fatalf("output ended before %s; got %q", what, lw.all())
 		}
 		select {
 		case <-cond:
 		case <-deadline:
-			t.Fatalf("no %q within 60s; got %q", want, lw.all())
+			t.Fatalf("no %s within 60s; got %q", what, lw.all())
 		}
 	}
 }

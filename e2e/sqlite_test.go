@@ -47,7 +47,7 @@ func TestServeDefaultsToASQLiteFile(t *testing.T) {
 		_ = cmd.Wait()
 	})
 	lines := newLineWaiter(stderr)
-	lines.waitFor(t, "dbos-agent listening")
+	lines.waitForContaining(t, `"msg":"dbos-agent listening"`)
 	var first struct {
 		Msg  string `json:"msg"`
 		Path string `json:"path"`

@@ -28,6 +28,8 @@ type database struct {
 	password string
 	// defaulted: no URL was given, url is the default SQLite file's.
 	defaulted bool
+	// sqlite: url names a SQLite file, which has no schemas.
+	sqlite bool
 }
 
 const passwordHelp = "file holding the database password, which then need not be in the URL " +
@@ -61,9 +63,13 @@ func (f *databaseFlags) resolveWith(defaults database, defaultPasswordFile strin
 		}
 		db.url, db.defaulted = sysdb.SQLiteURL(path), true
 	}
-	if _, err := sysdb.ParseTarget(db.url); err != nil {
+	target, err := sysdb.ParseTarget(db.url)
+	if err != nil {
 		return database{}, err
 	}
+	// A SQLite file has no schemas: a schema given is ignored, as DBOS
+	// ignores dbos_system_schema for a sqlite:// URL.
+	db.sqlite = target.Kind == sysdb.KindSQLite
 	password, err := resolvePassword(f.passwordFile, defaultPasswordFile)
 	if err != nil {
 		return database{}, err

@@ -224,9 +224,11 @@ func serve(ctx context.Context, log *zap.Logger, o serveOptions) error {
 		e.Stop(context.Background())
 		return socketError(err)
 	}
-	log.Info("dbos-agent listening",
-		zap.String("socket", o.socket), zap.String("executor_id", o.executorID),
-		zap.String("schema", o.db.schema), zap.String("version", version))
+	fields := []zap.Field{zap.String("socket", o.socket), zap.String("executor_id", o.executorID)}
+	if !o.db.sqlite {
+		fields = append(fields, zap.String("schema", o.db.schema))
+	}
+	log.Info("dbos-agent listening", append(fields, zap.String("version", version))...)
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve() }()
 	if o.listening != nil {

@@ -12,12 +12,21 @@ import sys
 from dbos import DBOSClient
 
 
+def describe_error(error: object) -> object:
+    """The exception as a person reads it. The demo's OutOfStock was pickled
+    from the demo's __main__, which this process cannot import: dbos then
+    hands the error over as its text (and warns that it did)."""
+    if error is None or isinstance(error, str):
+        return error
+    return f"{type(error).__name__}: {error}"
+
+
 def main(url: str) -> int:
     client = DBOSClient(system_database_url=url)
     try:
         orders = [w for w in client.list_workflows(sort_desc=False, load_input=False) if w.workflow_id.startswith("order-")]
         for w in orders:
-            outcome = w.output if w.status == "SUCCESS" else type(w.error).__name__ if w.error is not None else None
+            outcome = w.output if w.status == "SUCCESS" else describe_error(w.error)
             print(f"  {w.workflow_id:18} {w.status:8} {w.name:14} {outcome!r}")
         succeeded = [w for w in orders if w.status == "SUCCESS"]
         ok = len(orders) == 4 and len(succeeded) == 3 and all(w.output["order_id"] == w.workflow_id for w in succeeded)
