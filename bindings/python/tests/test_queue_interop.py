@@ -11,6 +11,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 from typing import Any, Dict, Iterator
 
 import pytest
@@ -18,7 +19,7 @@ from dbos import DBOSClient as OfficialClient
 
 from dbos_agent import DBOS, DBOSClient, Queue
 
-from conftest import TESTS, AgentEnv
+from conftest import SYSTEM_DB, TESTS, AgentEnv
 from holds import Tracker, drive
 
 state: Dict[str, Tracker] = {"tracker": Tracker()}
@@ -56,6 +57,20 @@ def dbos(agent_env: AgentEnv) -> Iterator[type]:
         DBOS.destroy()
 
 
+def after_the_second_of(timestamp_ms: int) -> None:
+    """Returns once the clock is past the whole second timestamp_ms falls in.
+
+    On Python below 3.12, DBOS Python's SQLite schema stamps the rows it
+    inserts with whole seconds (its column default is strftime('%s','now')
+    * 1000), while the agent stamps milliseconds: a version the official
+    process registers in the same second as the binding's would sort before
+    it though made after it. On Postgres both stamp milliseconds.
+    """
+    until = (timestamp_ms // 1000 + 1) * 1000
+    while (now := time.time() * 1000) < until:
+        time.sleep((until - now) / 1000)
+
+
 def run_official_app(agent_env: AgentEnv, **env: str) -> Dict[str, Any]:
     full = dict(os.environ)
     full.update({
@@ -80,6 +95,8 @@ def run_official_app(agent_env: AgentEnv, **env: str) -> Dict[str, Any]:
 
 def test_queues_are_shared_with_official_dbos_both_ways(dbos: Any, agent_env: AgentEnv, fresh_tracker: Tracker) -> None:
     ours = DBOS.register_queue("binding_limited", global_concurrency=1, limiter={"limit": 5, "period": 2.0})
+    if SYSTEM_DB == "sqlite":
+        after_the_second_of(DBOS.get_latest_application_version()["version_timestamp"])
     out = run_official_app(agent_env, QUEUE_TO_READ="binding_limited")
     assert out["registered"] == "official_limited"
     # The official process reads the limits the binding stored.
