@@ -243,7 +243,7 @@ int main(void) {
 	CHECK(rc == DBOS_ERR_INVALID && strstr(dbos_last_error(), "handle") != NULL, "unknown handle: %d", rc);
 	rc = dbos_close(12345);
 	CHECK(rc == DBOS_ERR_INVALID, "close of an unknown handle: %d", rc);
-	const char *bad[] = {"{\"mode\": \"nope\"}", "{\"no_such_key\": 1}", "{\"mode\": \"embedded\"}", "{", "\x81\xa4mode\xa3odd", ""};
+	const char *bad[] = {"{\"mode\": \"nope\"}", "{\"no_such_key\": 1}", "{\"mode\": \"embedded\", \"socket\": \"/s\"}", "{", "\x81\xa4mode\xa3odd", ""};
 	for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
 		uint64_t other = 0;
 		rc = dbos_open(bad[i], strlen(bad[i]), &other);
