@@ -1026,15 +1026,18 @@ func sqliteFuncText(v driver.Value) ([]byte, bool) {
 // array contains an array whose every element some element of it contains
 // (order and duplicates do not matter), and at top level a scalar equal to
 // one of its elements; scalars contain only an equal scalar (numbers by
-// value).
+// value). contained must be JSON; a container that is not contains nothing.
 func jsonContains(container, contained []byte) (bool, error) {
-	a, err := decodeJSONNumbers(container)
-	if err != nil {
-		return false, fmt.Errorf("%s: container is not JSON: %w", sqliteJSONContainsFunc, err)
-	}
 	b, err := decodeJSONNumbers(contained)
 	if err != nil {
 		return false, fmt.Errorf("%s: contained value is not JSON: %w", sqliteJSONContainsFunc, err)
+	}
+	a, err := decodeJSONNumbers(container)
+	if err != nil {
+		// A column another client filled with text that is not JSON (jsonb
+		// admits none on Postgres) contains nothing, rather than failing
+		// every listing that filters on it.
+		return false, nil
 	}
 	if arr, ok := a.([]any); ok {
 		switch b.(type) {
