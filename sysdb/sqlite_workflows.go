@@ -182,8 +182,12 @@ func (s *SQLite) insertWorkflowRow(ctx context.Context, tx *sql.Tx, in WorkflowI
 	created := now
 	if in.QueueName != nil && (in.Status == StatusEnqueued || in.Status == StatusDelayed) {
 		var last sql.NullInt64
+		// The IN term repeats the predicate of the partial dequeue index
+		// (queue_name, status, priority, created_at): SQLite uses a partial
+		// index only for queries that state its WHERE, and without it this
+		// top-1 probe walks the created_at index across every queue.
 		err := tx.QueryRowContext(ctx, `SELECT CAST(created_at AS INTEGER) FROM workflow_status
-			WHERE queue_name = ? AND status = 'ENQUEUED' AND priority = ?
+			WHERE queue_name = ? AND status IN ('ENQUEUED', 'PENDING') AND status = 'ENQUEUED' AND priority = ?
 			ORDER BY created_at DESC LIMIT 1`, *in.QueueName, in.Priority).Scan(&last)
 		if err != nil && !errors.Is(err, sql.ErrNoRows) {
 			return err
