@@ -311,3 +311,36 @@ func TestSQLiteWeReadDBOSPythonWorkflow(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, map[string][]sysdb.Step{w.ID: steps}, many)
 }
+
+// TestSQLiteEnqueueOrderAcrossHandles: enqueues made one after another
+// through two handles on one file (two processes, as far as the file is
+// concerned) get strictly increasing created_at, however many fall in one
+// millisecond, so every DBOS SDK dequeues them in that order.
+func TestSQLiteEnqueueOrderAcrossHandles(t *testing.T) {
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "dbos.sqlite")
+	handles := make([]*sysdb.SQLite, 2)
+	for i := range handles {
+		db, err := sysdb.OpenSQLite(ctx, path, sysdb.SQLiteOptions{})
+		require.NoError(t, err)
+		t.Cleanup(db.Close)
+		handles[i] = db
+	}
+	const n = 60
+	for i := 0; i < n; i++ {
+		_, err := handles[i%2].WorkflowInsert(ctx, sysdb.WorkflowInsertParams{
+			ID: fmt.Sprintf("wf-%02d", i), Name: "f", Status: sysdb.StatusEnqueued, QueueName: sysdbtest.Ptr("q"),
+			CreatorXID: sysdbtest.Token(), ExecutorID: "local",
+		})
+		require.NoError(t, err)
+	}
+	ws, err := handles[0].WorkflowList(ctx, sysdb.WorkflowListParams{QueueNames: []string{"q"}})
+	require.NoError(t, err)
+	require.Len(t, ws, n)
+	for i, w := range ws {
+		require.Equal(t, fmt.Sprintf("wf-%02d", i), w.ID)
+		if i > 0 {
+			require.Greater(t, w.CreatedAt, ws[i-1].CreatedAt)
+		}
+	}
+}
