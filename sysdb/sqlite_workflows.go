@@ -103,13 +103,15 @@ func (s *SQLite) insertWorkflow(ctx context.Context, tx *sql.Tx, in WorkflowInse
 			return err
 		}
 	}
-	var className, configName, creator *string
+	var status, name, className, configName, creator *string
 	readStored := func() error {
-		return tx.QueryRowContext(ctx, `SELECT status, name, class_name, config_name, queue_name, queue_partition_key,
+		err := tx.QueryRowContext(ctx, `SELECT status, name, class_name, config_name, queue_name, queue_partition_key,
 				workflow_timeout_ms, workflow_deadline_epoch_ms, owner_xid, creator_xid
 			FROM workflow_status WHERE workflow_uuid = ?`, in.ID).
-			Scan(&res.Status, &res.Name, &className, &configName, &res.QueueName, &res.QueuePartitionKey,
+			Scan(&status, &name, &className, &configName, &res.QueueName, &res.QueuePartitionKey,
 				&res.TimeoutMS, &res.DeadlineEpochMS, &res.OwnerXID, &creator)
+		res.Status, res.Name = deref(status), deref(name)
+		return err
 	}
 	err := readStored()
 	switch {
@@ -158,8 +160,8 @@ func (s *SQLite) insertWorkflow(ctx context.Context, tx *sql.Tx, in WorkflowInse
 			return err
 		}
 		if deref(child) != in.ID {
-			// Another child at the step (this request's own earlier write,
-			// its acknowledgement lost, names this child).
+			// Another child is recorded at the step. (A retry of this
+			// request finds its own earlier record, naming this child.)
 			recorded := name
 			if child != nil {
 				recorded += " (child " + *child + ")"
