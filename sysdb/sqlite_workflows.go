@@ -13,6 +13,7 @@ import (
 	"strings"
 
 	"modernc.org/sqlite"
+	sqlite3 "modernc.org/sqlite/lib"
 )
 
 // Workflows and steps on SQLite. Every write is one IMMEDIATE transaction on
@@ -217,7 +218,7 @@ func (s *SQLite) insertWorkflowRow(ctx context.Context, tx *sql.Tx, in WorkflowI
 		in.DebounceDeadline, sqliteBool(in.IsDebounced), in.Serialization,
 		in.CreatorXID, owner,
 	)
-	if isSQLiteConstraint(err, 0) && in.DeduplicationID != nil {
+	if isSQLiteConstraint(err, sqlite3.SQLITE_CONSTRAINT_UNIQUE) && in.DeduplicationID != nil {
 		return &DeduplicatedError{WorkflowID: in.ID, QueueName: deref(in.QueueName), DeduplicationID: deref(in.DeduplicationID)}
 	}
 	return err
@@ -810,65 +811,111 @@ func (s *SQLite) StepRecordMany(ctx context.Context, steps []StepRecordParams) (
 	return results, nil
 }
 
+// sqliteStepInsertChunk bounds the rows of one multi-row step insert
+// (11 parameters a row, well under SQLite's 32766 parameters a statement).
+const sqliteStepInsertChunk = 128
+
+// recordSteps writes a batch inside tx: it reads the owners of the batch's
+// workflows in one statement, inserts the records whose run owns its
+// workflow in multi-row statements that report what they inserted, then
+// compares the records that met an existing one with what is stored.
 func (s *SQLite) recordSteps(ctx context.Context, tx *sql.Tx, steps []StepRecordParams, results []error) error {
-	type ownerSeen struct {
-		owner  *string
-		exists bool
-	}
-	owners := map[string]ownerSeen{}
-	ownerStmt, err := tx.PrepareContext(ctx, "SELECT owner_xid FROM workflow_status WHERE workflow_uuid = ?")
-	if err != nil {
-		return err
-	}
-	defer ownerStmt.Close()
-	insert, err := tx.PrepareContext(ctx, `INSERT INTO operation_outputs (
-			workflow_uuid, function_id, function_name, output, error, serialization,
-			child_workflow_id, started_at_epoch_ms, completed_at_epoch_ms, application_name, retention_timestamp)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
-		ON CONFLICT (workflow_uuid, function_id) DO NOTHING`)
-	if err != nil {
-		return err
-	}
-	defer insert.Close()
-	var get *sql.Stmt
-	now := nowMS()
-	firstAt := map[stepRecordKey]int{}
-	for i, st := range steps {
-		seen, ok := owners[st.WorkflowID]
-		if !ok {
-			err := ownerStmt.QueryRowContext(ctx, st.WorkflowID).Scan(&seen.owner)
-			switch {
-			case errors.Is(err, sql.ErrNoRows):
-			case err != nil:
-				return err
-			default:
-				seen.exists = true
-			}
-			owners[st.WorkflowID] = seen
+	var workflowIDs []string
+	owners := map[string]*string{} // present: the workflow exists
+	for _, st := range steps {
+		if _, seen := owners[st.WorkflowID]; !seen {
+			owners[st.WorkflowID] = nil
+			workflowIDs = append(workflowIDs, st.WorkflowID)
 		}
+	}
+	clear(owners)
+	rows, err := tx.QueryContext(ctx, "SELECT workflow_uuid, owner_xid FROM workflow_status WHERE workflow_uuid"+sqliteInList, sqliteList(workflowIDs))
+	if err != nil {
+		return err
+	}
+	for rows.Next() {
+		var id string
+		var owner *string
+		if err := rows.Scan(&id, &owner); err != nil {
+			rows.Close()
+			return err
+		}
+		owners[id] = owner
+	}
+	if err := rows.Close(); err != nil {
+		return err
+	}
+	if err := rows.Err(); err != nil {
+		return err
+	}
+
+	// Each record once (the first of duplicates in the batch is written;
+	// the others are compared with it below).
+	firstAt := map[stepRecordKey]int{}
+	var writes []int
+	for i, st := range steps {
+		owner, exists := owners[st.WorkflowID]
 		switch {
-		case !seen.exists:
+		case !exists:
 			results[i] = &NotFoundError{WorkflowID: st.WorkflowID}
 			continue
-		case seen.owner == nil || *seen.owner != st.OwnerXID:
+		case owner == nil || *owner != st.OwnerXID:
 			results[i] = &FencedError{WorkflowID: st.WorkflowID}
 			continue
 		}
 		key := stepRecordKey{st.WorkflowID, st.FunctionID, st.OwnerXID}
 		if _, dup := firstAt[key]; !dup {
 			firstAt[key] = i
-			r, err := insert.ExecContext(ctx, st.WorkflowID, st.FunctionID, st.Name, st.Output, st.Error, st.Serialization,
+			writes = append(writes, i)
+		}
+	}
+	inserted := map[stepKey]bool{}
+	now := nowMS()
+	for start := 0; start < len(writes); start += sqliteStepInsertChunk {
+		chunk := writes[start:min(start+sqliteStepInsertChunk, len(writes))]
+		var q strings.Builder
+		q.WriteString(`INSERT INTO operation_outputs (
+			workflow_uuid, function_id, function_name, output, error, serialization,
+			child_workflow_id, started_at_epoch_ms, completed_at_epoch_ms, application_name, retention_timestamp) VALUES `)
+		args := make([]any, 0, 11*len(chunk))
+		for j, i := range chunk {
+			if j > 0 {
+				q.WriteString(", ")
+			}
+			q.WriteString("(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)")
+			st := steps[i]
+			args = append(args, st.WorkflowID, st.FunctionID, st.Name, st.Output, st.Error, st.Serialization,
 				st.ChildWorkflowID, st.StartedAt, st.CompletedAt, st.ApplicationName, now)
-			if err != nil {
+		}
+		q.WriteString(" ON CONFLICT (workflow_uuid, function_id) DO NOTHING RETURNING workflow_uuid, function_id")
+		rows, err := tx.QueryContext(ctx, q.String(), args...)
+		if err != nil {
+			return err
+		}
+		for rows.Next() {
+			var id string
+			var fid int64
+			if err := rows.Scan(&id, &fid); err != nil {
+				rows.Close()
 				return err
 			}
-			n, err := r.RowsAffected()
-			if err != nil {
-				return err
-			}
-			if n == 1 {
-				continue // durable once committed
-			}
+			inserted[stepKey{id, int(fid)}] = true
+		}
+		if err := rows.Close(); err != nil {
+			return err
+		}
+		if err := rows.Err(); err != nil {
+			return err
+		}
+	}
+
+	var get *sql.Stmt
+	for i, st := range steps {
+		if results[i] != nil {
+			continue
+		}
+		if inserted[stepKey{st.WorkflowID, st.FunctionID}] && firstAt[stepRecordKey{st.WorkflowID, st.FunctionID, st.OwnerXID}] == i {
+			continue // durable once committed
 		}
 		// Met an existing record (earlier, or earlier in this batch):
 		// compare with what is stored. The transaction sees its own writes.
