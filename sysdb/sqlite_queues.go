@@ -40,6 +40,12 @@ func (a *boundArgs) list(vs []string) string {
 	return "(SELECT value FROM json_each(" + a.add(sqliteList(vs)) + "))"
 }
 
+// sqliteRandomUUID is SQL for a fresh random (version 4) UUID in the
+// canonical lowercase form newUUID makes, drawn anew for every row.
+const sqliteRandomUUID = `(lower(hex(randomblob(4))) || '-' || lower(hex(randomblob(2))) || '-4' ||
+	substr(lower(hex(randomblob(2))), 2) || '-' || substr('89ab', 1 + (abs(random()) % 4), 1) ||
+	substr(lower(hex(randomblob(2))), 2) || '-' || lower(hex(randomblob(6))))`
+
 // ---------------------------------------------------------------------------
 // Dequeue
 
@@ -152,11 +158,15 @@ func (s *SQLite) QueueDequeue(ctx context.Context, in QueueDequeueParams) ([]Wor
 		// its deadline from its timeout, and one more recovery attempt. A
 		// claimer without a version ("") leaves the row unversioned.
 		rateLimited := lim.RateLimitMax != nil || lim.PartitionRateLimitMax != nil
-		claim, err := tx.PrepareContext(ctx, `UPDATE workflow_status
+		// One statement for the whole claim: each row's token is drawn in
+		// SQL (randomblob is evaluated per row), not bound row by row.
+		var claimArgs boundArgs
+		ids := claimArgs.list(candidates)
+		_, err = tx.ExecContext(ctx, `UPDATE workflow_status
 			SET status = 'PENDING',
 			    application_version = NULLIF(?2, ''),
 			    executor_id = ?3,
-			    owner_xid = ?4,
+			    owner_xid = ?4 || `+sqliteRandomUUID+`,
 			    started_at_epoch_ms = ?5,
 			    updated_at = ?5,
 			    rate_limited = ?6,
@@ -167,17 +177,10 @@ func (s *SQLite) QueueDequeue(ctx context.Context, in QueueDequeueParams) ([]Wor
 			        ELSE workflow_deadline_epoch_ms
 			    END,
 			    application_name = coalesce(application_name, ?7)
-			WHERE workflow_uuid = ?1 AND status = 'ENQUEUED'`)
+			WHERE workflow_uuid IN `+ids+` AND status = 'ENQUEUED'`,
+			append(claimArgs.values, in.ApplicationVersion, in.ExecutorID, in.OwnerPrefix, nowMS(), rateLimited, in.ApplicationName)...)
 		if err != nil {
 			return err
-		}
-		defer claim.Close()
-		claimedAt := nowMS()
-		for _, id := range candidates {
-			if _, err := claim.ExecContext(ctx, id, in.ApplicationVersion, in.ExecutorID, in.OwnerPrefix+newUUID(),
-				claimedAt, rateLimited, in.ApplicationName); err != nil {
-				return err
-			}
 		}
 		// The writer's own transaction sees its claims.
 		var args boundArgs

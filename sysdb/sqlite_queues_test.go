@@ -186,7 +186,7 @@ func TestSQLiteQueuesDequeuePythonRow(t *testing.T) {
 	require.Equal(t, "gASVAAAA", *w.Inputs)
 	require.Equal(t, "v7", *w.ApplicationVersion)
 	require.Equal(t, "shop", *w.ApplicationName)
-	require.Regexp(t, `^agent-`, *w.OwnerXID)
+	require.Regexp(t, `^agent-[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$`, *w.OwnerXID, "the prefix and a v4 uuid")
 	require.NotNil(t, w.DeadlineEpochMS)
 	require.InDelta(t, time.Now().UnixMilli()+60000, *w.DeadlineEpochMS, 10000, "the deadline runs from the claim")
 	require.NotNil(t, w.PreClaim)
@@ -316,4 +316,61 @@ func TestSQLiteQueuesDequeueDBOSPythonEnqueue(t *testing.T) {
 	ws, err = db.QueueDequeue(t.Context(), sysdb.QueueDequeueParams{QueueName: "jobs", ExecutorID: "agent", ApplicationVersion: "v1"})
 	require.NoError(t, err)
 	require.Empty(t, ws)
+}
+
+// TestSQLiteQueuesUnboundedClaim: a claim without a bound takes a backlog
+// larger than SQLite's cap on statement parameters (32766), in queue order.
+func TestSQLiteQueuesUnboundedClaim(t *testing.T) {
+	if testing.Short() || queuesRaceBuild {
+		t.Skip("a large backlog: too slow for -short or -race")
+	}
+	path, db, _ := queuesOpenPair(t)
+	raw, err := sql.Open("sqlite", "file:"+path+"?_pragma=busy_timeout(30000)")
+	require.NoError(t, err)
+	defer raw.Close()
+	const backlog = 33000
+	_, err = raw.Exec(`WITH RECURSIVE n(i) AS (SELECT 0 UNION ALL SELECT i + 1 FROM n WHERE i + 1 < ?1)
+		INSERT INTO workflow_status (workflow_uuid, status, name, queue_name, created_at, updated_at, priority)
+		SELECT printf('bulk-%05d', i), 'ENQUEUED', 'work', 'q', 1000 + i, 1000 + i, 0 FROM n`, backlog)
+	require.NoError(t, err)
+
+	ws, err := db.QueueDequeue(t.Context(), sysdb.QueueDequeueParams{QueueName: "q", ExecutorID: "e", ApplicationVersion: "v1"})
+	require.NoError(t, err)
+	require.Len(t, ws, backlog)
+	tokens := map[string]bool{}
+	for i, w := range ws {
+		if w.ID != fmt.Sprintf("bulk-%05d", i) || w.Status != sysdb.StatusPending {
+			t.Fatalf("claim %d: %s %s", i, w.ID, w.Status)
+		}
+		tokens[*w.OwnerXID] = true
+	}
+	require.Len(t, tokens, backlog, "a token of its own for every row")
+	var left int
+	require.NoError(t, raw.QueryRow(`SELECT count(*) FROM workflow_status WHERE status = 'ENQUEUED'`).Scan(&left))
+	require.Zero(t, left)
+}
+
+// TestSQLiteQueuesScheduleListPrefixIsExact: SQLite's LIKE ignores ASCII
+// case and treats % and _ as wildcards; a schedule name prefix must match
+// bytes exactly, as on Postgres.
+func TestSQLiteQueuesScheduleListPrefixIsExact(t *testing.T) {
+	_, db, _ := queuesOpenPair(t)
+	for _, name := range []string{"Nightly-report", "nightly-backup", "night_x", "nightXy", "100%-done", "100-done"} {
+		require.NoError(t, db.ScheduleCreate(t.Context(), sysdb.Schedule{Name: name, WorkflowName: "w", Cron: "* * * * *"}))
+	}
+	names := func(prefix string) []string {
+		t.Helper()
+		ss, err := db.ScheduleList(t.Context(), sysdb.ScheduleListParams{NamePrefix: prefix})
+		require.NoError(t, err)
+		out := []string{}
+		for _, s := range ss {
+			out = append(out, s.Name)
+		}
+		return out
+	}
+	require.Equal(t, []string{"nightly-backup"}, names("nightly"))
+	require.Equal(t, []string{"Nightly-report"}, names("Night"))
+	require.Equal(t, []string{"night_x"}, names("night_"))
+	require.Equal(t, []string{"100%-done"}, names("100%"))
+	require.Equal(t, []string{"100%-done", "100-done", "Nightly-report", "nightXy", "night_x", "nightly-backup"}, names(""), "byte order")
 }

@@ -13,6 +13,7 @@ import (
 	"strings"
 
 	"modernc.org/sqlite"
+	sqlite3 "modernc.org/sqlite/lib"
 )
 
 // Workflows and steps on SQLite. Every write is one IMMEDIATE transaction on
@@ -102,13 +103,15 @@ func (s *SQLite) insertWorkflow(ctx context.Context, tx *sql.Tx, in WorkflowInse
 			return err
 		}
 	}
-	var className, configName, creator *string
+	var status, name, className, configName, creator *string
 	readStored := func() error {
-		return tx.QueryRowContext(ctx, `SELECT status, name, class_name, config_name, queue_name, queue_partition_key,
+		err := tx.QueryRowContext(ctx, `SELECT status, name, class_name, config_name, queue_name, queue_partition_key,
 				workflow_timeout_ms, workflow_deadline_epoch_ms, owner_xid, creator_xid
 			FROM workflow_status WHERE workflow_uuid = ?`, in.ID).
-			Scan(&res.Status, &res.Name, &className, &configName, &res.QueueName, &res.QueuePartitionKey,
+			Scan(&status, &name, &className, &configName, &res.QueueName, &res.QueuePartitionKey,
 				&res.TimeoutMS, &res.DeadlineEpochMS, &res.OwnerXID, &creator)
+		res.Status, res.Name = deref(status), deref(name)
+		return err
 	}
 	err := readStored()
 	switch {
@@ -157,8 +160,8 @@ func (s *SQLite) insertWorkflow(ctx context.Context, tx *sql.Tx, in WorkflowInse
 			return err
 		}
 		if deref(child) != in.ID {
-			// Another child at the step (this request's own earlier write,
-			// its acknowledgement lost, names this child).
+			// Another child is recorded at the step. (A retry of this
+			// request finds its own earlier record, naming this child.)
 			recorded := name
 			if child != nil {
 				recorded += " (child " + *child + ")"
@@ -181,8 +184,12 @@ func (s *SQLite) insertWorkflowRow(ctx context.Context, tx *sql.Tx, in WorkflowI
 	created := now
 	if in.QueueName != nil && (in.Status == StatusEnqueued || in.Status == StatusDelayed) {
 		var last sql.NullInt64
+		// The IN term repeats the predicate of the partial dequeue index
+		// (queue_name, status, priority, created_at): SQLite uses a partial
+		// index only for queries that state its WHERE, and without it this
+		// top-1 probe walks the created_at index across every queue.
 		err := tx.QueryRowContext(ctx, `SELECT CAST(created_at AS INTEGER) FROM workflow_status
-			WHERE queue_name = ? AND status = 'ENQUEUED' AND priority = ?
+			WHERE queue_name = ? AND status IN ('ENQUEUED', 'PENDING') AND status = 'ENQUEUED' AND priority = ?
 			ORDER BY created_at DESC LIMIT 1`, *in.QueueName, in.Priority).Scan(&last)
 		if err != nil && !errors.Is(err, sql.ErrNoRows) {
 			return err
@@ -217,7 +224,7 @@ func (s *SQLite) insertWorkflowRow(ctx context.Context, tx *sql.Tx, in WorkflowI
 		in.DebounceDeadline, sqliteBool(in.IsDebounced), in.Serialization,
 		in.CreatorXID, owner,
 	)
-	if isSQLiteConstraint(err, 0) && in.DeduplicationID != nil {
+	if isSQLiteConstraint(err, sqlite3.SQLITE_CONSTRAINT_UNIQUE) && in.DeduplicationID != nil {
 		return &DeduplicatedError{WorkflowID: in.ID, QueueName: deref(in.QueueName), DeduplicationID: deref(in.DeduplicationID)}
 	}
 	return err
@@ -810,65 +817,111 @@ func (s *SQLite) StepRecordMany(ctx context.Context, steps []StepRecordParams) (
 	return results, nil
 }
 
+// sqliteStepInsertChunk bounds the rows of one multi-row step insert
+// (11 parameters a row, well under SQLite's 32766 parameters a statement).
+const sqliteStepInsertChunk = 128
+
+// recordSteps writes a batch inside tx: it reads the owners of the batch's
+// workflows in one statement, inserts the records whose run owns its
+// workflow in multi-row statements that report what they inserted, then
+// compares the records that met an existing one with what is stored.
 func (s *SQLite) recordSteps(ctx context.Context, tx *sql.Tx, steps []StepRecordParams, results []error) error {
-	type ownerSeen struct {
-		owner  *string
-		exists bool
-	}
-	owners := map[string]ownerSeen{}
-	ownerStmt, err := tx.PrepareContext(ctx, "SELECT owner_xid FROM workflow_status WHERE workflow_uuid = ?")
-	if err != nil {
-		return err
-	}
-	defer ownerStmt.Close()
-	insert, err := tx.PrepareContext(ctx, `INSERT INTO operation_outputs (
-			workflow_uuid, function_id, function_name, output, error, serialization,
-			child_workflow_id, started_at_epoch_ms, completed_at_epoch_ms, application_name, retention_timestamp)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
-		ON CONFLICT (workflow_uuid, function_id) DO NOTHING`)
-	if err != nil {
-		return err
-	}
-	defer insert.Close()
-	var get *sql.Stmt
-	now := nowMS()
-	firstAt := map[stepRecordKey]int{}
-	for i, st := range steps {
-		seen, ok := owners[st.WorkflowID]
-		if !ok {
-			err := ownerStmt.QueryRowContext(ctx, st.WorkflowID).Scan(&seen.owner)
-			switch {
-			case errors.Is(err, sql.ErrNoRows):
-			case err != nil:
-				return err
-			default:
-				seen.exists = true
-			}
-			owners[st.WorkflowID] = seen
+	var workflowIDs []string
+	owners := map[string]*string{} // present: the workflow exists
+	for _, st := range steps {
+		if _, seen := owners[st.WorkflowID]; !seen {
+			owners[st.WorkflowID] = nil
+			workflowIDs = append(workflowIDs, st.WorkflowID)
 		}
+	}
+	clear(owners)
+	rows, err := tx.QueryContext(ctx, "SELECT workflow_uuid, owner_xid FROM workflow_status WHERE workflow_uuid"+sqliteInList, sqliteList(workflowIDs))
+	if err != nil {
+		return err
+	}
+	for rows.Next() {
+		var id string
+		var owner *string
+		if err := rows.Scan(&id, &owner); err != nil {
+			rows.Close()
+			return err
+		}
+		owners[id] = owner
+	}
+	if err := rows.Close(); err != nil {
+		return err
+	}
+	if err := rows.Err(); err != nil {
+		return err
+	}
+
+	// Each record once (the first of duplicates in the batch is written;
+	// the others are compared with it below).
+	firstAt := map[stepRecordKey]int{}
+	var writes []int
+	for i, st := range steps {
+		owner, exists := owners[st.WorkflowID]
 		switch {
-		case !seen.exists:
+		case !exists:
 			results[i] = &NotFoundError{WorkflowID: st.WorkflowID}
 			continue
-		case seen.owner == nil || *seen.owner != st.OwnerXID:
+		case owner == nil || *owner != st.OwnerXID:
 			results[i] = &FencedError{WorkflowID: st.WorkflowID}
 			continue
 		}
 		key := stepRecordKey{st.WorkflowID, st.FunctionID, st.OwnerXID}
 		if _, dup := firstAt[key]; !dup {
 			firstAt[key] = i
-			r, err := insert.ExecContext(ctx, st.WorkflowID, st.FunctionID, st.Name, st.Output, st.Error, st.Serialization,
+			writes = append(writes, i)
+		}
+	}
+	inserted := map[stepKey]bool{}
+	now := nowMS()
+	for start := 0; start < len(writes); start += sqliteStepInsertChunk {
+		chunk := writes[start:min(start+sqliteStepInsertChunk, len(writes))]
+		var q strings.Builder
+		q.WriteString(`INSERT INTO operation_outputs (
+			workflow_uuid, function_id, function_name, output, error, serialization,
+			child_workflow_id, started_at_epoch_ms, completed_at_epoch_ms, application_name, retention_timestamp) VALUES `)
+		args := make([]any, 0, 11*len(chunk))
+		for j, i := range chunk {
+			if j > 0 {
+				q.WriteString(", ")
+			}
+			q.WriteString("(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)")
+			st := steps[i]
+			args = append(args, st.WorkflowID, st.FunctionID, st.Name, st.Output, st.Error, st.Serialization,
 				st.ChildWorkflowID, st.StartedAt, st.CompletedAt, st.ApplicationName, now)
-			if err != nil {
+		}
+		q.WriteString(" ON CONFLICT (workflow_uuid, function_id) DO NOTHING RETURNING workflow_uuid, function_id")
+		rows, err := tx.QueryContext(ctx, q.String(), args...)
+		if err != nil {
+			return err
+		}
+		for rows.Next() {
+			var id string
+			var fid int64
+			if err := rows.Scan(&id, &fid); err != nil {
+				rows.Close()
 				return err
 			}
-			n, err := r.RowsAffected()
-			if err != nil {
-				return err
-			}
-			if n == 1 {
-				continue // durable once committed
-			}
+			inserted[stepKey{id, int(fid)}] = true
+		}
+		if err := rows.Close(); err != nil {
+			return err
+		}
+		if err := rows.Err(); err != nil {
+			return err
+		}
+	}
+
+	var get *sql.Stmt
+	for i, st := range steps {
+		if results[i] != nil {
+			continue
+		}
+		if inserted[stepKey{st.WorkflowID, st.FunctionID}] && firstAt[stepRecordKey{st.WorkflowID, st.FunctionID, st.OwnerXID}] == i {
+			continue // durable once committed
 		}
 		// Met an existing record (earlier, or earlier in this batch):
 		// compare with what is stored. The transaction sees its own writes.
@@ -979,15 +1032,18 @@ func sqliteFuncText(v driver.Value) ([]byte, bool) {
 // array contains an array whose every element some element of it contains
 // (order and duplicates do not matter), and at top level a scalar equal to
 // one of its elements; scalars contain only an equal scalar (numbers by
-// value).
+// value). contained must be JSON; a container that is not contains nothing.
 func jsonContains(container, contained []byte) (bool, error) {
-	a, err := decodeJSONNumbers(container)
-	if err != nil {
-		return false, fmt.Errorf("%s: container is not JSON: %w", sqliteJSONContainsFunc, err)
-	}
 	b, err := decodeJSONNumbers(contained)
 	if err != nil {
 		return false, fmt.Errorf("%s: contained value is not JSON: %w", sqliteJSONContainsFunc, err)
+	}
+	a, err := decodeJSONNumbers(container)
+	if err != nil {
+		// A column another client filled with text that is not JSON (jsonb
+		// admits none on Postgres) contains nothing, rather than failing
+		// every listing that filters on it.
+		return false, nil
 	}
 	if arr, ok := a.([]any); ok {
 		switch b.(type) {

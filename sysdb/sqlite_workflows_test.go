@@ -1,9 +1,12 @@
 package sysdb_test
 
 import (
+	"bytes"
 	"context"
 	"database/sql"
+	"encoding/json"
 	"fmt"
+	"os/exec"
 	"path/filepath"
 	"testing"
 	"time"
@@ -57,11 +60,15 @@ func TestSQLiteJSONContains(t *testing.T) {
 	var null sql.NullBool
 	require.NoError(t, raw.QueryRow("SELECT dbos_agent_jsonb_contains(NULL, '{}')").Scan(&null))
 	require.False(t, null.Valid, "strict, as @> is")
-	require.Error(t, raw.QueryRow("SELECT dbos_agent_jsonb_contains('{oops', '{}')").Scan(&null))
+	var got bool
+	require.NoError(t, raw.QueryRow("SELECT dbos_agent_jsonb_contains('{oops', '{}')").Scan(&got))
+	require.False(t, got, "text that is not JSON contains nothing")
+	require.Error(t, raw.QueryRow("SELECT dbos_agent_jsonb_contains('{}', '{oops')").Scan(&got), "a filter that is not JSON is an error")
 }
 
 // TestSQLiteAttributesOfOtherWriters: attributes another client wrote as
-// JSON text in its own spacing and key order are matched by the filter.
+// JSON text in its own spacing and key order are matched by the filter, and
+// rows whose attributes are no object are not.
 func TestSQLiteAttributesOfOtherWriters(t *testing.T) {
 	ctx := context.Background()
 	db := openSQLite(t)
@@ -69,7 +76,9 @@ func TestSQLiteAttributesOfOtherWriters(t *testing.T) {
 	_, err := raw.Exec(`INSERT INTO workflow_status (workflow_uuid, status, name, attributes) VALUES
 		('py-1', 'SUCCESS', 'f', '{ "region" : "eu",  "tier": {"level": 2, "beta": true} }'),
 		('py-2', 'SUCCESS', 'f', '{"region":"us"}'),
-		('py-3', 'SUCCESS', 'f', NULL)`)
+		('py-3', 'SUCCESS', 'f', NULL),
+		('py-4', 'SUCCESS', 'f', 'null'),
+		('py-5', 'SUCCESS', 'f', '{not json')`)
 	require.NoError(t, err)
 	ws, err := db.WorkflowList(ctx, sysdb.WorkflowListParams{Attributes: sysdbtest.Ptr(`{"tier":{"beta":true},"region":"eu"}`)})
 	require.NoError(t, err)
@@ -77,7 +86,7 @@ func TestSQLiteAttributesOfOtherWriters(t *testing.T) {
 	require.Equal(t, "py-1", ws[0].ID)
 	ws, err = db.WorkflowList(ctx, sysdb.WorkflowListParams{Attributes: sysdbtest.Ptr(`{}`)})
 	require.NoError(t, err)
-	require.Len(t, ws, 2, "every row with attributes contains {}; NULL ones do not")
+	require.Len(t, ws, 2, "every object contains {}; NULL, JSON null (DBOS Python's none) and text that is not JSON do not")
 }
 
 // TestSQLiteRowDefaults: a row holding only what the schema requires, its
@@ -208,5 +217,130 @@ func BenchmarkSQLiteStepRecordMany(b *testing.B) {
 			}
 			b.ReportMetric(float64(b.N*batch)/b.Elapsed().Seconds(), "steps/s")
 		})
+	}
+}
+
+// workflowsTestPython runs testdata/workflows_sqlite.py under DBOS Python
+// and decodes the JSON it prints.
+func workflowsTestPython(t *testing.T, ctx context.Context, args ...string) map[string]any {
+	t.Helper()
+	python, err := dbosPythonPath()
+	require.NoError(t, err)
+	var out, errOut bytes.Buffer
+	cmd := exec.CommandContext(ctx, python, append([]string{filepath.Join("testdata", "workflows_sqlite.py")}, args...)...)
+	cmd.Stdout, cmd.Stderr = &out, &errOut
+	require.NoError(t, cmd.Run(), "workflows_sqlite.py %v:\n%s", args, errOut.String())
+	var got map[string]any
+	require.NoError(t, json.Unmarshal(out.Bytes(), &got), out.String())
+	return got
+}
+
+// TestSQLiteDBOSPythonReadsOurWorkflow: a workflow run through this backend
+// (inserted, steps checkpointed, finished) is what DBOS Python's client
+// reads from the file: status, decoded inputs, result and step outputs.
+func TestSQLiteDBOSPythonReadsOurWorkflow(t *testing.T) {
+	t.Parallel()
+	ctx := parityContext(t)
+	path := ourFreshFile(t, ctx)
+	db, err := sysdb.OpenSQLite(ctx, path, sysdb.SQLiteOptions{})
+	require.NoError(t, err)
+	defer db.Close()
+	owner := sysdbtest.Token()
+	portable := sysdbtest.Ptr("portable_json")
+	_, err = db.WorkflowInsert(ctx, sysdb.WorkflowInsertParams{
+		ID: "ours", Name: "work", Status: sysdb.StatusPending, CreatorXID: owner, ExecutorID: "local",
+		ApplicationVersion: sysdbtest.Ptr("v1"), Attributes: sysdbtest.Ptr(`{"tier":"gold"}`),
+		Serialization: portable, Inputs: sysdbtest.Ptr(`{"positionalArgs":[20],"namedArgs":{}}`),
+	})
+	require.NoError(t, err)
+	now := time.Now().UnixMilli()
+	results, err := db.StepRecordMany(ctx, []sysdb.StepRecordParams{
+		{WorkflowID: "ours", OwnerXID: owner, FunctionID: 0, Name: "double", Output: sysdbtest.Ptr(`40`), Serialization: portable, StartedAt: &now, CompletedAt: &now},
+		{WorkflowID: "ours", OwnerXID: owner, FunctionID: 1, Name: "triple", Output: sysdbtest.Ptr(`{"x":[60]}`), Serialization: portable, StartedAt: &now, CompletedAt: &now},
+	})
+	require.NoError(t, err)
+	require.Equal(t, []error{nil, nil}, results)
+	res, err := db.WorkflowFinish(ctx, sysdb.WorkflowFinishParams{WorkflowID: "ours", OwnerXID: owner, Status: sysdb.StatusSuccess, Output: sysdbtest.Ptr(`41`)})
+	require.NoError(t, err)
+	require.True(t, res.Applied)
+	w, err := db.WorkflowGet(ctx, "ours")
+	require.NoError(t, err)
+
+	got := workflowsTestPython(t, ctx, "read", path, "ours")
+	require.Equal(t, "SUCCESS", got["status"])
+	require.Equal(t, "work", got["name"])
+	require.Equal(t, float64(41), got["result"])
+	require.Equal(t, float64(w.CreatedAt), got["created_at"])
+	require.Equal(t, float64(w.UpdatedAt), got["updated_at"])
+	require.Equal(t, float64(1), got["recovery_attempts"])
+	require.Contains(t, fmt.Sprint(got["input"]), "20")
+	require.Equal(t, map[string]any{"tier": "gold"}, got["attributes"])
+	require.Equal(t, []any{
+		map[string]any{"function_id": float64(0), "function_name": "double", "output": float64(40), "child_workflow_id": nil, "started_at_epoch_ms": float64(now)},
+		map[string]any{"function_id": float64(1), "function_name": "triple", "output": map[string]any{"x": []any{float64(60)}}, "child_workflow_id": nil, "started_at_epoch_ms": float64(now)},
+	}, got["steps"])
+}
+
+// TestSQLiteWeReadDBOSPythonWorkflow: a workflow DBOS Python ran on the
+// file reads back through this backend with its outcome, inputs and steps.
+func TestSQLiteWeReadDBOSPythonWorkflow(t *testing.T) {
+	t.Parallel()
+	ctx := parityContext(t)
+	path := ourFreshFile(t, ctx)
+	stdout, stderr := dbosPython(t, ctx, "workflow", path)
+	require.Equal(t, "41 40 SUCCESS\n", stdout, stderr)
+	db, err := sysdb.OpenSQLite(ctx, path, sysdb.SQLiteOptions{SkipMigrations: true})
+	require.NoError(t, err)
+	defer db.Close()
+	ws, err := db.WorkflowList(ctx, sysdb.WorkflowListParams{Statuses: []string{sysdb.StatusSuccess}, LoadInputs: true, LoadOutputs: true})
+	require.NoError(t, err)
+	require.Len(t, ws, 1)
+	w := ws[0]
+	require.Contains(t, w.Name, "work")
+	require.NotNil(t, w.Inputs)
+	require.NotNil(t, w.Output)
+	require.NotNil(t, w.CompletedAt)
+	require.GreaterOrEqual(t, *w.CompletedAt, w.CreatedAt)
+	require.Nil(t, w.OwnerXID, "a finished workflow has no owner")
+	steps, err := db.StepList(ctx, w.ID)
+	require.NoError(t, err)
+	require.GreaterOrEqual(t, len(steps), 2, "the step and set_event")
+	require.Contains(t, steps[0].Name, "double")
+	require.NotNil(t, steps[0].Output)
+	many, err := db.StepListMany(ctx, []string{w.ID, "missing"})
+	require.NoError(t, err)
+	require.Equal(t, map[string][]sysdb.Step{w.ID: steps}, many)
+}
+
+// TestSQLiteEnqueueOrderAcrossHandles: enqueues made one after another
+// through two handles on one file (two processes, as far as the file is
+// concerned) get strictly increasing created_at, however many fall in one
+// millisecond, so every DBOS SDK dequeues them in that order.
+func TestSQLiteEnqueueOrderAcrossHandles(t *testing.T) {
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "dbos.sqlite")
+	handles := make([]*sysdb.SQLite, 2)
+	for i := range handles {
+		db, err := sysdb.OpenSQLite(ctx, path, sysdb.SQLiteOptions{})
+		require.NoError(t, err)
+		t.Cleanup(db.Close)
+		handles[i] = db
+	}
+	const n = 60
+	for i := 0; i < n; i++ {
+		_, err := handles[i%2].WorkflowInsert(ctx, sysdb.WorkflowInsertParams{
+			ID: fmt.Sprintf("wf-%02d", i), Name: "f", Status: sysdb.StatusEnqueued, QueueName: sysdbtest.Ptr("q"),
+			CreatorXID: sysdbtest.Token(), ExecutorID: "local",
+		})
+		require.NoError(t, err)
+	}
+	ws, err := handles[0].WorkflowList(ctx, sysdb.WorkflowListParams{QueueNames: []string{"q"}})
+	require.NoError(t, err)
+	require.Len(t, ws, n)
+	for i, w := range ws {
+		require.Equal(t, fmt.Sprintf("wf-%02d", i), w.ID)
+		if i > 0 {
+			require.Greater(t, w.CreatedAt, ws[i-1].CreatedAt)
+		}
 	}
 }
