@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -373,4 +374,70 @@ func TestSQLiteQueuesScheduleListPrefixIsExact(t *testing.T) {
 	require.Equal(t, []string{"night_x"}, names("night_"))
 	require.Equal(t, []string{"100%-done"}, names("100%"))
 	require.Equal(t, []string{"100%-done", "100-done", "Nightly-report", "nightXy", "night_x", "nightly-backup"}, names(""), "byte order")
+}
+
+// TestSQLiteQueuesShareAQueueWithDBOSPython: a DBOS Python 3.4 app and the
+// agent serve one queue on one file at once, each dequeuing in its own
+// transactions: every workflow is claimed by exactly one of them, and both
+// get work.
+func TestSQLiteQueuesShareAQueueWithDBOSPython(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs DBOS Python")
+	}
+	python, err := dbosPythonPath()
+	if err != nil {
+		t.Skipf("no DBOS Python: %v", err)
+	}
+	path, db, _ := queuesOpenPair(t)
+	const n = 60
+
+	stop := make(chan struct{})
+	agentClaims := make(chan []string, 1)
+	go func() {
+		var got []string
+		defer func() { agentClaims <- got }()
+		for {
+			select {
+			case <-stop:
+				return
+			case <-time.After(50 * time.Millisecond):
+			}
+			ws, err := db.QueueDequeue(t.Context(), sysdb.QueueDequeueParams{
+				QueueName: "jobs", ExecutorID: "agent", ApplicationVersion: "v1", OwnerPrefix: "agent-", MaxClaim: 1,
+			})
+			if !queuesNoError(t, err) {
+				return
+			}
+			for _, w := range ws {
+				got = append(got, w.ID)
+			}
+		}
+	}()
+	cmd := exec.CommandContext(t.Context(), python, filepath.Join("testdata", "dbos_sqlite_queue_worker.py"), path, fmt.Sprint(n))
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	close(stop)
+	agent := <-agentClaims
+	require.NoError(t, err, "%s", stderr.String())
+	pythonRan := strings.Fields(string(out))
+
+	byAgent := map[string]bool{}
+	for _, id := range agent {
+		require.False(t, byAgent[id], "the agent claimed %s twice", id)
+		byAgent[id] = true
+	}
+	for _, id := range pythonRan {
+		require.False(t, byAgent[id], "%s was claimed by the agent and run by DBOS", id)
+	}
+	require.Equal(t, n, len(agent)+len(pythonRan), "every workflow claimed once: agent %d, DBOS %d", len(agent), len(pythonRan))
+	require.NotEmpty(t, agent, "the agent got work")
+	require.NotEmpty(t, pythonRan, "DBOS got work")
+	for _, id := range agent {
+		w, err := db.WorkflowGet(t.Context(), id)
+		require.NoError(t, err)
+		require.Equal(t, sysdb.StatusPending, w.Status, id)
+		require.Equal(t, "agent", *w.ExecutorID, id)
+	}
+	t.Logf("agent claimed %d, DBOS ran %d", len(agent), len(pythonRan))
 }
