@@ -18,8 +18,8 @@ import (
 // transaction on the one writer connection, so a write transaction is
 // serialised against every other writer on the file (other handles, DBOS
 // Python processes) and needs no row locks; there is no server clock, so
-// instants are nowMS(); and there are no arrays, so id lists are bound one
-// placeholder each.
+// instants are nowMS(); and there are no arrays, so a list is one JSON
+// parameter read with json_each.
 
 var _ QueueSystem = (*SQLite)(nil)
 
@@ -55,6 +55,8 @@ const sqliteRandomUUID = `(lower(hex(randomblob(4))) || '-' || lower(hex(randomb
 // the file: two executors, in this process or another, can never both fill
 // the same free slots, whatever their candidates, so neither row locks nor
 // SERIALIZABLE are needed. Rows are taken in (priority, created_at) order.
+// A claim rolled back by a locked file is retried whole (nothing of it was
+// committed); a poll of a queue with nothing ENQUEUED ends on a reader.
 func (s *SQLite) QueueDequeue(ctx context.Context, in QueueDequeueParams) ([]Workflow, error) {
 	lim := in.Limits
 	partitionLimits := lim.PartitionConcurrency != nil || lim.PartitionWorkerConcurrency != nil || lim.PartitionRateLimitMax != nil
