@@ -441,3 +441,44 @@ func TestSQLiteQueuesShareAQueueWithDBOSPython(t *testing.T) {
 	}
 	t.Logf("agent claimed %d, DBOS ran %d", len(agent), len(pythonRan))
 }
+
+// BenchmarkSQLiteQueuesDequeue: one claim of up to 10 from a backlog, per
+// operation, with no limits and with the shared ones counted (global
+// concurrency over every PENDING row claimed so far, and a rate limit over
+// every start).
+func BenchmarkSQLiteQueuesDequeue(b *testing.B) {
+	many := 1 << 30
+	for _, c := range []struct {
+		name string
+		lim  sysdb.QueueLimits
+	}{
+		{"no-limits", sysdb.QueueLimits{}},
+		{"global-and-rate", sysdb.QueueLimits{GlobalConcurrency: &many, RateLimitMax: &many, RateLimitPeriod: time.Hour}},
+	} {
+		b.Run(c.name, func(b *testing.B) {
+			path := filepath.Join(b.TempDir(), "dbos.sqlite")
+			db, err := sysdb.OpenSQLite(context.Background(), path, sysdb.SQLiteOptions{})
+			require.NoError(b, err)
+			defer db.Close()
+			raw, err := sql.Open("sqlite", "file:"+path+"?_pragma=busy_timeout(30000)")
+			require.NoError(b, err)
+			defer raw.Close()
+			_, err = raw.Exec(`WITH RECURSIVE n(i) AS (SELECT 0 UNION ALL SELECT i + 1 FROM n WHERE i + 1 < ?1)
+				INSERT INTO workflow_status (workflow_uuid, status, name, queue_name, created_at, updated_at, priority)
+				SELECT printf('bench-%08d', i), 'ENQUEUED', 'work', 'q', 1000 + i, 1000 + i, 0 FROM n`, 10*b.N+10)
+			require.NoError(b, err)
+			b.ResetTimer()
+			claimed := 0
+			for range b.N {
+				ws, err := db.QueueDequeue(context.Background(), sysdb.QueueDequeueParams{
+					QueueName: "q", ExecutorID: "e", ApplicationVersion: "v1", Limits: c.lim, MaxClaim: 10,
+				})
+				if err != nil {
+					b.Fatal(err)
+				}
+				claimed += len(ws)
+			}
+			b.ReportMetric(float64(claimed)/b.Elapsed().Seconds(), "workflows/s")
+		})
+	}
+}
