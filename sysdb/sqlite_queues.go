@@ -18,8 +18,8 @@ import (
 // transaction on the one writer connection, so a write transaction is
 // serialised against every other writer on the file (other handles, DBOS
 // Python processes) and needs no row locks; there is no server clock, so
-// instants are nowMS(); and there are no arrays, so id lists are bound one
-// placeholder each.
+// instants are nowMS(); and there are no arrays, so a list is one JSON
+// parameter read with json_each.
 
 var _ QueueSystem = (*SQLite)(nil)
 
@@ -55,6 +55,8 @@ const sqliteRandomUUID = `(lower(hex(randomblob(4))) || '-' || lower(hex(randomb
 // the file: two executors, in this process or another, can never both fill
 // the same free slots, whatever their candidates, so neither row locks nor
 // SERIALIZABLE are needed. Rows are taken in (priority, created_at) order.
+// A claim rolled back by a locked file is retried whole (nothing of it was
+// committed); a poll of a queue with nothing ENQUEUED ends on a reader.
 func (s *SQLite) QueueDequeue(ctx context.Context, in QueueDequeueParams) ([]Workflow, error) {
 	lim := in.Limits
 	partitionLimits := lim.PartitionConcurrency != nil || lim.PartitionWorkerConcurrency != nil || lim.PartitionRateLimitMax != nil
@@ -99,14 +101,19 @@ func (s *SQLite) QueueDequeue(ctx context.Context, in QueueDequeueParams) ([]Wor
 		}
 		now := nowMS()
 		// partition is "" for a queue-wide count.
+		// The status and rate_limited terms are written as the partial
+		// indexes' predicates are: SQLite uses a partial index only for a
+		// query that repeats its WHERE terms (status = 'PENDING' alone does
+		// not imply status IN ('ENQUEUED', 'PENDING') to its planner), and
+		// the partition term is left out when there is none, so the counts
+		// stay on the (covering) indexes.
 		recentStarts := func(limit int, period time.Duration, partition string) error {
 			var recent int
 			err := tx.QueryRowContext(ctx, `SELECT count(*) FROM workflow_status
-				WHERE queue_name = ?1 AND rate_limited = 1
+				WHERE queue_name = ?1 AND rate_limited = TRUE
 				  AND status NOT IN ('ENQUEUED', 'DELAYED')
 				  AND started_at_epoch_ms > ?2
-				  AND (?3 IS NULL OR application_name = ?3 OR application_name IS NULL)
-				  AND (?4 = '' OR queue_partition_key = ?4)`,
+				  AND (?3 IS NULL OR application_name = ?3 OR application_name IS NULL)`+partitionTerm(partition, "?4"),
 				in.QueueName, now-period.Milliseconds(), in.ApplicationName, partition).Scan(&recent)
 			if err != nil {
 				return err
@@ -117,9 +124,8 @@ func (s *SQLite) QueueDequeue(ctx context.Context, in QueueDequeueParams) ([]Wor
 		running := func(limit int, partition string) error {
 			var n int
 			err := tx.QueryRowContext(ctx, `SELECT count(*) FROM workflow_status
-				WHERE queue_name = ?1 AND status = 'PENDING'
-				  AND (?2 IS NULL OR application_name = ?2 OR application_name IS NULL)
-				  AND (?3 = '' OR queue_partition_key = ?3)`,
+				WHERE queue_name = ?1 AND status = 'PENDING' AND status IN ('ENQUEUED', 'PENDING')
+				  AND (?2 IS NULL OR application_name = ?2 OR application_name IS NULL)`+partitionTerm(partition, "?3"),
 				in.QueueName, in.ApplicationName, partition).Scan(&n)
 			if err != nil {
 				return err
@@ -215,6 +221,17 @@ func (s *SQLite) QueueDequeue(ctx context.Context, in QueueDequeueParams) ([]Wor
 	return claimed, nil
 }
 
+// partitionTerm restricts a dequeue statement to one partition (the value
+// bound at mark), or to none when partition is "": a term chosen here
+// rather than "(mark = ” OR queue_partition_key = mark)", which no index
+// serves. Either way the statement refers to mark, which is always bound.
+func partitionTerm(partition, mark string) string {
+	if partition == "" {
+		return " AND " + mark + " = ''"
+	}
+	return " AND queue_partition_key = " + mark
+}
+
 // queueHasWork reports whether a queue (or one partition of it) has any
 // ENQUEUED row, on a reader.
 func (s *SQLite) queueHasWork(ctx context.Context, queue, partition string) (bool, error) {
@@ -222,7 +239,7 @@ func (s *SQLite) queueHasWork(ctx context.Context, queue, partition string) (boo
 	err := s.read(ctx, "dequeue from queue "+queue, func(tx *sql.Tx) error {
 		var one int
 		err := tx.QueryRowContext(ctx, `SELECT 1 FROM workflow_status
-			WHERE queue_name = ?1 AND status = 'ENQUEUED' AND (?2 = '' OR queue_partition_key = ?2) LIMIT 1`,
+			WHERE queue_name = ?1 AND status = 'ENQUEUED' AND status IN ('ENQUEUED', 'PENDING')`+partitionTerm(partition, "?2")+` LIMIT 1`,
 			queue, partition).Scan(&one)
 		if errors.Is(err, sql.ErrNoRows) {
 			found = false
@@ -240,7 +257,7 @@ func (s *SQLite) queueHasWork(ctx context.Context, queue, partition string) (boo
 func (s *SQLite) dequeueCandidates(ctx context.Context, tx *sql.Tx, in QueueDequeueParams, budget int) ([]string, map[string]*PreClaim, error) {
 	var args boundArgs
 	q := "SELECT workflow_uuid, application_version, application_name, executor_id, workflow_deadline_epoch_ms FROM workflow_status" +
-		" WHERE queue_name = " + args.add(in.QueueName) + " AND status = 'ENQUEUED'"
+		" WHERE queue_name = " + args.add(in.QueueName) + " AND status = 'ENQUEUED' AND status IN ('ENQUEUED', 'PENDING')"
 	// Unversioned rows belong to the latest version only; with no version
 	// registered, every executor counts as the latest (an executor without
 	// a version, "", takes unversioned work only while there is none). The
@@ -469,10 +486,11 @@ func (s *SQLite) QueueDelete(ctx context.Context, name string) error {
 func (s *SQLite) QueuePartitions(ctx context.Context, queue string) ([]string, error) {
 	return s.queryStrings(ctx, "list partitions of queue "+queue, `WITH RECURSIVE partitions(pk) AS (
 	    SELECT min(queue_partition_key) FROM workflow_status
-	    WHERE queue_name = ?1 AND status = 'ENQUEUED' AND queue_partition_key IS NOT NULL
+	    WHERE queue_name = ?1 AND status = 'ENQUEUED' AND status IN ('ENQUEUED', 'PENDING') AND queue_partition_key IS NOT NULL
 	    UNION ALL
 	    SELECT (SELECT min(queue_partition_key) FROM workflow_status
-	            WHERE queue_name = ?1 AND status = 'ENQUEUED' AND queue_partition_key > partitions.pk)
+	            WHERE queue_name = ?1 AND status = 'ENQUEUED' AND status IN ('ENQUEUED', 'PENDING')
+	              AND queue_partition_key > partitions.pk)
 	    FROM partitions WHERE partitions.pk IS NOT NULL
 	)
 	SELECT pk FROM partitions WHERE pk IS NOT NULL`, queue)

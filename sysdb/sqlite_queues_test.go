@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -373,4 +374,111 @@ func TestSQLiteQueuesScheduleListPrefixIsExact(t *testing.T) {
 	require.Equal(t, []string{"night_x"}, names("night_"))
 	require.Equal(t, []string{"100%-done"}, names("100%"))
 	require.Equal(t, []string{"100%-done", "100-done", "Nightly-report", "nightXy", "night_x", "nightly-backup"}, names(""), "byte order")
+}
+
+// TestSQLiteQueuesShareAQueueWithDBOSPython: a DBOS Python 3.4 app and the
+// agent serve one queue on one file at once, each dequeuing in its own
+// transactions: every workflow is claimed by exactly one of them, and both
+// get work.
+func TestSQLiteQueuesShareAQueueWithDBOSPython(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs DBOS Python")
+	}
+	python, err := dbosPythonPath()
+	if err != nil {
+		t.Skipf("no DBOS Python: %v", err)
+	}
+	path, db, _ := queuesOpenPair(t)
+	const n = 60
+
+	stop := make(chan struct{})
+	agentClaims := make(chan []string, 1)
+	go func() {
+		var got []string
+		defer func() { agentClaims <- got }()
+		for {
+			select {
+			case <-stop:
+				return
+			case <-time.After(50 * time.Millisecond):
+			}
+			ws, err := db.QueueDequeue(t.Context(), sysdb.QueueDequeueParams{
+				QueueName: "jobs", ExecutorID: "agent", ApplicationVersion: "v1", OwnerPrefix: "agent-", MaxClaim: 1,
+			})
+			if !queuesNoError(t, err) {
+				return
+			}
+			for _, w := range ws {
+				got = append(got, w.ID)
+			}
+		}
+	}()
+	cmd := exec.CommandContext(t.Context(), python, filepath.Join("testdata", "dbos_sqlite_queue_worker.py"), path, fmt.Sprint(n))
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	close(stop)
+	agent := <-agentClaims
+	require.NoError(t, err, "%s", stderr.String())
+	pythonRan := strings.Fields(string(out))
+
+	byAgent := map[string]bool{}
+	for _, id := range agent {
+		require.False(t, byAgent[id], "the agent claimed %s twice", id)
+		byAgent[id] = true
+	}
+	for _, id := range pythonRan {
+		require.False(t, byAgent[id], "%s was claimed by the agent and run by DBOS", id)
+	}
+	require.Equal(t, n, len(agent)+len(pythonRan), "every workflow claimed once: agent %d, DBOS %d", len(agent), len(pythonRan))
+	require.NotEmpty(t, agent, "the agent got work")
+	require.NotEmpty(t, pythonRan, "DBOS got work")
+	for _, id := range agent {
+		w, err := db.WorkflowGet(t.Context(), id)
+		require.NoError(t, err)
+		require.Equal(t, sysdb.StatusPending, w.Status, id)
+		require.Equal(t, "agent", *w.ExecutorID, id)
+	}
+	t.Logf("agent claimed %d, DBOS ran %d", len(agent), len(pythonRan))
+}
+
+// BenchmarkSQLiteQueuesDequeue: one claim of up to 10 from a backlog, per
+// operation, with no limits and with the shared ones counted (global
+// concurrency over every PENDING row claimed so far, and a rate limit over
+// every start).
+func BenchmarkSQLiteQueuesDequeue(b *testing.B) {
+	many := 1 << 30
+	for _, c := range []struct {
+		name string
+		lim  sysdb.QueueLimits
+	}{
+		{"no-limits", sysdb.QueueLimits{}},
+		{"global-and-rate", sysdb.QueueLimits{GlobalConcurrency: &many, RateLimitMax: &many, RateLimitPeriod: time.Hour}},
+	} {
+		b.Run(c.name, func(b *testing.B) {
+			path := filepath.Join(b.TempDir(), "dbos.sqlite")
+			db, err := sysdb.OpenSQLite(context.Background(), path, sysdb.SQLiteOptions{})
+			require.NoError(b, err)
+			defer db.Close()
+			raw, err := sql.Open("sqlite", "file:"+path+"?_pragma=busy_timeout(30000)")
+			require.NoError(b, err)
+			defer raw.Close()
+			_, err = raw.Exec(`WITH RECURSIVE n(i) AS (SELECT 0 UNION ALL SELECT i + 1 FROM n WHERE i + 1 < ?1)
+				INSERT INTO workflow_status (workflow_uuid, status, name, queue_name, created_at, updated_at, priority)
+				SELECT printf('bench-%08d', i), 'ENQUEUED', 'work', 'q', 1000 + i, 1000 + i, 0 FROM n`, 10*b.N+10)
+			require.NoError(b, err)
+			b.ResetTimer()
+			claimed := 0
+			for range b.N {
+				ws, err := db.QueueDequeue(context.Background(), sysdb.QueueDequeueParams{
+					QueueName: "q", ExecutorID: "e", ApplicationVersion: "v1", Limits: c.lim, MaxClaim: 10,
+				})
+				if err != nil {
+					b.Fatal(err)
+				}
+				claimed += len(ws)
+			}
+			b.ReportMetric(float64(claimed)/b.Elapsed().Seconds(), "workflows/s")
+		})
+	}
 }
