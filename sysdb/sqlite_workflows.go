@@ -103,13 +103,15 @@ func (s *SQLite) insertWorkflow(ctx context.Context, tx *sql.Tx, in WorkflowInse
 			return err
 		}
 	}
-	var className, configName, creator *string
+	var status, name, className, configName, creator *string
 	readStored := func() error {
-		return tx.QueryRowContext(ctx, `SELECT status, name, class_name, config_name, queue_name, queue_partition_key,
+		err := tx.QueryRowContext(ctx, `SELECT status, name, class_name, config_name, queue_name, queue_partition_key,
 				workflow_timeout_ms, workflow_deadline_epoch_ms, owner_xid, creator_xid
 			FROM workflow_status WHERE workflow_uuid = ?`, in.ID).
-			Scan(&res.Status, &res.Name, &className, &configName, &res.QueueName, &res.QueuePartitionKey,
+			Scan(&status, &name, &className, &configName, &res.QueueName, &res.QueuePartitionKey,
 				&res.TimeoutMS, &res.DeadlineEpochMS, &res.OwnerXID, &creator)
+		res.Status, res.Name = deref(status), deref(name)
+		return err
 	}
 	err := readStored()
 	switch {
@@ -158,8 +160,8 @@ func (s *SQLite) insertWorkflow(ctx context.Context, tx *sql.Tx, in WorkflowInse
 			return err
 		}
 		if deref(child) != in.ID {
-			// Another child at the step (this request's own earlier write,
-			// its acknowledgement lost, names this child).
+			// Another child is recorded at the step. (A retry of this
+			// request finds its own earlier record, naming this child.)
 			recorded := name
 			if child != nil {
 				recorded += " (child " + *child + ")"
@@ -182,8 +184,12 @@ func (s *SQLite) insertWorkflowRow(ctx context.Context, tx *sql.Tx, in WorkflowI
 	created := now
 	if in.QueueName != nil && (in.Status == StatusEnqueued || in.Status == StatusDelayed) {
 		var last sql.NullInt64
+		// The IN term repeats the predicate of the partial dequeue index
+		// (queue_name, status, priority, created_at): SQLite uses a partial
+		// index only for queries that state its WHERE, and without it this
+		// top-1 probe walks the created_at index across every queue.
 		err := tx.QueryRowContext(ctx, `SELECT CAST(created_at AS INTEGER) FROM workflow_status
-			WHERE queue_name = ? AND status = 'ENQUEUED' AND priority = ?
+			WHERE queue_name = ? AND status IN ('ENQUEUED', 'PENDING') AND status = 'ENQUEUED' AND priority = ?
 			ORDER BY created_at DESC LIMIT 1`, *in.QueueName, in.Priority).Scan(&last)
 		if err != nil && !errors.Is(err, sql.ErrNoRows) {
 			return err
@@ -1026,15 +1032,18 @@ func sqliteFuncText(v driver.Value) ([]byte, bool) {
 // array contains an array whose every element some element of it contains
 // (order and duplicates do not matter), and at top level a scalar equal to
 // one of its elements; scalars contain only an equal scalar (numbers by
-// value).
+// value). contained must be JSON; a container that is not contains nothing.
 func jsonContains(container, contained []byte) (bool, error) {
-	a, err := decodeJSONNumbers(container)
-	if err != nil {
-		return false, fmt.Errorf("%s: container is not JSON: %w", sqliteJSONContainsFunc, err)
-	}
 	b, err := decodeJSONNumbers(contained)
 	if err != nil {
 		return false, fmt.Errorf("%s: contained value is not JSON: %w", sqliteJSONContainsFunc, err)
+	}
+	a, err := decodeJSONNumbers(container)
+	if err != nil {
+		// A column another client filled with text that is not JSON (jsonb
+		// admits none on Postgres) contains nothing, rather than failing
+		// every listing that filters on it.
+		return false, nil
 	}
 	if arr, ok := a.([]any); ok {
 		switch b.(type) {

@@ -60,11 +60,15 @@ func TestSQLiteJSONContains(t *testing.T) {
 	var null sql.NullBool
 	require.NoError(t, raw.QueryRow("SELECT dbos_agent_jsonb_contains(NULL, '{}')").Scan(&null))
 	require.False(t, null.Valid, "strict, as @> is")
-	require.Error(t, raw.QueryRow("SELECT dbos_agent_jsonb_contains('{oops', '{}')").Scan(&null))
+	var got bool
+	require.NoError(t, raw.QueryRow("SELECT dbos_agent_jsonb_contains('{oops', '{}')").Scan(&got))
+	require.False(t, got, "text that is not JSON contains nothing")
+	require.Error(t, raw.QueryRow("SELECT dbos_agent_jsonb_contains('{}', '{oops')").Scan(&got), "a filter that is not JSON is an error")
 }
 
 // TestSQLiteAttributesOfOtherWriters: attributes another client wrote as
-// JSON text in its own spacing and key order are matched by the filter.
+// JSON text in its own spacing and key order are matched by the filter, and
+// rows whose attributes are no object are not.
 func TestSQLiteAttributesOfOtherWriters(t *testing.T) {
 	ctx := context.Background()
 	db := openSQLite(t)
@@ -72,7 +76,9 @@ func TestSQLiteAttributesOfOtherWriters(t *testing.T) {
 	_, err := raw.Exec(`INSERT INTO workflow_status (workflow_uuid, status, name, attributes) VALUES
 		('py-1', 'SUCCESS', 'f', '{ "region" : "eu",  "tier": {"level": 2, "beta": true} }'),
 		('py-2', 'SUCCESS', 'f', '{"region":"us"}'),
-		('py-3', 'SUCCESS', 'f', NULL)`)
+		('py-3', 'SUCCESS', 'f', NULL),
+		('py-4', 'SUCCESS', 'f', 'null'),
+		('py-5', 'SUCCESS', 'f', '{not json')`)
 	require.NoError(t, err)
 	ws, err := db.WorkflowList(ctx, sysdb.WorkflowListParams{Attributes: sysdbtest.Ptr(`{"tier":{"beta":true},"region":"eu"}`)})
 	require.NoError(t, err)
@@ -80,7 +86,7 @@ func TestSQLiteAttributesOfOtherWriters(t *testing.T) {
 	require.Equal(t, "py-1", ws[0].ID)
 	ws, err = db.WorkflowList(ctx, sysdb.WorkflowListParams{Attributes: sysdbtest.Ptr(`{}`)})
 	require.NoError(t, err)
-	require.Len(t, ws, 2, "every row with attributes contains {}; NULL ones do not")
+	require.Len(t, ws, 2, "every object contains {}; NULL, JSON null (DBOS Python's none) and text that is not JSON do not")
 }
 
 // TestSQLiteRowDefaults: a row holding only what the schema requires, its
@@ -304,4 +310,37 @@ func TestSQLiteWeReadDBOSPythonWorkflow(t *testing.T) {
 	many, err := db.StepListMany(ctx, []string{w.ID, "missing"})
 	require.NoError(t, err)
 	require.Equal(t, map[string][]sysdb.Step{w.ID: steps}, many)
+}
+
+// TestSQLiteEnqueueOrderAcrossHandles: enqueues made one after another
+// through two handles on one file (two processes, as far as the file is
+// concerned) get strictly increasing created_at, however many fall in one
+// millisecond, so every DBOS SDK dequeues them in that order.
+func TestSQLiteEnqueueOrderAcrossHandles(t *testing.T) {
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "dbos.sqlite")
+	handles := make([]*sysdb.SQLite, 2)
+	for i := range handles {
+		db, err := sysdb.OpenSQLite(ctx, path, sysdb.SQLiteOptions{})
+		require.NoError(t, err)
+		t.Cleanup(db.Close)
+		handles[i] = db
+	}
+	const n = 60
+	for i := 0; i < n; i++ {
+		_, err := handles[i%2].WorkflowInsert(ctx, sysdb.WorkflowInsertParams{
+			ID: fmt.Sprintf("wf-%02d", i), Name: "f", Status: sysdb.StatusEnqueued, QueueName: sysdbtest.Ptr("q"),
+			CreatorXID: sysdbtest.Token(), ExecutorID: "local",
+		})
+		require.NoError(t, err)
+	}
+	ws, err := handles[0].WorkflowList(ctx, sysdb.WorkflowListParams{QueueNames: []string{"q"}})
+	require.NoError(t, err)
+	require.Len(t, ws, n)
+	for i, w := range ws {
+		require.Equal(t, fmt.Sprintf("wf-%02d", i), w.ID)
+		if i > 0 {
+			require.Greater(t, w.CreatedAt, ws[i-1].CreatedAt)
+		}
+	}
 }
