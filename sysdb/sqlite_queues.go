@@ -101,19 +101,9 @@ func (s *SQLite) QueueDequeue(ctx context.Context, in QueueDequeueParams) ([]Wor
 		}
 		now := nowMS()
 		// partition is "" for a queue-wide count.
-		// The status and rate_limited terms are written as the partial
-		// indexes' predicates are: SQLite uses a partial index only for a
-		// query that repeats its WHERE terms (status = 'PENDING' alone does
-		// not imply status IN ('ENQUEUED', 'PENDING') to its planner), and
-		// the partition term is left out when there is none, so the counts
-		// stay on the (covering) indexes.
 		recentStarts := func(limit int, period time.Duration, partition string) error {
 			var recent int
-			err := tx.QueryRowContext(ctx, `SELECT count(*) FROM workflow_status
-				WHERE queue_name = ?1 AND rate_limited = TRUE
-				  AND status NOT IN ('ENQUEUED', 'DELAYED')
-				  AND started_at_epoch_ms > ?2
-				  AND (?3 IS NULL OR application_name = ?3 OR application_name IS NULL)`+partitionTerm(partition, "?4"),
+			err := tx.QueryRowContext(ctx, sqliteRecentStartsSQL(partition),
 				in.QueueName, now-period.Milliseconds(), in.ApplicationName, partition).Scan(&recent)
 			if err != nil {
 				return err
@@ -123,9 +113,7 @@ func (s *SQLite) QueueDequeue(ctx context.Context, in QueueDequeueParams) ([]Wor
 		}
 		running := func(limit int, partition string) error {
 			var n int
-			err := tx.QueryRowContext(ctx, `SELECT count(*) FROM workflow_status
-				WHERE queue_name = ?1 AND status = 'PENDING' AND status IN ('ENQUEUED', 'PENDING')
-				  AND (?2 IS NULL OR application_name = ?2 OR application_name IS NULL)`+partitionTerm(partition, "?3"),
+			err := tx.QueryRowContext(ctx, sqliteRunningSQL(partition),
 				in.QueueName, in.ApplicationName, partition).Scan(&n)
 			if err != nil {
 				return err
@@ -221,6 +209,37 @@ func (s *SQLite) QueueDequeue(ctx context.Context, in QueueDequeueParams) ([]Wor
 	return claimed, nil
 }
 
+// The dequeue statements write their status and rate_limited terms as the
+// partial indexes' predicates are: SQLite uses a partial index only for a
+// query that repeats its WHERE terms (status = 'PENDING' alone does not
+// imply status IN ('ENQUEUED', 'PENDING') to its planner, and the candidate
+// select scanned the table without it). sqlite_queues_plan_test.go holds
+// them to their indexes.
+
+// sqliteRecentStartsSQL counts the rate-limited starts since ?2 of queue
+// ?1 (application ?3, partition ?4).
+func sqliteRecentStartsSQL(partition string) string {
+	return `SELECT count(*) FROM workflow_status
+		WHERE queue_name = ?1 AND rate_limited = TRUE
+		  AND status NOT IN ('ENQUEUED', 'DELAYED')
+		  AND started_at_epoch_ms > ?2
+		  AND (?3 IS NULL OR application_name = ?3 OR application_name IS NULL)` + partitionTerm(partition, "?4")
+}
+
+// sqliteRunningSQL counts the PENDING workflows of queue ?1 (application
+// ?2, partition ?3).
+func sqliteRunningSQL(partition string) string {
+	return `SELECT count(*) FROM workflow_status
+		WHERE queue_name = ?1 AND status = 'PENDING' AND status IN ('ENQUEUED', 'PENDING')
+		  AND (?2 IS NULL OR application_name = ?2 OR application_name IS NULL)` + partitionTerm(partition, "?3")
+}
+
+// sqliteHasWorkSQL finds one ENQUEUED workflow of queue ?1 (partition ?2).
+func sqliteHasWorkSQL(partition string) string {
+	return `SELECT 1 FROM workflow_status
+		WHERE queue_name = ?1 AND status = 'ENQUEUED' AND status IN ('ENQUEUED', 'PENDING')` + partitionTerm(partition, "?2") + ` LIMIT 1`
+}
+
 // partitionTerm restricts a dequeue statement to one partition (the value
 // bound at mark), or to none when partition is "": a term chosen here
 // rather than "(mark = ” OR queue_partition_key = mark)", which no index
@@ -238,9 +257,7 @@ func (s *SQLite) queueHasWork(ctx context.Context, queue, partition string) (boo
 	var found bool
 	err := s.read(ctx, "dequeue from queue "+queue, func(tx *sql.Tx) error {
 		var one int
-		err := tx.QueryRowContext(ctx, `SELECT 1 FROM workflow_status
-			WHERE queue_name = ?1 AND status = 'ENQUEUED' AND status IN ('ENQUEUED', 'PENDING')`+partitionTerm(partition, "?2")+` LIMIT 1`,
-			queue, partition).Scan(&one)
+		err := tx.QueryRowContext(ctx, sqliteHasWorkSQL(partition), queue, partition).Scan(&one)
 		if errors.Is(err, sql.ErrNoRows) {
 			found = false
 			return nil
@@ -251,10 +268,8 @@ func (s *SQLite) queueHasWork(ctx context.Context, queue, partition string) (boo
 	return found, err
 }
 
-// dequeueCandidates selects, in queue order, up to budget (negative: no
-// bound) ENQUEUED rows the claimer may take, with the columns the claim
-// overwrites (PreClaim, so that an unclaim can restore them).
-func (s *SQLite) dequeueCandidates(ctx context.Context, tx *sql.Tx, in QueueDequeueParams, budget int) ([]string, map[string]*PreClaim, error) {
+// sqliteCandidatesQuery is dequeueCandidates' select and its arguments.
+func sqliteCandidatesQuery(in QueueDequeueParams, budget int) (string, []any) {
 	var args boundArgs
 	q := "SELECT workflow_uuid, application_version, application_name, executor_id, workflow_deadline_epoch_ms FROM workflow_status" +
 		" WHERE queue_name = " + args.add(in.QueueName) + " AND status = 'ENQUEUED' AND status IN ('ENQUEUED', 'PENDING')"
@@ -284,7 +299,15 @@ func (s *SQLite) dequeueCandidates(ctx context.Context, tx *sql.Tx, in QueueDequ
 	if budget > 0 {
 		q += " LIMIT " + args.add(budget)
 	}
-	rows, err := tx.QueryContext(ctx, q, args.values...)
+	return q, args.values
+}
+
+// dequeueCandidates selects, in queue order, up to budget (negative: no
+// bound) ENQUEUED rows the claimer may take, with the columns the claim
+// overwrites (PreClaim, so that an unclaim can restore them).
+func (s *SQLite) dequeueCandidates(ctx context.Context, tx *sql.Tx, in QueueDequeueParams, budget int) ([]string, map[string]*PreClaim, error) {
+	q, args := sqliteCandidatesQuery(in, budget)
+	rows, err := tx.QueryContext(ctx, q, args...)
 	if err != nil {
 		return nil, nil, err
 	}
