@@ -177,9 +177,7 @@ finally:
 // serializations) is what MessageConsume takes, oldest first, each once.
 func TestSQLiteConsumesDBOSPythonMessages(t *testing.T) {
 	python, err := dbosPythonPath()
-	if err != nil {
-		t.Skipf("no DBOS Python: %v", err)
-	}
+	require.NoError(t, err, "DBOS Python 3.4 (scripts/dbos-python.sh, or DBOS_TEST_PYTHON)")
 	ctx := t.Context()
 	path := filepath.Join(t.TempDir(), "dbos.sqlite")
 	db := commOpen(t, path, 0)
@@ -263,9 +261,7 @@ finally:
 // message by created_at_epoch_ms alone, which our stamps make strict.
 func TestSQLiteDBOSPythonReceivesOurMessages(t *testing.T) {
 	python, err := dbosPythonPath()
-	if err != nil {
-		t.Skipf("no DBOS Python: %v", err)
-	}
+	require.NoError(t, err, "DBOS Python 3.4 (scripts/dbos-python.sh, or DBOS_TEST_PYTHON)")
 	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
 	defer cancel()
 	path := filepath.Join(t.TempDir(), "dbos.sqlite")

@@ -282,9 +282,7 @@ func TestSQLiteQueuesDequeueDBOSPythonEnqueue(t *testing.T) {
 		t.Skip("runs DBOS Python")
 	}
 	python, err := dbosPythonPath()
-	if err != nil {
-		t.Skipf("no DBOS Python: %v", err)
-	}
+	require.NoError(t, err, "DBOS Python 3.4 (scripts/dbos-python.sh, or DBOS_TEST_PYTHON)")
 	path, db, _ := queuesOpenPair(t)
 	enqueue := func(id, priority string) {
 		t.Helper()
@@ -322,8 +320,8 @@ func TestSQLiteQueuesDequeueDBOSPythonEnqueue(t *testing.T) {
 // TestSQLiteQueuesUnboundedClaim: a claim without a bound takes a backlog
 // larger than SQLite's cap on statement parameters (32766), in queue order.
 func TestSQLiteQueuesUnboundedClaim(t *testing.T) {
-	if testing.Short() || queuesRaceBuild {
-		t.Skip("a large backlog: too slow for -short or -race")
+	if testing.Short() {
+		t.Skip("a large backlog (some 45 s under -race)")
 	}
 	path, db, _ := queuesOpenPair(t)
 	raw, err := sql.Open("sqlite", "file:"+path+"?_pragma=busy_timeout(30000)")
@@ -385,9 +383,7 @@ func TestSQLiteQueuesShareAQueueWithDBOSPython(t *testing.T) {
 		t.Skip("runs DBOS Python")
 	}
 	python, err := dbosPythonPath()
-	if err != nil {
-		t.Skipf("no DBOS Python: %v", err)
-	}
+	require.NoError(t, err, "DBOS Python 3.4 (scripts/dbos-python.sh, or DBOS_TEST_PYTHON)")
 	path, db, _ := queuesOpenPair(t)
 	const n = 60
 
