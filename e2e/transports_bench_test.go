@@ -3,6 +3,7 @@ package e2e
 import (
 	"bufio"
 	"context"
+	"database/sql"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -119,12 +120,22 @@ func BenchmarkTransports(b *testing.B) {
 		}
 	}
 	// Every variant did the same durable work: each workflow it ran is
-	// SUCCESS in its database, with its 10 steps recorded.
+	// SUCCESS in its database, with its 10 steps recorded. The SQLite
+	// variants share one file, checked once for all of them.
+	var databases []string
+	sharing := map[string][]*transportVariant{}
 	for _, v := range variants {
 		if v.runner != nil {
-			if err := checkDurable(v); err != nil {
-				b.Errorf("%s: %v", v.name, err)
+			db := v.runner.database()
+			if sharing[db] == nil {
+				databases = append(databases, db)
 			}
+			sharing[db] = append(sharing[db], v)
+		}
+	}
+	for _, db := range databases {
+		if err := checkDurable(db, sharing[db]); err != nil {
+			b.Error(err)
 		}
 	}
 	printTransportsReport(os.Stdout, cfg, variants)
@@ -344,31 +355,64 @@ func measureVariant(v *transportVariant, cfg transportsConfig, c int) (transport
 // checkDurable checks that the variant's database holds every workflow it
 // ran, SUCCESS, and their steps (waiting a little for outcomes committed
 // after the call returned).
-func checkDurable(v *transportVariant) error {
+func checkDurable(database string, variants []*transportVariant) error {
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	conn, err := pgx.Connect(ctx, v.runner.database())
-	if err != nil {
-		return err
+	ran, names := 0, make([]string, len(variants))
+	for i, v := range variants {
+		ran += v.ran
+		names[i] = v.name
 	}
-	defer conn.Close(ctx)
-	var workflows, steps int
+	who := strings.Join(names, " and ")
+	count, closeDB, err := durableCounter(ctx, database)
+	if err != nil {
+		return fmt.Errorf("%s: %w", who, err)
+	}
+	defer closeDB()
 	for {
-		err := conn.QueryRow(ctx, `SELECT
-			(SELECT count(*) FROM dbos.workflow_status WHERE status = 'SUCCESS'),
-			(SELECT count(*) FROM dbos.operation_outputs)`).Scan(&workflows, &steps)
+		workflows, steps, err := count()
 		if err != nil {
-			return fmt.Errorf("count its workflows: %w", err)
+			return fmt.Errorf("%s: count its workflows: %w", who, err)
 		}
-		if workflows == v.ran && steps == v.ran*stepsPerWorkflow {
-			fmt.Printf("  %-20s %d workflows SUCCESS and %d steps recorded in its database, as it ran\n", v.name, workflows, steps)
+		if workflows == ran && steps == ran*stepsPerWorkflow {
+			fmt.Printf("  %-20s %d workflows SUCCESS and %d steps recorded in its database, as it ran\n", who, workflows, steps)
 			return nil
 		}
-		if workflows > v.ran || ctx.Err() != nil {
-			return fmt.Errorf("ran %d workflows, but its database has %d SUCCESS and %d steps", v.ran, workflows, steps)
+		if workflows > ran || ctx.Err() != nil {
+			return fmt.Errorf("%s: ran %d workflows, but its database has %d SUCCESS and %d steps", who, ran, workflows, steps)
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
+}
+
+// durableCounter counts the SUCCESS workflows and the recorded steps of a
+// variant's system database: a Postgres URL's dbos schema, or a SQLite file.
+func durableCounter(ctx context.Context, database string) (count func() (workflows, steps int, err error), closeDB func(), err error) {
+	const query = `SELECT (SELECT count(*) FROM %sworkflow_status WHERE status = 'SUCCESS'), (SELECT count(*) FROM %soperation_outputs)`
+	target, err := sysdb.ParseTarget(database)
+	if err != nil {
+		return nil, nil, err
+	}
+	if target.Kind == sysdb.KindSQLite {
+		db, err := sql.Open("sqlite", "file:"+target.Path+"?mode=ro&_pragma=busy_timeout(30000)")
+		if err != nil {
+			return nil, nil, err
+		}
+		return func() (int, int, error) {
+			var w, s int
+			err := db.QueryRowContext(ctx, fmt.Sprintf(query, "", "")).Scan(&w, &s)
+			return w, s, err
+		}, func() { _ = db.Close() }, nil
+	}
+	conn, err := pgx.Connect(ctx, database)
+	if err != nil {
+		return nil, nil, err
+	}
+	return func() (int, int, error) {
+		var w, s int
+		err := conn.QueryRow(ctx, fmt.Sprintf(query, "dbos.", "dbos.")).Scan(&w, &s)
+		return w, s, err
+	}, func() { _ = conn.Close(ctx) }, nil
 }
 
 // ---- the variants' databases and agents

@@ -637,12 +637,11 @@ func (p *Postgres) WorkflowFinish(ctx context.Context, in WorkflowFinishParams) 
 // WorkflowFinishMany implements SystemDatabase.
 func (p *Postgres) WorkflowFinishMany(ctx context.Context, outcomes []WorkflowFinishParams) ([]WorkflowFinishOutcome, error) {
 	n := len(outcomes)
-	results := make([]WorkflowFinishOutcome, n)
+	results, _ := checkFinishes(outcomes)
 	ids, owners, statuses := make([]string, 0, n), make([]string, 0, n), make([]string, 0, n)
 	outputs, errs := make([]*string, 0, n), make([]*string, 0, n)
 	for i, in := range outcomes {
-		if in.Status != StatusSuccess && in.Status != StatusError {
-			results[i].Err = fmt.Errorf("finish workflow %s: status must be SUCCESS or ERROR, not %q", in.WorkflowID, in.Status)
+		if results[i].Err != nil {
 			continue
 		}
 		ids, owners, statuses = append(ids, in.WorkflowID), append(owners, in.OwnerXID), append(statuses, in.Status)
@@ -651,15 +650,14 @@ func (p *Postgres) WorkflowFinishMany(ctx context.Context, outcomes []WorkflowFi
 	if len(ids) == 0 {
 		return results, nil
 	}
-	type run struct{ id, owner string }
-	applied := map[run]*string{} // the serialization of each applied outcome's row
+	applied := map[finishRun]*string{}
 	err := p.retry(ctx, "finish workflows", func(ctx context.Context) error {
 		clear(applied)
 		rows, err := p.pool.Query(ctx, p.sql("WorkflowFinishMany"), ids, owners, statuses, outputs, errs)
 		if err != nil {
 			return err
 		}
-		var r run
+		var r finishRun
 		var serialization *string
 		_, err = pgx.ForEachRow(rows, []any{&r.id, &r.owner, &serialization}, func() error {
 			applied[r] = serialization
@@ -670,25 +668,7 @@ func (p *Postgres) WorkflowFinishMany(ctx context.Context, outcomes []WorkflowFi
 	if err != nil {
 		return nil, err
 	}
-	won := make([]string, 0, len(applied))
-	for i, in := range outcomes {
-		if results[i].Err != nil {
-			continue
-		}
-		serialization, ok := applied[run{in.WorkflowID, in.OwnerXID}]
-		if !ok {
-			// Lost: the outcome that stands is read back (rare: a run
-			// recovered elsewhere or cancelled meanwhile).
-			stored, err := p.WorkflowGet(ctx, in.WorkflowID)
-			results[i] = WorkflowFinishOutcome{Result: WorkflowFinishResult{Stored: stored}, Err: err}
-			continue
-		}
-		won = append(won, in.WorkflowID)
-		// The outcome that stands is this one: no need to read it back.
-		results[i].Result = WorkflowFinishResult{Applied: true, Stored: Workflow{
-			ID: in.WorkflowID, Status: in.Status, Output: in.Output, Error: in.Error, Serialization: serialization,
-		}}
-	}
+	won := settleFinishes(ctx, outcomes, results, applied, p.WorkflowGet)
 	p.notes.add(ChannelWorkflowStatus, won...)
 	return results, nil
 }
@@ -1145,30 +1125,11 @@ func (p *Postgres) StepListMany(ctx context.Context, workflowIDs []string) (map[
 // priority-0 rows.
 func (p *Postgres) QueueDequeue(ctx context.Context, in QueueDequeueParams) ([]Workflow, error) {
 	lim := in.Limits
-	partitionLimits := lim.PartitionConcurrency != nil || lim.PartitionWorkerConcurrency != nil || lim.PartitionRateLimitMax != nil
-	if partitionLimits && in.PartitionKey == "" {
-		return nil, fmt.Errorf("dequeue from queue %s: partition limits need a partition key", in.QueueName)
-	}
 	queueWide := lim.GlobalConcurrency != nil || lim.RateLimitMax != nil
 	shared := queueWide || lim.PartitionConcurrency != nil || lim.PartitionRateLimitMax != nil
-	claimLimit := -1 // unbounded
-	bound := func(n int) {
-		n = maxInt(n, 0)
-		if claimLimit < 0 || n < claimLimit {
-			claimLimit = n
-		}
-	}
-	if lim.WorkerConcurrency != nil {
-		bound(*lim.WorkerConcurrency - lim.LocalRunning)
-	}
-	if lim.PartitionWorkerConcurrency != nil {
-		bound(*lim.PartitionWorkerConcurrency - lim.PartitionLocalRunning)
-	}
-	if in.MaxClaim > 0 {
-		bound(in.MaxClaim)
-	}
-	if claimLimit == 0 {
-		return nil, nil
+	claimLimit, err := localClaimLimit(in)
+	if err != nil || claimLimit == 0 {
+		return nil, err
 	}
 	// SERIALIZABLE, not the SDKs' REPEATABLE READ, whenever a limit is
 	// shared: candidates filtered by workflow name, version or partition
@@ -1178,57 +1139,28 @@ func (p *Postgres) QueueDequeue(ctx context.Context, in QueueDequeueParams) ([]W
 		isolation = pgx.Serializable
 	}
 	var claimed []Workflow
-	err := p.retryDequeue(ctx, func(ctx context.Context) error {
+	err = p.retryDequeue(ctx, func(ctx context.Context) error {
 		claimed = nil
 		tx, err := p.pool.BeginTx(ctx, pgx.TxOptions{IsoLevel: isolation})
 		if err != nil {
 			return err
 		}
 		defer func() { _ = tx.Rollback(context.WithoutCancel(ctx)) }()
-		budget := claimLimit
-		boundBudget := func(n int) {
-			n = maxInt(n, 0)
-			if budget < 0 || n < budget {
-				budget = n
-			}
-		}
 		// partition is "" for a queue-wide count.
-		recentStarts := func(limit int, period time.Duration, partition string) error {
-			var recent int
-			if err := tx.QueryRow(ctx, p.sql("QueueRecentStarts"), in.QueueName, period.Milliseconds(),
-				in.ApplicationName, partition).Scan(&recent); err != nil {
-				return err
-			}
-			boundBudget(limit - recent)
-			return nil
-		}
-		running := func(limit int, partition string) error {
-			var n int
-			if err := tx.QueryRow(ctx, p.sql("QueueRunningCount"), in.QueueName, in.ApplicationName, partition).Scan(&n); err != nil {
-				return err
-			}
-			boundBudget(limit - n)
-			return nil
-		}
-		if lim.RateLimitMax != nil {
-			if err := recentStarts(*lim.RateLimitMax, lim.RateLimitPeriod, ""); err != nil {
-				return err
-			}
-		}
-		if lim.PartitionRateLimitMax != nil && budget != 0 {
-			if err := recentStarts(*lim.PartitionRateLimitMax, lim.PartitionRateLimitPeriod, in.PartitionKey); err != nil {
-				return err
-			}
-		}
-		if lim.GlobalConcurrency != nil && budget != 0 {
-			if err := running(*lim.GlobalConcurrency, ""); err != nil {
-				return err
-			}
-		}
-		if lim.PartitionConcurrency != nil && budget != 0 {
-			if err := running(*lim.PartitionConcurrency, in.PartitionKey); err != nil {
-				return err
-			}
+		budget, err := sharedClaimLimit(in, claimLimit,
+			func(period time.Duration, partition string) (int, error) {
+				var recent int
+				err := tx.QueryRow(ctx, p.sql("QueueRecentStarts"), in.QueueName, period.Milliseconds(),
+					in.ApplicationName, partition).Scan(&recent)
+				return recent, err
+			},
+			func(partition string) (int, error) {
+				var n int
+				err := tx.QueryRow(ctx, p.sql("QueueRunningCount"), in.QueueName, in.ApplicationName, partition).Scan(&n)
+				return n, err
+			})
+		if err != nil {
+			return err
 		}
 		if budget == 0 {
 			return nil

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"sort"
 	"strconv"
 	"strings"
 	"time"
@@ -34,20 +33,12 @@ func (p *Postgres) QueueRegister(ctx context.Context, in QueueRegisterParams) (Q
 // transaction, taken in name order so that two concurrent registrations of
 // overlapping queues lock them in the same order.
 func (p *Postgres) QueueRegisterMany(ctx context.Context, in []QueueRegisterParams) ([]QueueRegisterResult, error) {
-	order := make([]int, len(in))
-	for i, r := range in {
-		if r.Config.Name == "" {
-			return nil, errors.New("register queue: a name is required")
-		}
-		order[i] = i
-	}
-	sort.SliceStable(order, func(a, b int) bool { return in[order[a]].Config.Name < in[order[b]].Config.Name })
-	what := "register queues"
-	if len(in) == 1 {
-		what = "register queue " + in[0].Config.Name
+	order, what, err := registrationOrder(in)
+	if err != nil {
+		return nil, err
 	}
 	results := make([]QueueRegisterResult, len(in))
-	err := p.retry(ctx, what, func(ctx context.Context) error {
+	err = p.retry(ctx, what, func(ctx context.Context) error {
 		return pgx.BeginFunc(ctx, p.pool, func(tx pgx.Tx) error {
 			for _, i := range order {
 				stored, created, err := p.registerQueueTx(ctx, tx, in[i])
@@ -503,41 +494,17 @@ func (p *Postgres) VersionLatest(ctx context.Context, applicationName *string) (
 // ---------------------------------------------------------------------------
 // Schedules
 
-// ScheduleCreate implements QueueSystem. The row is written as the Go SDK
-// writes it, so that every SDK reads it: a fresh uuid when s.ID is empty,
-// status ACTIVE by default, context "null" when empty, and no time zone as
-// the empty string (the Go SDK scans cron_timezone into a plain string and
-// fails on NULL; Python treats "" as UTC).
+// ScheduleCreate implements QueueSystem: a fresh uuid when s.ID is empty
+// (the statement draws it), and the row newStoredSchedule makes.
 func (p *Postgres) ScheduleCreate(ctx context.Context, s Schedule) error {
-	switch {
-	case s.Name == "":
-		return errors.New("create schedule: a name is required")
-	case s.WorkflowName == "":
-		return fmt.Errorf("create schedule %s: a workflow name is required", s.Name)
-	case s.Cron == "":
-		return fmt.Errorf("create schedule %s: a cron expression is required", s.Name)
+	row, err := newStoredSchedule(s)
+	if err != nil {
+		return err
 	}
-	status := s.Status
-	if status == "" {
-		status = ScheduleActive
-	}
-	if status != ScheduleActive && status != SchedulePaused {
-		return fmt.Errorf("create schedule %s: status must be ACTIVE or PAUSED, not %q", s.Name, status)
-	}
-	scheduleContext := s.Context
-	if strings.TrimSpace(scheduleContext) == "" {
-		scheduleContext = "null"
-	}
-	var lastFired *string
-	if s.LastFiredAt != nil {
-		text := FormatLastFiredAt(*s.LastFiredAt)
-		lastFired = &text
-	}
-	timezone := deref(s.CronTimezone)
-	err := p.retry(ctx, "create schedule "+s.Name, func(ctx context.Context) error {
+	err = p.retry(ctx, "create schedule "+s.Name, func(ctx context.Context) error {
 		return pgx.BeginFunc(ctx, p.pool, func(tx pgx.Tx) error {
 			rows, err := tx.Query(ctx, p.sql("ScheduleInsert"), s.ID, s.Name, s.WorkflowName, s.WorkflowClassName, s.Cron,
-				status, scheduleContext, lastFired, s.AutomaticBackfill, timezone, s.QueueName, s.ApplicationName)
+				row.status, row.context, row.lastFired, s.AutomaticBackfill, row.timezone, s.QueueName, s.ApplicationName)
 			if err != nil {
 				return err
 			}

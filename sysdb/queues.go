@@ -2,7 +2,9 @@ package sysdb
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"sort"
 	"strings"
 	"time"
 )
@@ -376,4 +378,133 @@ func ParseLastFiredAt(text string) (time.Time, bool) {
 		}
 	}
 	return time.Time{}, false
+}
+
+// storedSchedule is a Schedule as every backend writes it, so that every
+// SDK reads it: validated, ACTIVE by default, context "null" when empty,
+// last_fired_at in DBOS's text form, and no time zone as the empty string
+// (the Go SDK scans cron_timezone into a plain string and fails on NULL;
+// Python treats "" as UTC).
+type storedSchedule struct {
+	status, context, timezone string
+	lastFired                 *string
+}
+
+func newStoredSchedule(s Schedule) (storedSchedule, error) {
+	switch {
+	case s.Name == "":
+		return storedSchedule{}, errors.New("create schedule: a name is required")
+	case s.WorkflowName == "":
+		return storedSchedule{}, fmt.Errorf("create schedule %s: a workflow name is required", s.Name)
+	case s.Cron == "":
+		return storedSchedule{}, fmt.Errorf("create schedule %s: a cron expression is required", s.Name)
+	}
+	out := storedSchedule{status: s.Status, context: s.Context, timezone: deref(s.CronTimezone)}
+	if out.status == "" {
+		out.status = ScheduleActive
+	}
+	if out.status != ScheduleActive && out.status != SchedulePaused {
+		return storedSchedule{}, fmt.Errorf("create schedule %s: status must be ACTIVE or PAUSED, not %q", s.Name, out.status)
+	}
+	if strings.TrimSpace(out.context) == "" {
+		out.context = "null"
+	}
+	if s.LastFiredAt != nil {
+		text := FormatLastFiredAt(*s.LastFiredAt)
+		out.lastFired = &text
+	}
+	return out, nil
+}
+
+// unbounded is a claim limit that bounds nothing.
+const unbounded = -1
+
+// lowerBound is limit bounded by n (negative n counts as 0).
+func lowerBound(limit, n int) int {
+	n = maxInt(n, 0)
+	if limit == unbounded || n < limit {
+		return n
+	}
+	return limit
+}
+
+// localClaimLimit is how many rows a dequeue may claim by the limits the
+// claimer knows without reading the database (its worker concurrencies
+// against what it runs, MaxClaim), or unbounded. Partition limits without
+// a partition key are an error.
+func localClaimLimit(in QueueDequeueParams) (int, error) {
+	lim := in.Limits
+	partitionLimits := lim.PartitionConcurrency != nil || lim.PartitionWorkerConcurrency != nil || lim.PartitionRateLimitMax != nil
+	if partitionLimits && in.PartitionKey == "" {
+		return 0, fmt.Errorf("dequeue from queue %s: partition limits need a partition key", in.QueueName)
+	}
+	limit := unbounded
+	if lim.WorkerConcurrency != nil {
+		limit = lowerBound(limit, *lim.WorkerConcurrency-lim.LocalRunning)
+	}
+	if lim.PartitionWorkerConcurrency != nil {
+		limit = lowerBound(limit, *lim.PartitionWorkerConcurrency-lim.PartitionLocalRunning)
+	}
+	if in.MaxClaim > 0 {
+		limit = lowerBound(limit, in.MaxClaim)
+	}
+	return limit, nil
+}
+
+// sharedClaimLimit bounds limit (localClaimLimit's) by the limits every
+// executor of the queue shares, counted in the claim's transaction: the
+// rate limits (recentStarts counts the workflows started within period, in
+// a partition or, for "", the whole queue) and the global concurrencies
+// (running counts PENDING ones). A count that cannot change a zero is not
+// taken.
+func sharedClaimLimit(in QueueDequeueParams, limit int,
+	recentStarts func(period time.Duration, partition string) (int, error), running func(partition string) (int, error)) (int, error) {
+	lim := in.Limits
+	for _, c := range []struct {
+		max       *int
+		period    time.Duration
+		partition string
+		rate      bool
+	}{
+		{lim.RateLimitMax, lim.RateLimitPeriod, "", true},
+		{lim.PartitionRateLimitMax, lim.PartitionRateLimitPeriod, in.PartitionKey, true},
+		{lim.GlobalConcurrency, 0, "", false},
+		{lim.PartitionConcurrency, 0, in.PartitionKey, false},
+	} {
+		if c.max == nil || limit == 0 {
+			continue
+		}
+		var n int
+		var err error
+		if c.rate {
+			n, err = recentStarts(c.period, c.partition)
+		} else {
+			n, err = running(c.partition)
+		}
+		if err != nil {
+			return 0, err
+		}
+		limit = lowerBound(limit, *c.max-n)
+	}
+	return limit, nil
+}
+
+// registrationOrder is the order a QueueRegisterMany writes its
+// registrations in: by name, so that two concurrent registrations of
+// overlapping queues take their locks in the same order. It also names the
+// operation, and fails on a registration without a name.
+func registrationOrder(in []QueueRegisterParams) (order []int, what string, err error) {
+	order = make([]int, len(in))
+	for i, r := range in {
+		if r.Config.Name == "" {
+			return nil, "", errors.New("register queue: a name is required")
+		}
+		order[i] = i
+	}
+	sort.SliceStable(order, func(a, b int) bool { return in[order[a]].Config.Name < in[order[b]].Config.Name })
+	what = "register queues"
+	if len(in) == 1 {
+		what = "register queue " + in[0].Config.Name
+	}
+	return order, what, nil
 }

@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"sort"
 	"strconv"
 	"strings"
 	"time"
@@ -59,28 +58,9 @@ const sqliteRandomUUID = `(lower(hex(randomblob(4))) || '-' || lower(hex(randomb
 // committed); a poll of a queue with nothing ENQUEUED ends on a reader.
 func (s *SQLite) QueueDequeue(ctx context.Context, in QueueDequeueParams) ([]Workflow, error) {
 	lim := in.Limits
-	partitionLimits := lim.PartitionConcurrency != nil || lim.PartitionWorkerConcurrency != nil || lim.PartitionRateLimitMax != nil
-	if partitionLimits && in.PartitionKey == "" {
-		return nil, fmt.Errorf("dequeue from queue %s: partition limits need a partition key", in.QueueName)
-	}
-	claimLimit := -1 // unbounded
-	bound := func(n int) {
-		n = maxInt(n, 0)
-		if claimLimit < 0 || n < claimLimit {
-			claimLimit = n
-		}
-	}
-	if lim.WorkerConcurrency != nil {
-		bound(*lim.WorkerConcurrency - lim.LocalRunning)
-	}
-	if lim.PartitionWorkerConcurrency != nil {
-		bound(*lim.PartitionWorkerConcurrency - lim.PartitionLocalRunning)
-	}
-	if in.MaxClaim > 0 {
-		bound(in.MaxClaim)
-	}
-	if claimLimit == 0 {
-		return nil, nil
+	claimLimit, err := localClaimLimit(in)
+	if err != nil || claimLimit == 0 {
+		return nil, err
 	}
 	// Every poll of every queue would otherwise take the file's write lock,
 	// even on an idle queue, holding up the other writers (DBOS apps
@@ -90,56 +70,24 @@ func (s *SQLite) QueueDequeue(ctx context.Context, in QueueDequeueParams) ([]Wor
 		return nil, err
 	}
 	var claimed []Workflow
-	err := s.write(ctx, "dequeue from queue "+in.QueueName, func(tx *sql.Tx) error {
+	err = s.write(ctx, "dequeue from queue "+in.QueueName, func(tx *sql.Tx) error {
 		claimed = nil
-		budget := claimLimit
-		boundBudget := func(n int) {
-			n = maxInt(n, 0)
-			if budget < 0 || n < budget {
-				budget = n
-			}
-		}
 		now := nowMS()
 		// partition is "" for a queue-wide count.
-		recentStarts := func(limit int, period time.Duration, partition string) error {
-			var recent int
-			err := tx.QueryRowContext(ctx, sqliteRecentStartsSQL(partition),
-				in.QueueName, now-period.Milliseconds(), in.ApplicationName, partition).Scan(&recent)
-			if err != nil {
-				return err
-			}
-			boundBudget(limit - recent)
-			return nil
-		}
-		running := func(limit int, partition string) error {
-			var n int
-			err := tx.QueryRowContext(ctx, sqliteRunningSQL(partition),
-				in.QueueName, in.ApplicationName, partition).Scan(&n)
-			if err != nil {
-				return err
-			}
-			boundBudget(limit - n)
-			return nil
-		}
-		if lim.RateLimitMax != nil {
-			if err := recentStarts(*lim.RateLimitMax, lim.RateLimitPeriod, ""); err != nil {
-				return err
-			}
-		}
-		if lim.PartitionRateLimitMax != nil && budget != 0 {
-			if err := recentStarts(*lim.PartitionRateLimitMax, lim.PartitionRateLimitPeriod, in.PartitionKey); err != nil {
-				return err
-			}
-		}
-		if lim.GlobalConcurrency != nil && budget != 0 {
-			if err := running(*lim.GlobalConcurrency, ""); err != nil {
-				return err
-			}
-		}
-		if lim.PartitionConcurrency != nil && budget != 0 {
-			if err := running(*lim.PartitionConcurrency, in.PartitionKey); err != nil {
-				return err
-			}
+		budget, err := sharedClaimLimit(in, claimLimit,
+			func(period time.Duration, partition string) (int, error) {
+				var recent int
+				err := tx.QueryRowContext(ctx, sqliteRecentStartsSQL(partition),
+					in.QueueName, now-period.Milliseconds(), in.ApplicationName, partition).Scan(&recent)
+				return recent, err
+			},
+			func(partition string) (int, error) {
+				var n int
+				err := tx.QueryRowContext(ctx, sqliteRunningSQL(partition), in.QueueName, in.ApplicationName, partition).Scan(&n)
+				return n, err
+			})
+		if err != nil {
+			return err
 		}
 		if budget == 0 {
 			return nil
@@ -384,20 +332,12 @@ func (s *SQLite) QueueRegister(ctx context.Context, in QueueRegisterParams) (Que
 // QueueRegisterMany implements QueueSystem: every registration in one write
 // transaction, all or none.
 func (s *SQLite) QueueRegisterMany(ctx context.Context, in []QueueRegisterParams) ([]QueueRegisterResult, error) {
-	order := make([]int, len(in))
-	for i, r := range in {
-		if r.Config.Name == "" {
-			return nil, errors.New("register queue: a name is required")
-		}
-		order[i] = i
-	}
-	sort.SliceStable(order, func(a, b int) bool { return in[order[a]].Config.Name < in[order[b]].Config.Name })
-	what := "register queues"
-	if len(in) == 1 {
-		what = "register queue " + in[0].Config.Name
+	order, what, err := registrationOrder(in)
+	if err != nil {
+		return nil, err
 	}
 	results := make([]QueueRegisterResult, len(in))
-	err := s.write(ctx, what, func(tx *sql.Tx) error {
+	err = s.write(ctx, what, func(tx *sql.Tx) error {
 		for _, i := range order {
 			stored, created, err := s.registerQueueTx(ctx, tx, in[i])
 			if err != nil {
@@ -1003,33 +943,12 @@ func (s *SQLite) VersionLatest(ctx context.Context, applicationName *string) (Ap
 // ---------------------------------------------------------------------------
 // Schedules
 
-// ScheduleCreate implements QueueSystem, writing the row as Postgres's
-// ScheduleCreate does (see there: a fresh uuid, ACTIVE by default, "null"
-// context, no time zone as "").
+// ScheduleCreate implements QueueSystem, with a fresh uuid when sc.ID is
+// empty and the row newStoredSchedule makes.
 func (s *SQLite) ScheduleCreate(ctx context.Context, sc Schedule) error {
-	switch {
-	case sc.Name == "":
-		return errors.New("create schedule: a name is required")
-	case sc.WorkflowName == "":
-		return fmt.Errorf("create schedule %s: a workflow name is required", sc.Name)
-	case sc.Cron == "":
-		return fmt.Errorf("create schedule %s: a cron expression is required", sc.Name)
-	}
-	status := sc.Status
-	if status == "" {
-		status = ScheduleActive
-	}
-	if status != ScheduleActive && status != SchedulePaused {
-		return fmt.Errorf("create schedule %s: status must be ACTIVE or PAUSED, not %q", sc.Name, status)
-	}
-	scheduleContext := sc.Context
-	if strings.TrimSpace(scheduleContext) == "" {
-		scheduleContext = "null"
-	}
-	var lastFired *string
-	if sc.LastFiredAt != nil {
-		text := FormatLastFiredAt(*sc.LastFiredAt)
-		lastFired = &text
+	row, err := newStoredSchedule(sc)
+	if err != nil {
+		return err
 	}
 	id := sc.ID
 	if id == "" {
@@ -1041,8 +960,8 @@ func (s *SQLite) ScheduleCreate(ctx context.Context, sc Schedule) error {
 			    last_fired_at, automatic_backfill, cron_timezone, queue_name, application_name
 			) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
 			ON CONFLICT (schedule_name) DO NOTHING`,
-			id, sc.Name, sc.WorkflowName, sc.WorkflowClassName, sc.Cron, status, scheduleContext,
-			lastFired, sc.AutomaticBackfill, deref(sc.CronTimezone), sc.QueueName, sc.ApplicationName)
+			id, sc.Name, sc.WorkflowName, sc.WorkflowClassName, sc.Cron, row.status, row.context,
+			row.lastFired, sc.AutomaticBackfill, row.timezone, sc.QueueName, sc.ApplicationName)
 		if err != nil {
 			return err
 		}

@@ -426,20 +426,11 @@ func (s *SQLite) WorkflowFinish(ctx context.Context, in WorkflowFinishParams) (W
 // owns the PENDING row. The output upsert overwrites: an earlier run that
 // was cancelled or dead-lettered may have left an outcome behind.
 func (s *SQLite) WorkflowFinishMany(ctx context.Context, outcomes []WorkflowFinishParams) ([]WorkflowFinishOutcome, error) {
-	results := make([]WorkflowFinishOutcome, len(outcomes))
-	valid := false
-	for i, in := range outcomes {
-		if in.Status != StatusSuccess && in.Status != StatusError {
-			results[i].Err = fmt.Errorf("finish workflow %s: status must be SUCCESS or ERROR, not %q", in.WorkflowID, in.Status)
-			continue
-		}
-		valid = true
-	}
+	results, valid := checkFinishes(outcomes)
 	if !valid {
 		return results, nil
 	}
-	type run struct{ id, owner string }
-	applied := map[run]*string{} // the serialization of each applied outcome's row
+	applied := map[finishRun]*string{}
 	err := s.write(ctx, "finish workflows", func(tx *sql.Tx) error {
 		clear(applied)
 		update, err := tx.PrepareContext(ctx, `UPDATE workflow_status
@@ -462,7 +453,7 @@ func (s *SQLite) WorkflowFinishMany(ctx context.Context, outcomes []WorkflowFini
 			if results[i].Err != nil {
 				continue
 			}
-			if _, done := applied[run{in.WorkflowID, in.OwnerXID}]; done {
+			if _, done := applied[finishRun{in.WorkflowID, in.OwnerXID}]; done {
 				continue
 			}
 			var serialization *string
@@ -476,30 +467,14 @@ func (s *SQLite) WorkflowFinishMany(ctx context.Context, outcomes []WorkflowFini
 			if _, err := output.ExecContext(ctx, in.WorkflowID, in.Output, in.Error, now); err != nil {
 				return err
 			}
-			applied[run{in.WorkflowID, in.OwnerXID}] = serialization
+			applied[finishRun{in.WorkflowID, in.OwnerXID}] = serialization
 		}
 		return nil
 	})
 	if err != nil {
 		return nil, err
 	}
-	won := make([]string, 0, len(applied))
-	for i, in := range outcomes {
-		if results[i].Err != nil {
-			continue
-		}
-		serialization, ok := applied[run{in.WorkflowID, in.OwnerXID}]
-		if !ok {
-			// Lost: the outcome that stands is read back.
-			stored, err := s.WorkflowGet(ctx, in.WorkflowID)
-			results[i] = WorkflowFinishOutcome{Result: WorkflowFinishResult{Stored: stored}, Err: err}
-			continue
-		}
-		won = append(won, in.WorkflowID)
-		results[i].Result = WorkflowFinishResult{Applied: true, Stored: Workflow{
-			ID: in.WorkflowID, Status: in.Status, Output: in.Output, Error: in.Error, Serialization: serialization,
-		}}
-	}
+	won := settleFinishes(ctx, outcomes, results, applied, s.WorkflowGet)
 	s.notes.add(ChannelWorkflowStatus, won...)
 	return results, nil
 }

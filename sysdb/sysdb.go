@@ -10,6 +10,7 @@ package sysdb
 
 import (
 	"context"
+	"fmt"
 	"time"
 )
 
@@ -487,4 +488,49 @@ type QueueDequeueParams struct {
 	// claimer can later recognise the rows it claimed (see
 	// WorkflowOrphaned).
 	OwnerPrefix string
+}
+
+// finishRun names one run in WorkflowFinishMany's bookkeeping: the outcomes
+// a backend applied are keyed by it, with the serialization of their row.
+type finishRun struct{ id, owner string }
+
+// checkFinishes starts a WorkflowFinishMany: one result per outcome, an
+// error in those whose status is neither SUCCESS nor ERROR; valid says
+// whether any is left to write.
+func checkFinishes(outcomes []WorkflowFinishParams) (results []WorkflowFinishOutcome, valid bool) {
+	results = make([]WorkflowFinishOutcome, len(outcomes))
+	for i, in := range outcomes {
+		if in.Status != StatusSuccess && in.Status != StatusError {
+			results[i].Err = fmt.Errorf("finish workflow %s: status must be SUCCESS or ERROR, not %q", in.WorkflowID, in.Status)
+			continue
+		}
+		valid = true
+	}
+	return results, valid
+}
+
+// settleFinishes ends a WorkflowFinishMany once its transaction committed:
+// an applied outcome's result is the request itself (no need to read it
+// back); a lost one (a run recovered elsewhere or cancelled meanwhile, rare)
+// gets the outcome that stands, read with get. It returns the ids applied,
+// for ChannelWorkflowStatus.
+func settleFinishes(ctx context.Context, outcomes []WorkflowFinishParams, results []WorkflowFinishOutcome,
+	applied map[finishRun]*string, get func(context.Context, string) (Workflow, error)) []string {
+	won := make([]string, 0, len(applied))
+	for i, in := range outcomes {
+		if results[i].Err != nil {
+			continue
+		}
+		serialization, ok := applied[finishRun{in.WorkflowID, in.OwnerXID}]
+		if !ok {
+			stored, err := get(ctx, in.WorkflowID)
+			results[i] = WorkflowFinishOutcome{Result: WorkflowFinishResult{Stored: stored}, Err: err}
+			continue
+		}
+		won = append(won, in.WorkflowID)
+		results[i].Result = WorkflowFinishResult{Applied: true, Stored: Workflow{
+			ID: in.WorkflowID, Status: in.Status, Output: in.Output, Error: in.Error, Serialization: serialization,
+		}}
+	}
+	return won
 }
