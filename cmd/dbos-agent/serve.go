@@ -229,6 +229,7 @@ func serve(ctx context.Context, log *zap.Logger, o serveOptions) error {
 		fields = append(fields, zap.String("schema", o.db.schema))
 	}
 	log.Info("dbos-agent listening", append(fields, zap.String("version", version))...)
+	hosting.NotifyReady(log)
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve() }()
 	if o.listening != nil {
@@ -237,6 +238,7 @@ func serve(ctx context.Context, log *zap.Logger, o serveOptions) error {
 	select {
 	case <-ctx.Done():
 		log.Info("shutting down: draining running workflows")
+		hosting.NotifyStopping()
 	case err := <-errc:
 		e.Stop(context.Background())
 		return err
