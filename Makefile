@@ -4,6 +4,9 @@
 GO            ?= go
 BIN           := bin
 AGENT         := $(BIN)/dbos-agent
+# The version `make dist` names its archive with (and, with the build
+# targets' stamping, the binary reports): the nearest tag, else the commit.
+VERSION       ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 # How long `make fuzz` runs each fuzz target; `make fuzz-short` (part of
 # `make test`) runs each for FUZZ_SHORT_TIME, a count of executions (about
 # 15 s each on an idle 2-core machine) rather than a duration: Go before 1.27
@@ -41,6 +44,26 @@ LIB := cgo/libdbos.so
 lib: ## Build the agent as a C library: cgo/libdbos.so, whose header is cgo/libdbos.h
 	$(GO) build -buildmode=c-shared -o $(BIN)/lib/libdbos.so ./cgo
 	cp $(BIN)/lib/libdbos.so $(LIB)
+
+# make dist: one archive for a host, dbos-agent-<version>-<os>-<arch>.tar.gz
+# in DIST_DIR, holding bin/dbos-agent, lib/libdbos.so, include/libdbos.h,
+# the systemd unit(s) (packaging/systemd), README.md and LICENSE under one
+# top directory of the same name. The architecture is the build's
+# (GOARCH=... cross-builds the binary; the library then needs a C
+# cross-compiler, CC=...).
+DIST_DIR  ?= dist
+DIST_OS   := $(shell $(GO) env GOOS)
+DIST_ARCH := $(shell $(GO) env GOARCH)
+DIST_NAME  = dbos-agent-$(VERSION)-$(DIST_OS)-$(DIST_ARCH)
+
+.PHONY: dist
+dist: build ## A versioned archive for a host: dist/dbos-agent-$(VERSION)-linux-<arch>.tar.gz (the binary, libdbos.so and its header, the systemd unit, README, LICENSE)
+	@set -e; stage="$$(mktemp -d)"; trap 'rm -rf "$$stage"' EXIT; top="$$stage/$(DIST_NAME)"; \
+	  mkdir -p "$$top/bin" "$$top/lib" "$$top/include" "$$top/systemd" '$(DIST_DIR)'; \
+	  cp $(AGENT) "$$top/bin/"; cp $(LIB) "$$top/lib/"; cp cgo/libdbos.h "$$top/include/"; \
+	  cp packaging/systemd/*.service "$$top/systemd/"; cp README.md LICENSE "$$top/"; \
+	  tar -C "$$stage" --owner=0 --group=0 --numeric-owner -czf '$(DIST_DIR)/$(DIST_NAME).tar.gz' '$(DIST_NAME)'; \
+	  echo '$(DIST_DIR)/$(DIST_NAME).tar.gz'
 
 .PHONY: postgres
 postgres: ## Start (installing if missing) the PostgreSQL the URLs name and create their databases
@@ -135,4 +158,4 @@ lint: ## gofmt and go vet; the Python binding's mypy --strict and ruff
 
 .PHONY: clean
 clean: ## Remove build output
-	rm -rf $(BIN) $(LIB)
+	rm -rf $(BIN) $(LIB) dist
