@@ -70,7 +70,7 @@ postgres: ## Start (installing if missing) the PostgreSQL the URLs name and crea
 	bash scripts/ensure-postgres.sh '$(DBOS_TEST_DATABASE_URL)' $(POSTGRES_EXAMPLE_URL)
 
 .PHONY: run
-run: ## The main job: start the agent on a SQLite file and run the order-pipeline example through it from Python (DATABASE_URL=postgres://... for Postgres)
+run: ## The main job: start the agent on a SQLite file and run the order-pipeline example through it from Python (DATABASE_URL=postgres://... for Postgres; KEEP=1 keeps the file and the agent to inspect)
 	bash examples/python/run.sh
 
 .PHONY: run-node
