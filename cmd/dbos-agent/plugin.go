@@ -59,6 +59,9 @@ func runPlugin(ctx context.Context, log *zap.Logger, o serveOptions, orphanGrace
 	// went) through the standard logger, at debug level: not this agent's
 	// log.
 	stdlog.SetOutput(io.Discard)
+	// The host's readiness is the host's to tell its service manager: a
+	// sidecar inheriting $NOTIFY_SOCKET must not say READY=1 for it.
+	_ = os.Unsetenv("NOTIFY_SOCKET")
 	impl := &pluginAgent{beats: make(chan struct{}, 1), info: sidecar.Info{
 		AgentVersion: version, ProtocolMin: protocol.MinVersion, ProtocolMax: protocol.Version,
 		Socket: o.socket, PID: os.Getpid(), Key: os.Getenv(sidecar.EnvKey),
