@@ -50,10 +50,10 @@ lib: ## Build the agent as a C library: cgo/libdbos.so, whose header is cgo/libd
 # the systemd unit(s) (packaging/systemd), README.md and LICENSE under one
 # top directory of the same name. The architecture is the build's
 # (GOARCH=... cross-builds the binary; the library then needs a C
-# cross-compiler, CC=...).
+# cross-compiler, CC=...). Recursive (=): `go env` runs only for `make dist`.
 DIST_DIR  ?= dist
-DIST_OS   := $(shell $(GO) env GOOS)
-DIST_ARCH := $(shell $(GO) env GOARCH)
+DIST_OS    = $(shell $(GO) env GOOS)
+DIST_ARCH  = $(shell $(GO) env GOARCH)
 DIST_NAME  = dbos-agent-$(VERSION)-$(DIST_OS)-$(DIST_ARCH)
 
 .PHONY: dist
