@@ -152,15 +152,18 @@ func newWorkflowListCommand() *cobra.Command {
 		Short: "List workflows, newest first by default",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			validStatuses, err := enumValues("status", statuses, workflowStatuses)
+			if err != nil {
+				return err
+			}
 			p := agent.ListWorkflowsParams{
-				Statuses: upper(statuses), Names: names, QueueNames: queues, ExecutorIDs: executors,
+				Statuses: validStatuses, Names: names, QueueNames: queues, ExecutorIDs: executors,
 				AppVersions: versions, ApplicationNames: apps, Limit: limit, Offset: offset,
 				SortDesc: desc, LoadInputs: payloads, LoadOutputs: payloads,
 			}
 			if prefix != "" {
 				p.IDPrefixes = []string{prefix}
 			}
-			var err error
 			if p.CreatedAfter, err = parseTimeFlag("start-time", startTime); err != nil {
 				return err
 			}
@@ -197,7 +200,7 @@ func newWorkflowListCommand() *cobra.Command {
 	f.BoolVar(&asJSON, "json", false, "print JSON")
 	f.BoolVar(&desc, "desc", true, "newest first")
 	f.BoolVar(&payloads, "payloads", false, "include inputs, outputs and errors (with --json)")
-	f.StringSliceVar(&statuses, "status", nil, "only these statuses (PENDING, ENQUEUED, SUCCESS, ERROR, CANCELLED, ...)")
+	f.StringSliceVar(&statuses, "status", nil, "only these statuses ("+strings.Join(workflowStatuses, ", ")+")")
 	f.StringSliceVar(&names, "name", nil, "only these workflow names")
 	f.StringSliceVar(&queues, "queue", nil, "only these queues")
 	f.StringSliceVar(&executors, "executor", nil, "only these executor ids")
@@ -209,14 +212,6 @@ func newWorkflowListCommand() *cobra.Command {
 	f.IntVar(&limit, "limit", 100, "at most this many (0 = all)")
 	f.IntVar(&offset, "offset", 0, "skip this many")
 	return cmd
-}
-
-func upper(values []string) []string {
-	out := make([]string, len(values))
-	for i, v := range values {
-		out[i] = strings.ToUpper(v)
-	}
-	return out
 }
 
 // parseTimeFlag parses an optional RFC 3339 flag (zero when not given).
