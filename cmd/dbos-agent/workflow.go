@@ -13,6 +13,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/dbos-agent/dbos-agent/agent"
+	"github.com/dbos-agent/dbos-agent/internal/values"
 	"github.com/dbos-agent/dbos-agent/sysdb"
 )
 
@@ -188,18 +189,26 @@ func newWorkflowListCommand() *cobra.Command {
 				return printJSON(out, views)
 			}
 			tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
-			fmt.Fprintln(tw, "WORKFLOW ID\tSTATUS\tNAME\tQUEUE\tEXECUTOR\tVERSION\tCREATED")
-			for _, v := range views {
-				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", v.WorkflowID, v.Status, v.Name, v.QueueName, v.ExecutorID, v.AppVersion, v.CreatedAt)
+			header := "WORKFLOW ID\tSTATUS\tNAME\tQUEUE\tEXECUTOR\tVERSION\tCREATED"
+			if payloads {
+				header += "\tOUTCOME"
+			}
+			fmt.Fprintln(tw, header)
+			for i, v := range views {
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s", v.WorkflowID, v.Status, v.Name, v.QueueName, v.ExecutorID, v.AppVersion, v.CreatedAt)
+				if payloads {
+					fmt.Fprintf(tw, "\t%s", workflowOutcome(wfs[i]))
+				}
+				fmt.Fprintln(tw)
 			}
 			return tw.Flush()
 		},
 	}
 	db.register(cmd)
 	f := cmd.Flags()
-	f.BoolVar(&asJSON, "json", false, "print JSON")
+	f.BoolVar(&asJSON, "json", false, jsonAsStoredHelp)
 	f.BoolVar(&desc, "desc", true, "newest first")
-	f.BoolVar(&payloads, "payloads", false, "include inputs, outputs and errors (with --json)")
+	f.BoolVar(&payloads, "payloads", false, "include inputs, outputs and errors (in the table, the outcome decoded)")
 	f.StringSliceVar(&statuses, "status", nil, "only these statuses ("+strings.Join(workflowStatuses, ", ")+")")
 	f.StringSliceVar(&names, "name", nil, "only these workflow names")
 	f.StringSliceVar(&queues, "queue", nil, "only these queues")
@@ -265,15 +274,38 @@ func newWorkflowGetCommand() *cobra.Command {
 			row("Forked from", v.ForkedFrom)
 			row("Attributes", string(v.Attributes))
 			row("Serialization", v.Serialization)
-			row("Inputs", derefOr(v.Inputs))
-			row("Output", derefOr(v.Output))
-			row("Error", derefOr(v.Error))
+			// Decoded for people; --json has them as stored.
+			serialization := w.Serialization
+			row("Inputs", shown(serialization, v.Inputs))
+			row("Output", shown(serialization, v.Output))
+			row("Error", shown(serialization, v.Error))
 			return tw.Flush()
 		}),
 	}
 	db.register(cmd)
-	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")
+	cmd.Flags().BoolVar(&asJSON, "json", false, jsonAsStoredHelp)
 	return cmd
+}
+
+// jsonAsStoredHelp documents the choice that --json keeps values as DBOS
+// stores them (what DBOS's clients decode), while tables decode them.
+const jsonAsStoredHelp = "print JSON, values as stored (tables show them decoded)"
+
+// workflowOutcome is a workflow's error or output decoded, on one line cut
+// to a table's width.
+func workflowOutcome(w sysdb.Workflow) string {
+	if w.Error != nil {
+		return "error: " + truncate(oneLine.Replace(shown(w.Serialization, w.Error)), 60)
+	}
+	return truncate(oneLine.Replace(shown(w.Serialization, w.Output)), 60)
+}
+
+// shown is a stored value decoded for people (values.Display), "" for none.
+func shown(serialization, stored *string) string {
+	if stored == nil {
+		return ""
+	}
+	return values.Display(serialization, *stored)
 }
 
 func derefOr(s *string) string {
@@ -323,8 +355,11 @@ func newWorkflowStepsCommand() *cobra.Command {
 			fmt.Fprintln(tw, "ID\tNAME\tOUTCOME\tCOMPLETED")
 			for _, v := range views {
 				outcome := "ok"
-				if v.Error != nil {
-					outcome = "error: " + truncate(*v.Error, 60)
+				switch {
+				case v.Error != nil:
+					outcome = "error: " + truncate(oneLine.Replace(shown(v.Serialization, v.Error)), 60)
+				case v.Output != nil:
+					outcome = truncate(oneLine.Replace(shown(v.Serialization, v.Output)), 60)
 				}
 				fmt.Fprintf(tw, "%d\t%s\t%s\t%s\n", v.FunctionID, v.Name, outcome, v.CompletedAt)
 			}
@@ -332,7 +367,7 @@ func newWorkflowStepsCommand() *cobra.Command {
 		}),
 	}
 	db.register(cmd)
-	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")
+	cmd.Flags().BoolVar(&asJSON, "json", false, jsonAsStoredHelp)
 	return cmd
 }
 
