@@ -68,7 +68,15 @@ func newWorkflowCommand() *cobra.Command {
 	cmd.AddCommand(newWorkflowListCommand(), newWorkflowGetCommand(), newWorkflowStepsCommand(),
 		newWorkflowCancelCommand(), newWorkflowResumeCommand(), newWorkflowForkCommand(), newWorkflowRewindCommand(),
 		newWorkflowDeleteCommand(), newWorkflowEventsCommand(), newWorkflowMessagesCommand(), newWorkflowStreamsCommand(),
-		newWorkflowAttributesCommand())
+		newWorkflowAttributesCommand(), newWorkflowQueueCommand())
+	return cmd
+}
+
+// newWorkflowQueueCommand is `workflow queue list`, as the official dbos
+// CLI has it: the workflows on queues that have not finished.
+func newWorkflowQueueCommand() *cobra.Command {
+	cmd := &cobra.Command{Use: "queue", Short: "Workflows on queues"}
+	cmd.AddCommand(workflowListCommand(true))
 	return cmd
 }
 
@@ -139,8 +147,17 @@ func printJSON(out io.Writer, v any) error {
 	return enc.Encode(v)
 }
 
-func newWorkflowListCommand() *cobra.Command {
+func newWorkflowListCommand() *cobra.Command { return workflowListCommand(false) }
+
+// workflowListCommand lists workflows; queued, only those on a queue and, with
+// no --status, still DELAYED, ENQUEUED or PENDING (DBOS's list_queued_workflows).
+func workflowListCommand(queued bool) *cobra.Command {
+	short := "List workflows, newest first by default"
+	if queued {
+		short = "List the workflows on queues not yet finished (delayed, enqueued or running), newest first by default"
+	}
 	var (
+		users                              []string
 		db                                 databaseFlags
 		asJSON, desc, payloads             bool
 		statuses, names, queues, executors []string
@@ -150,7 +167,7 @@ func newWorkflowListCommand() *cobra.Command {
 	)
 	cmd := &cobra.Command{
 		Use:   "list",
-		Short: "List workflows, newest first by default",
+		Short: short,
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			validStatuses, err := enumValues("status", statuses, workflowStatuses)
@@ -161,6 +178,7 @@ func newWorkflowListCommand() *cobra.Command {
 				Statuses: validStatuses, Names: names, QueueNames: queues, ExecutorIDs: executors,
 				AppVersions: versions, ApplicationNames: apps, Limit: limit, Offset: offset,
 				SortDesc: desc, LoadInputs: payloads, LoadOutputs: payloads,
+				AuthenticatedUsers: users, QueuesOnly: queued,
 			}
 			if prefix != "" {
 				p.IDPrefixes = []string{prefix}
@@ -211,6 +229,7 @@ func newWorkflowListCommand() *cobra.Command {
 	f.BoolVar(&payloads, "payloads", false, "include inputs, outputs and errors (in the table, the outcome decoded)")
 	f.StringSliceVar(&statuses, "status", nil, "only these statuses ("+strings.Join(workflowStatuses, ", ")+")")
 	f.StringSliceVar(&names, "name", nil, "only these workflow names")
+	f.StringSliceVar(&users, "user", nil, "only workflows run by these authenticated users")
 	f.StringSliceVar(&queues, "queue", nil, "only these queues")
 	f.StringSliceVar(&executors, "executor", nil, "only these executor ids")
 	f.StringSliceVar(&versions, "app-version", nil, "only these application versions")
