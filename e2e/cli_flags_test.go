@@ -31,6 +31,8 @@ func TestCLIRefusesUnknownValuesOfEnumeratedFlags(t *testing.T) {
 			`--status: "RUNNING" is not one of ACTIVE, PAUSED`},
 		{"serve log level", []string{"serve", "--socket", socket, "--log-level", "loud"},
 			`log level "loud": use debug, info, warn or error`},
+		{"serve log format", []string{"serve", "--socket", socket, "--log-format", "yaml"},
+			`log format "yaml": use text or json`},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
