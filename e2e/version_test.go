@@ -19,6 +19,8 @@ func TestVersionIsStampedAtBuildTime(t *testing.T) {
 	require.NoError(t, err, string(plan))
 	require.Contains(t, string(plan), `-ldflags "-X main.version=`+stamped)
 	require.Contains(t, string(plan), `-buildmode=c-shared -ldflags "-X main.version=`+stamped)
+	// The library's dbos_version reports it too.
+	require.Contains(t, string(plan), "internal/libdbos.Version="+stamped+`"`)
 
 	binary := filepath.Join(t.TempDir(), "dbos-agent")
 	build := exec.Command("go", "build", "-ldflags", "-X main.version="+stamped, "-o", binary, "../cmd/dbos-agent")
