@@ -4,9 +4,13 @@
 GO            ?= go
 BIN           := bin
 AGENT         := $(BIN)/dbos-agent
-# The version `make dist` names its archive with (and, with the build
-# targets' stamping, the binary reports): the nearest tag, else the commit.
+# The version `dbos-agent --version` and dbos_version report, and `make dist`
+# names its archive with: the nearest tag
+# (with the commits since it and -dirty for uncommitted changes), or the commit
+# when there is no tag, or "dev" outside a git checkout. `make VERSION=1.2.3`
+# sets it.
 VERSION       ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
+LDFLAGS       := -X main.version=$(VERSION) -X github.com/dbos-agent/dbos-agent/internal/libdbos.Version=$(VERSION)
 # How long `make fuzz` runs each fuzz target; `make fuzz-short` (part of
 # `make test`) runs each for FUZZ_SHORT_TIME, a count of executions (about
 # 15 s each on an idle 2-core machine) rather than a duration: Go before 1.27
@@ -33,7 +37,7 @@ help: ## List the targets
 
 .PHONY: build
 build: lib ## Build the agent binary into bin/ (and the library, make lib)
-	$(GO) build -o $(AGENT) ./cmd/dbos-agent
+	$(GO) build -ldflags "$(LDFLAGS)" -o $(AGENT) ./cmd/dbos-agent
 
 # The library is built into bin/lib/ (where go build also writes the header
 # cgo generates, which is not the contract) and copied beside the
@@ -42,7 +46,7 @@ LIB := cgo/libdbos.so
 
 .PHONY: lib
 lib: ## Build the agent as a C library: cgo/libdbos.so, whose header is cgo/libdbos.h
-	$(GO) build -buildmode=c-shared -o $(BIN)/lib/libdbos.so ./cgo
+	$(GO) build -buildmode=c-shared -ldflags "$(LDFLAGS)" -o $(BIN)/lib/libdbos.so ./cgo
 	cp $(BIN)/lib/libdbos.so $(LIB)
 
 # make dist: one archive for a host, dbos-agent-<version>-<os>-<arch>.tar.gz

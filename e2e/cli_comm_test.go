@@ -152,7 +152,8 @@ func TestCLIListsEventsMessagesAndStreams(t *testing.T) {
 	require.NoError(t, err)
 	require.True(t, got.Received)
 
-	// Current events, as JSON: portable_json as JSON values, the pickle raw.
+	// Current events, as JSON: portable_json as JSON values, the pickle raw;
+	// the table shows it decoded.
 	events := cliqJSON[[]map[string]any](t, b.with("workflow", "events", "clic-talker", "--json")...)
 	require.Equal(t, []map[string]any{
 		{"key": "carrier", "serialization": "py_pickle", "value": clicPickledUPS},
@@ -160,7 +161,7 @@ func TestCLIListsEventsMessagesAndStreams(t *testing.T) {
 	}, events)
 	table := cliqOK(t, b.with("workflow", "events", "clic-talker")...)
 	require.Contains(t, table, "KEY")
-	clicRequireRow(t, table, "carrier", "py_pickle", clicPickledUPS)
+	clicRequireRow(t, table, "carrier", "py_pickle", `'UPS'`) // the table decodes it
 	clicRequireRow(t, table, "status", "portable_json", `{"state":"shipped","eta":3}`)
 
 	// The history: every value by the step that published it.
@@ -203,8 +204,8 @@ func TestCLIListsEventsMessagesAndStreams(t *testing.T) {
 	}
 	table = cliqOK(t, b.with("workflow", "messages", "clic-talker")...)
 	clicRequireRow(t, table, "(default)", "yes", "10", "portable_json", `{"hello":"world"}`)
-	clicRequireRow(t, table, "payments", "no", "-", "py_pickle", clicPickledRefund)
-	clicRequireRow(t, table, "go", "no", "-", "DBOS_JSON", goMessage)
+	clicRequireRow(t, table, "payments", "no", "-", "py_pickle", `'expedite'`)
+	clicRequireRow(t, table, "go", "no", "-", "DBOS_JSON", `{"from":"go"}`) // the table decodes it
 
 	// Streams by key: the closing marker is a flag, not a value.
 	streams := cliqJSON[[]map[string]any](t, b.with("workflow", "streams", "clic-talker", "--json")...)

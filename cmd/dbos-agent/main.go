@@ -35,7 +35,10 @@ func newRootCommand() *cobra.Command {
 		Short:         "Durable DBOS workflows for any language, served by a per-host agent",
 		SilenceUsage:  true,
 		SilenceErrors: true,
+		// --version prints what `dbos-agent version` prints.
+		Version: version,
 	}
+	root.SetVersionTemplate(versionLine())
 	root.AddCommand(newServeCommand(), newMigrateCommand(), newResetCommand(), newWorkflowCommand(), newQueueCommand(),
 		newScheduleCommand(), newVersionCommand(), serveCommand(true))
 	return root
@@ -47,9 +50,15 @@ func newVersionCommand() *cobra.Command {
 		Short: "Print the agent's version; list and promote application versions",
 		Args:  cobra.NoArgs,
 		Run: func(cmd *cobra.Command, _ []string) {
-			fmt.Fprintf(cmd.OutOrStdout(), "dbos-agent %s (system schema %d)\n", version, sysdb.LatestSchemaVersion)
+			fmt.Fprint(cmd.OutOrStdout(), versionLine())
 		},
 	}
 	cmd.AddCommand(newVersionListCommand(), newVersionPromoteCommand())
 	return cmd
+}
+
+// versionLine is the agent's build version (stamped by make with -ldflags
+// "-X main.version=...") and the system schema it migrates to.
+func versionLine() string {
+	return fmt.Sprintf("dbos-agent %s (system schema %d)\n", version, sysdb.LatestSchemaVersion)
 }

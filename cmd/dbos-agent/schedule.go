@@ -73,10 +73,14 @@ func newScheduleListCommand() *cobra.Command {
 		Short: "List schedules by name",
 		Args:  cobra.NoArgs,
 		RunE: db.withEngine(func(cmd *cobra.Command, _ []string, engine *agent.Agent) error {
+			validStatuses, err := enumValues("status", statuses, scheduleStatuses)
+			if err != nil {
+				return err
+			}
 			// As the application's own listing: its schedules and the
 			// unclaimed ones (all, with no application named).
 			list, err := engine.ListSchedules(cmd.Context(), agent.Caller{App: appName},
-				agent.ListSchedulesParams{Statuses: upper(statuses), WorkflowNames: wfNames, NamePrefix: prefix})
+				agent.ListSchedulesParams{Statuses: validStatuses, WorkflowNames: wfNames, NamePrefix: prefix})
 			if err != nil {
 				return err
 			}

@@ -49,6 +49,7 @@ func serveCommand(plugin bool) *cobra.Command {
 		executorID   string
 		appVersion   string
 		logLevel     string
+		logFormat    string
 		pollInterval time.Duration
 		grace        time.Duration
 		stepBatchMax int
@@ -97,7 +98,7 @@ func serveCommand(plugin bool) *cobra.Command {
 			if err := limits.resolve(fc.Limits); err != nil {
 				return err
 			}
-			log, err := newLogger(level)
+			log, err := hosting.NewLoggerFormat(level, firstNonEmpty(logFormat, os.Getenv("DBOS_AGENT_LOG_FORMAT"), hosting.LogFormatJSON))
 			if err != nil {
 				return err
 			}
@@ -130,6 +131,7 @@ func serveCommand(plugin bool) *cobra.Command {
 	f.StringVar(&executorID, "executor-id", "", "executor id this agent's workflows carry (env DBOS__VMID; default local)")
 	f.StringVar(&appVersion, "app-version", "", "application version for workers that announce none (env DBOS__APPVERSION)")
 	f.StringVar(&logLevel, "log-level", "", "debug, info, warn or error (env DBOS_AGENT_LOG_LEVEL; default info)")
+	f.StringVar(&logFormat, "log-format", "", "json (lines) or text (for people; env DBOS_AGENT_LOG_FORMAT; default json)")
 	f.DurationVar(&pollInterval, "poll-interval", 0, "queue polling interval when idle (default 1s)")
 	f.DurationVar(&grace, "grace-period", 0, "how long SIGTERM lets running workflows finish (default 10s)")
 	f.IntVar(&stepBatchMax, "step-batch-max", 0, "most step records in one commit (default 512; 1 = one commit per step)")
@@ -262,5 +264,3 @@ func socketError(err error) error {
 	}
 	return err
 }
-
-func newLogger(level string) (*zap.Logger, error) { return hosting.NewLogger(level) }

@@ -13,6 +13,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/dbos-agent/dbos-agent/agent"
+	"github.com/dbos-agent/dbos-agent/internal/values"
 	"github.com/dbos-agent/dbos-agent/sysdb"
 )
 
@@ -67,7 +68,15 @@ func newWorkflowCommand() *cobra.Command {
 	cmd.AddCommand(newWorkflowListCommand(), newWorkflowGetCommand(), newWorkflowStepsCommand(),
 		newWorkflowCancelCommand(), newWorkflowResumeCommand(), newWorkflowForkCommand(), newWorkflowRewindCommand(),
 		newWorkflowDeleteCommand(), newWorkflowEventsCommand(), newWorkflowMessagesCommand(), newWorkflowStreamsCommand(),
-		newWorkflowAttributesCommand())
+		newWorkflowAttributesCommand(), newWorkflowQueueCommand())
+	return cmd
+}
+
+// newWorkflowQueueCommand is `workflow queue list`, as the official dbos
+// CLI has it: the workflows on queues that have not finished.
+func newWorkflowQueueCommand() *cobra.Command {
+	cmd := &cobra.Command{Use: "queue", Short: "Workflows on queues"}
+	cmd.AddCommand(workflowListCommand(true))
 	return cmd
 }
 
@@ -138,8 +147,17 @@ func printJSON(out io.Writer, v any) error {
 	return enc.Encode(v)
 }
 
-func newWorkflowListCommand() *cobra.Command {
+func newWorkflowListCommand() *cobra.Command { return workflowListCommand(false) }
+
+// workflowListCommand lists workflows; queued, only those on a queue and, with
+// no --status, still DELAYED, ENQUEUED or PENDING (DBOS's list_queued_workflows).
+func workflowListCommand(queued bool) *cobra.Command {
+	short := "List workflows, newest first by default"
+	if queued {
+		short = "List the workflows on queues not yet finished (delayed, enqueued or running), newest first by default"
+	}
 	var (
+		users                              []string
 		db                                 databaseFlags
 		asJSON, desc, payloads             bool
 		statuses, names, queues, executors []string
@@ -149,18 +167,22 @@ func newWorkflowListCommand() *cobra.Command {
 	)
 	cmd := &cobra.Command{
 		Use:   "list",
-		Short: "List workflows, newest first by default",
+		Short: short,
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			validStatuses, err := enumValues("status", statuses, workflowStatuses)
+			if err != nil {
+				return err
+			}
 			p := agent.ListWorkflowsParams{
-				Statuses: upper(statuses), Names: names, QueueNames: queues, ExecutorIDs: executors,
+				Statuses: validStatuses, Names: names, QueueNames: queues, ExecutorIDs: executors,
 				AppVersions: versions, ApplicationNames: apps, Limit: limit, Offset: offset,
 				SortDesc: desc, LoadInputs: payloads, LoadOutputs: payloads,
+				AuthenticatedUsers: users, QueuesOnly: queued,
 			}
 			if prefix != "" {
 				p.IDPrefixes = []string{prefix}
 			}
-			var err error
 			if p.CreatedAfter, err = parseTimeFlag("start-time", startTime); err != nil {
 				return err
 			}
@@ -185,20 +207,29 @@ func newWorkflowListCommand() *cobra.Command {
 				return printJSON(out, views)
 			}
 			tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
-			fmt.Fprintln(tw, "WORKFLOW ID\tSTATUS\tNAME\tQUEUE\tEXECUTOR\tVERSION\tCREATED")
-			for _, v := range views {
-				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", v.WorkflowID, v.Status, v.Name, v.QueueName, v.ExecutorID, v.AppVersion, v.CreatedAt)
+			header := "WORKFLOW ID\tSTATUS\tNAME\tQUEUE\tEXECUTOR\tVERSION\tCREATED"
+			if payloads {
+				header += "\tOUTCOME"
+			}
+			fmt.Fprintln(tw, header)
+			for i, v := range views {
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s", v.WorkflowID, v.Status, v.Name, v.QueueName, v.ExecutorID, v.AppVersion, v.CreatedAt)
+				if payloads {
+					fmt.Fprintf(tw, "\t%s", workflowOutcome(wfs[i]))
+				}
+				fmt.Fprintln(tw)
 			}
 			return tw.Flush()
 		},
 	}
 	db.register(cmd)
 	f := cmd.Flags()
-	f.BoolVar(&asJSON, "json", false, "print JSON")
+	f.BoolVar(&asJSON, "json", false, jsonAsStoredHelp)
 	f.BoolVar(&desc, "desc", true, "newest first")
-	f.BoolVar(&payloads, "payloads", false, "include inputs, outputs and errors (with --json)")
-	f.StringSliceVar(&statuses, "status", nil, "only these statuses (PENDING, ENQUEUED, SUCCESS, ERROR, CANCELLED, ...)")
+	f.BoolVar(&payloads, "payloads", false, "include inputs, outputs and errors (in the table, the outcome decoded)")
+	f.StringSliceVar(&statuses, "status", nil, "only these statuses ("+strings.Join(workflowStatuses, ", ")+")")
 	f.StringSliceVar(&names, "name", nil, "only these workflow names")
+	f.StringSliceVar(&users, "user", nil, "only workflows run by these authenticated users")
 	f.StringSliceVar(&queues, "queue", nil, "only these queues")
 	f.StringSliceVar(&executors, "executor", nil, "only these executor ids")
 	f.StringSliceVar(&versions, "app-version", nil, "only these application versions")
@@ -209,14 +240,6 @@ func newWorkflowListCommand() *cobra.Command {
 	f.IntVar(&limit, "limit", 100, "at most this many (0 = all)")
 	f.IntVar(&offset, "offset", 0, "skip this many")
 	return cmd
-}
-
-func upper(values []string) []string {
-	out := make([]string, len(values))
-	for i, v := range values {
-		out[i] = strings.ToUpper(v)
-	}
-	return out
 }
 
 // parseTimeFlag parses an optional RFC 3339 flag (zero when not given).
@@ -270,15 +293,38 @@ func newWorkflowGetCommand() *cobra.Command {
 			row("Forked from", v.ForkedFrom)
 			row("Attributes", string(v.Attributes))
 			row("Serialization", v.Serialization)
-			row("Inputs", derefOr(v.Inputs))
-			row("Output", derefOr(v.Output))
-			row("Error", derefOr(v.Error))
+			// Decoded for people; --json has them as stored.
+			serialization := w.Serialization
+			row("Inputs", shown(serialization, v.Inputs))
+			row("Output", shown(serialization, v.Output))
+			row("Error", shown(serialization, v.Error))
 			return tw.Flush()
 		}),
 	}
 	db.register(cmd)
-	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")
+	cmd.Flags().BoolVar(&asJSON, "json", false, jsonAsStoredHelp)
 	return cmd
+}
+
+// jsonAsStoredHelp documents the choice that --json keeps values as DBOS
+// stores them (what DBOS's clients decode), while tables decode them.
+const jsonAsStoredHelp = "print JSON, values as stored (tables show them decoded)"
+
+// workflowOutcome is a workflow's error or output decoded, on one line cut
+// to a table's width.
+func workflowOutcome(w sysdb.Workflow) string {
+	if w.Error != nil {
+		return "error: " + truncate(oneLine.Replace(shown(w.Serialization, w.Error)), 60)
+	}
+	return truncate(oneLine.Replace(shown(w.Serialization, w.Output)), 60)
+}
+
+// shown is a stored value decoded for people (values.Display), "" for none.
+func shown(serialization, stored *string) string {
+	if stored == nil {
+		return ""
+	}
+	return values.Display(serialization, *stored)
 }
 
 func derefOr(s *string) string {
@@ -328,8 +374,11 @@ func newWorkflowStepsCommand() *cobra.Command {
 			fmt.Fprintln(tw, "ID\tNAME\tOUTCOME\tCOMPLETED")
 			for _, v := range views {
 				outcome := "ok"
-				if v.Error != nil {
-					outcome = "error: " + truncate(*v.Error, 60)
+				switch {
+				case v.Error != nil:
+					outcome = "error: " + truncate(oneLine.Replace(shown(v.Serialization, v.Error)), 60)
+				case v.Output != nil:
+					outcome = truncate(oneLine.Replace(shown(v.Serialization, v.Output)), 60)
 				}
 				fmt.Fprintf(tw, "%d\t%s\t%s\t%s\n", v.FunctionID, v.Name, outcome, v.CompletedAt)
 			}
@@ -337,7 +386,7 @@ func newWorkflowStepsCommand() *cobra.Command {
 		}),
 	}
 	db.register(cmd)
-	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")
+	cmd.Flags().BoolVar(&asJSON, "json", false, jsonAsStoredHelp)
 	return cmd
 }
 

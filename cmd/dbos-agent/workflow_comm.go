@@ -13,15 +13,17 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/dbos-agent/dbos-agent/agent"
+	"github.com/dbos-agent/dbos-agent/internal/values"
 	"github.com/dbos-agent/dbos-agent/sysdb"
 )
 
 // Commands that steer workflows (fork, rewind, delete, attributes) and show
 // what they exchanged (events, messages, streams).
 
-// payload is a stored value with its serialization tag, shown as DBOS stores
-// it: portable_json as the JSON it is, anything else (py_pickle, DBOS_JSON,
-// ...) as its raw text, never decoded.
+// payload is a stored value with its serialization tag. In JSON it is as DBOS
+// stores it: portable_json as the JSON it is, anything else (py_pickle,
+// DBOS_JSON, ...) as its raw text; in tables it is decoded for people
+// (values.Display).
 type payload struct {
 	value         string
 	serialization *string
@@ -54,7 +56,7 @@ func (p payload) cell() string {
 	if raw, ok := p.json(); ok {
 		return truncate(string(raw), 100)
 	}
-	return truncate(oneLine.Replace(p.value), 60)
+	return truncate(oneLine.Replace(values.Display(p.serialization, p.value)), 60)
 }
 
 var oneLine = strings.NewReplacer("\n", `\n`, "\r", `\r`, "\t", `\t`)

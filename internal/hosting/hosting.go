@@ -98,17 +98,38 @@ func (e *Engine) Stop(ctx context.Context) {
 	e.db.Close()
 }
 
+// The formats NewLoggerFormat writes: JSON lines, or zap's console lines
+// (time, level, message, then the fields as JSON) for people at a terminal.
+const (
+	LogFormatJSON = "json"
+	LogFormatText = "text"
+)
+
 // NewLogger is the agent's logger at level (debug, info, warn or error):
 // JSON lines on stderr.
-func NewLogger(level string) (*zap.Logger, error) {
+func NewLogger(level string) (*zap.Logger, error) { return NewLoggerFormat(level, LogFormatJSON) }
+
+// NewLoggerFormat is the agent's logger at level in format (json or text) on
+// stderr. Durations are written with their unit ("1.5s"), in both formats, so
+// that a reader need not know zap's default of float seconds.
+func NewLoggerFormat(level, format string) (*zap.Logger, error) {
 	lvl, err := zapcore.ParseLevel(level)
 	if err != nil {
 		return nil, fmt.Errorf("log level %q: use debug, info, warn or error", level)
 	}
 	cfg := zap.NewProductionConfig()
+	switch format {
+	case LogFormatJSON:
+	case LogFormatText:
+		cfg.Encoding = "console"
+		cfg.EncoderConfig.EncodeLevel = zapcore.CapitalLevelEncoder
+	default:
+		return nil, fmt.Errorf("log format %q: use text or json", format)
+	}
 	cfg.Level = zap.NewAtomicLevelAt(lvl)
 	cfg.EncoderConfig.TimeKey = "ts"
 	cfg.EncoderConfig.EncodeTime = zapcore.ISO8601TimeEncoder
+	cfg.EncoderConfig.EncodeDuration = zapcore.StringDurationEncoder
 	cfg.Sampling = nil
 	return cfg.Build()
 }
