@@ -216,14 +216,14 @@ type Agent struct {
 	// session's close is scheduled (releaseMemorySoon).
 	memoryReleasePending atomic.Bool
 	// counters, stepStats and finishStats are read by Metrics.
-	counters             counters
-	stepStats            *batchStats
-	finishStats          *batchStats
-	steps                *batcher[sysdb.StepRecordParams, struct{}]
-	finishes             *batcher[sysdb.WorkflowFinishParams, sysdb.WorkflowFinishResult]
-	waiters              *waiters
-	signals              *signals
-	schedules            *scheduler
+	counters    counters
+	stepStats   *batchStats
+	finishStats *batchStats
+	steps       *batcher[sysdb.StepRecordParams, struct{}]
+	finishes    *batcher[sysdb.WorkflowFinishParams, sysdb.WorkflowFinishResult]
+	waiters     *waiters
+	signals     *signals
+	schedules   *scheduler
 
 	mu       sync.Mutex
 	sessions map[*Session]struct{}

@@ -232,4 +232,3 @@ func (s *signals) open() map[string]int {
 	}
 	return counts
 }
-
