@@ -14,12 +14,17 @@ import (
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
 	"github.com/stretchr/testify/require"
+	"go.uber.org/goleak"
 
 	"github.com/dbos-agent/dbos-agent/agent"
 	"github.com/dbos-agent/dbos-agent/internal/pgtest"
 	"github.com/dbos-agent/dbos-agent/protocol"
 	"github.com/dbos-agent/dbos-agent/sysdb"
 )
+
+func TestMain(m *testing.M) {
+	goleak.VerifyTestMain(m)
+}
 
 // startEngine runs an engine on a fresh schema of the test database; it is
 // shut down when the test ends.
@@ -97,6 +102,18 @@ func (p *peer) readLoop() {
 // request sends a request and returns its reply.
 func (p *peer) request(op string, body any) protocol.Envelope {
 	p.t.Helper()
+	select {
+	case env := <-p.send(op, body):
+		return env
+	case <-time.After(30 * time.Second):
+		p.t.Fatalf("%s: no reply within 30s", op)
+		return protocol.Envelope{}
+	}
+}
+
+// send sends a request and returns the channel its reply arrives on.
+func (p *peer) send(op string, body any) <-chan protocol.Envelope {
+	p.t.Helper()
 	p.mu.Lock()
 	p.nextID++
 	id := p.nextID
@@ -107,13 +124,7 @@ func (p *peer) request(op string, body any) protocol.Envelope {
 	frameBody := append([]byte(nil), frame[4:]...)
 	p.mu.Unlock()
 	require.NoError(p.t, p.s.HandleFrame(frameBody))
-	select {
-	case env := <-ch:
-		return env
-	case <-time.After(30 * time.Second):
-		p.t.Fatalf("%s: no reply within 30s", op)
-		return protocol.Envelope{}
-	}
+	return ch
 }
 
 // call sends a request and decodes its successful reply into out.
@@ -220,6 +231,19 @@ func TestMetricsShowStepsFinishedWorkflowsAndQueueDepth(t *testing.T) {
 	bad := client.request(protocol.OpFinish, protocol.Finish{WorkflowID: "parked", OwnerXID: "x", Status: "BOGUS"})
 	require.NotNil(t, bad.Error)
 	require.Equal(t, protocol.CodeInvalidArgument, bad.Error.Code)
+
+	// A client waiting for the parked workflow's result holds an open wait
+	// until its session closes. Nothing outside the engine is told when the
+	// wait is registered, so the scrape is retried until it shows.
+	waiting := client.send(protocol.OpGetResult, protocol.GetResult{WorkflowID: "parked"})
+	require.Eventually(t, func() bool {
+		return value(scrape(t, h), "dbos_agent_waits_open", map[string]string{"kind": "result"}) == 1
+	}, 10*time.Second, 10*time.Millisecond, "the result wait is counted")
+	select {
+	case env := <-waiting:
+		t.Fatalf("the wait for a parked workflow ended: %+v", env)
+	default:
+	}
 
 	cached := scrape(t, h)
 	require.Zero(t, value(cached, "dbos_agent_queue_depth", map[string]string{"queue": "backlog"}),
