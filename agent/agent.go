@@ -215,11 +215,15 @@ type Agent struct {
 	// memoryReleasePending is set while a release after a bounded
 	// session's close is scheduled (releaseMemorySoon).
 	memoryReleasePending atomic.Bool
-	steps                *batcher[sysdb.StepRecordParams, struct{}]
-	finishes             *batcher[sysdb.WorkflowFinishParams, sysdb.WorkflowFinishResult]
-	waiters              *waiters
-	signals              *signals
-	schedules            *scheduler
+	// counters, stepStats and finishStats are read by Metrics.
+	counters    counters
+	stepStats   *batchStats
+	finishStats *batchStats
+	steps       *batcher[sysdb.StepRecordParams, struct{}]
+	finishes    *batcher[sysdb.WorkflowFinishParams, sysdb.WorkflowFinishResult]
+	waiters     *waiters
+	signals     *signals
+	schedules   *scheduler
 
 	mu       sync.Mutex
 	sessions map[*Session]struct{}
@@ -255,8 +259,11 @@ func New(cfg Config) (*Agent, error) {
 		runsDone:       make(chan struct{}, 1),
 		claiming:       map[string]int{},
 	}
+	a.stepStats, a.finishStats = newBatchStats(), newBatchStats()
 	a.steps = newStepBatcher(a.db, cfg.StepBatchers, cfg.MaxStepBatch)
+	a.steps.stats = a.stepStats
 	a.finishes = newFinishBatcher(a.db, cfg.StepBatchers, cfg.MaxStepBatch)
+	a.finishes.stats = a.finishStats
 	a.waiters = newWaiters(a.db, cfg.ResultPollInterval, a.log)
 	a.signals = newSignals(cfg.MessagePollInterval)
 	a.schedules = newScheduler(a)
@@ -279,6 +286,7 @@ func (a *Agent) Start(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	a.counters.workflowsRecovered.Add(uint64(len(ids)))
 	if len(ids) > 0 {
 		a.log.Info("recovered pending workflows", zap.Int("count", len(ids)), zap.String("executor_id", a.cfg.ExecutorID))
 	}

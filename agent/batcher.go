@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"sync/atomic"
+	"time"
 
 	"github.com/dbos-agent/dbos-agent/sysdb"
 )
@@ -31,6 +32,8 @@ type batcher[P, R any] struct {
 	// commit writes a batch in one transaction and answers each write, in
 	// order; its error is for the whole batch (nothing was committed).
 	commit func(ctx context.Context, params []P) ([]batchResult[R], error)
+	// stats, when set, observes each commit's size and latency.
+	stats *batchStats
 }
 
 type batchRequest[P, R any] struct {
@@ -153,7 +156,9 @@ func (b *batcher[P, R]) commitLoop(ctx context.Context) {
 		}
 		// The commit outlives a shutdown that starts meanwhile: a write
 		// that reached the database must be answered truthfully.
+		started := time.Now()
 		results, err := b.commit(context.WithoutCancel(ctx), params)
+		b.stats.observe(len(params), time.Since(started))
 		for i, r := range batch {
 			if err != nil {
 				r.done <- batchResult[R]{err: err}

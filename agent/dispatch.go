@@ -658,6 +658,7 @@ func (a *Agent) deadLetter(ctx context.Context, wf sysdb.Workflow, maxAttempts i
 	if err != nil {
 		a.log.Error("dead-lettering failed", zap.String("workflow_id", wf.ID), zap.Error(err))
 	} else if len(moved) > 0 {
+		a.counters.workflowsDeadLettered.Add(uint64(len(moved)))
 		a.log.Warn("workflow exceeded its maximum recovery attempts",
 			zap.String("workflow_id", wf.ID), zap.Int64("attempts", wf.RecoveryAttempts-1), zap.Int64("max", maxAttempts))
 		a.waiters.wake(wf.ID)

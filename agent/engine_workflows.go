@@ -233,6 +233,9 @@ func (a *Agent) StartWorkflow(ctx context.Context, c Caller, p StartWorkflowPara
 		return StartWorkflowResult{}, err
 	}
 	result := StartWorkflowResult{WorkflowID: p.WorkflowID, Status: res.Status, Created: res.Created}
+	if res.Created {
+		a.counters.workflowsStarted.Add(1)
+	}
 	if !res.Created {
 		if runHere && res.Status == sysdb.StatusEnqueued {
 			if grant := a.claimForCaller(ctx, c.session, group, p.WorkflowID, p.Name); grant != nil {
@@ -319,6 +322,7 @@ func (a *Agent) RecordStep(ctx context.Context, c Caller, p RecordStepParams) er
 	if err != nil {
 		return a.runFailed(ctx, p.WorkflowID, p.OwnerXID, err)
 	}
+	a.counters.stepsRecorded.Add(1)
 	return nil
 }
 
@@ -360,6 +364,13 @@ func (a *Agent) Finish(ctx context.Context, p FinishParams) (FinishResult, error
 	a.endRun(p.WorkflowID, p.OwnerXID)
 	if err != nil {
 		return FinishResult{}, err
+	}
+	if res.Applied {
+		if p.Status == sysdb.StatusSuccess {
+			a.counters.workflowsSucceeded.Add(1)
+		} else {
+			a.counters.workflowsFailed.Add(1)
+		}
 	}
 	a.waiters.wake(p.WorkflowID)
 	return FinishResult{Applied: res.Applied, Result: res.Stored}, nil

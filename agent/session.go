@@ -383,6 +383,8 @@ func (s *Session) send(frame []byte, push bool) error {
 			}
 			s.outBuf.write(frame)
 			s.outMu.Unlock()
+			s.agent.counters.framesOut.Add(1)
+			s.agent.counters.bytesOut.Add(uint64(len(frame)))
 			return nil
 		}
 		wait := s.agent.cfg.StallTimeout - time.Since(s.outProgress)
@@ -436,6 +438,7 @@ func (s *Session) reply(id uint64, body any, perr *protocol.Error) {
 	var frame []byte
 	var err error
 	if perr != nil {
+		s.agent.counters.countError(perr.Code)
 		frame, err = enc.ErrorResponse(id, perr)
 	} else {
 		if body == nil {
@@ -455,6 +458,8 @@ func (s *Session) reply(id uint64, body any, perr *protocol.Error) {
 // when the connection must close (the error has been sent to the peer when
 // possible).
 func (s *Session) HandleFrame(frame []byte) error {
+	s.agent.counters.framesIn.Add(1)
+	s.agent.counters.bytesIn.Add(uint64(len(frame)))
 	body := make([]byte, len(frame))
 	copy(body, frame)
 	env, err := protocol.DecodeEnvelope(body)

@@ -9,6 +9,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -64,6 +65,9 @@ type Postgres struct {
 	retryFor time.Duration
 	target   string // user@host:port/database for messages
 	notes    *notifier
+	// retries counts operations repeated after a connection failure
+	// (PoolStats).
+	retries atomic.Uint64
 }
 
 var _ SystemDatabase = (*Postgres)(nil)
@@ -236,6 +240,7 @@ func (p *Postgres) retry(ctx context.Context, what string, op func(context.Conte
 			p.log.Warn("system database connection failed, retrying",
 				zap.String("operation", what), zap.Duration("backoff", backoff), zap.Error(redactErr(err)))
 		}
+		p.retries.Add(1)
 		select {
 		case <-ctx.Done():
 			return fmt.Errorf("%s: %w", what, errors.Join(ctx.Err(), redactErr(err)))
