@@ -207,6 +207,9 @@ type Agent struct {
 	rescuer     *rescuer
 
 	draining atomic.Bool
+	// listenerConnected is set once the notification listener has
+	// connected (readiness reports it).
+	listenerConnected atomic.Bool
 	// oneShot is set for an engine that runs no services (NewOneShot).
 	oneShot bool
 	// lastFreeMemory is when stats last returned memory to the system
@@ -345,6 +348,7 @@ func (a *Agent) checkLocalRun(workflowID string) {
 // onNotificationGap runs after the listener (re)connects: whatever was
 // notified meanwhile is lost, so everything re-checks.
 func (a *Agent) onNotificationGap() {
+	a.listenerConnected.Store(true)
 	a.waiters.wakeAll()
 	a.signals.wakeAll()
 	a.wakeAllPollers()
