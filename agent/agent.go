@@ -348,7 +348,10 @@ func (a *Agent) checkLocalRun(workflowID string) {
 // onNotificationGap runs after the listener (re)connects: whatever was
 // notified meanwhile is lost, so everything re-checks.
 func (a *Agent) onNotificationGap() {
-	a.listenerConnected.Store(true)
+	if a.listenerConnected.CompareAndSwap(false, true) {
+		// Readiness waits for this: said once, for operators and tests.
+		a.log.Info("notification listener connected")
+	}
 	a.waiters.wakeAll()
 	a.signals.wakeAll()
 	a.wakeAllPollers()
