@@ -65,7 +65,10 @@ func NewHandler(cfg Config) http.Handler {
 	open("GET /dbos-healthz", h.healthz)
 
 	guarded("POST /dbos-workflow-recovery", http.HandlerFunc(h.recover))
+	guarded("GET /deactivate", http.HandlerFunc(h.deactivate))
 	guarded("GET /dbos-workflow-queues-metadata", http.HandlerFunc(h.queuesMetadata))
+	guarded("POST /dbos-garbage-collect", http.HandlerFunc(h.garbageCollect))
+	guarded("POST /dbos-global-timeout", http.HandlerFunc(h.globalTimeout))
 	guarded("POST /workflows", http.HandlerFunc(h.listWorkflows))
 	guarded("POST /queues", http.HandlerFunc(h.listQueued))
 	guarded("GET /workflows/{id}", http.HandlerFunc(h.getWorkflow))

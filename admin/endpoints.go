@@ -94,6 +94,7 @@ type readinessBody struct {
 	// after the engine, which migrates before it starts.
 	MigrationsDone bool `json:"migrations_done"`
 	Draining       bool `json:"draining"`
+	Deactivated    bool `json:"deactivated"`
 }
 
 // readyz is 200 when the engine can serve, 503 (with what is wrong) when
@@ -105,6 +106,7 @@ func (h *handler) readyz(w http.ResponseWriter, r *http.Request) {
 	body := readinessBody{
 		Status: "ready", DatabaseReachable: rd.DatabaseReachable, DatabaseError: rd.DatabaseError,
 		ListenerConnected: rd.ListenerConnected, MigrationsDone: true, Draining: rd.Draining,
+		Deactivated: rd.Deactivated,
 	}
 	status := http.StatusOK
 	if !rd.Ready() {
@@ -371,4 +373,63 @@ func (h *handler) fork(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	writeJSON(w, http.StatusOK, workflowIDBody{WorkflowID: id})
+}
+
+// deactivate is DBOS's GET /deactivate: this agent fires no more schedules
+// and reports not ready; 200 "deactivated", however often asked.
+func (h *handler) deactivate(w http.ResponseWriter, _ *http.Request) {
+	h.agent.Deactivate()
+	writeText(w, http.StatusOK, "deactivated")
+}
+
+type garbageCollectBody struct {
+	CutoffEpochTimestampMS *int64 `json:"cutoff_epoch_timestamp_ms"`
+	RowsThreshold          *int   `json:"rows_threshold"`
+}
+
+// garbageCollect is DBOS's POST /dbos-garbage-collect: finished workflows
+// older than the bounds are deleted; 204.
+func (h *handler) garbageCollect(w http.ResponseWriter, r *http.Request) {
+	var b garbageCollectBody
+	if err := decodeBody(r, &b); err != nil {
+		badJSON(w, err)
+		return
+	}
+	p := agent.GarbageCollectParams{RowsThreshold: b.RowsThreshold}
+	if b.CutoffEpochTimestampMS != nil {
+		cutoff := time.UnixMilli(*b.CutoffEpochTimestampMS)
+		p.Cutoff = &cutoff
+	}
+	n, err := h.agent.GarbageCollect(r.Context(), p)
+	if err != nil {
+		h.writeError(w, r, err)
+		return
+	}
+	h.log.Info("admin garbage collection", zap.Int("workflows_deleted", n))
+	w.WriteHeader(http.StatusNoContent)
+}
+
+type globalTimeoutBody struct {
+	TimeoutMS *int64 `json:"timeout_ms"`
+}
+
+// globalTimeout is DBOS's POST /dbos-global-timeout: every active workflow
+// created more than timeout_ms ago is cancelled; 204.
+func (h *handler) globalTimeout(w http.ResponseWriter, r *http.Request) {
+	var b globalTimeoutBody
+	if err := decodeBody(r, &b); err != nil {
+		badJSON(w, err)
+		return
+	}
+	if b.TimeoutMS == nil || *b.TimeoutMS < 0 {
+		writeJSON(w, http.StatusBadRequest, errorBody{Error: "timeout_ms is required and must not be negative"})
+		return
+	}
+	n, err := h.agent.CancelOlderThan(r.Context(), time.Now().Add(-time.Duration(*b.TimeoutMS)*time.Millisecond))
+	if err != nil {
+		h.writeError(w, r, err)
+		return
+	}
+	h.log.Info("admin global timeout", zap.Int("workflows_cancelled", n))
+	w.WriteHeader(http.StatusNoContent)
 }

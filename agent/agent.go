@@ -210,6 +210,8 @@ type Agent struct {
 	// listenerConnected is set once the notification listener has
 	// connected (readiness reports it).
 	listenerConnected atomic.Bool
+	// deactivated is set by Deactivate: no new workflows are created here.
+	deactivated atomic.Bool
 	// oneShot is set for an engine that runs no services (NewOneShot).
 	oneShot bool
 	// lastFreeMemory is when stats last returned memory to the system

@@ -247,3 +247,37 @@ func TestAdminTokenGuardsEndpoints(t *testing.T) {
 	require.Equal(t, "CANCELLED", awaitResult(t, c, "wf-admin-token").Status)
 	require.Equal(t, http.StatusOK, adminCall(t, "GET", base+"/debug/pprof/", token, "").status)
 }
+
+func TestAdminGlobalTimeoutGarbageCollectAndDeactivate(t *testing.T) {
+	onEachBackend(t, func(t *testing.T, e *env) {
+		agent := e.startAgent(agentOptions{extraArgs: []string{"--admin-addr", "127.0.0.1:0"}})
+		base := adminURL(t, agent)
+		c := dialClient(t, agent.socket)
+		ctx := context.Background()
+		start := func(id string) {
+			require.NoError(t, c.Call(ctx, protocol.OpStartWorkflow, &protocol.StartWorkflow{
+				WorkflowID: id, Name: "nobody_serves", QueueName: "admin_q",
+			}, nil))
+		}
+		start("wf-admin-old")
+		timedOut := adminCall(t, "POST", base+"/dbos-global-timeout", "", `{"timeout_ms":0}`)
+		require.Equal(t, http.StatusNoContent, timedOut.status, "body: %s", timedOut.body)
+		require.Equal(t, "CANCELLED", awaitResult(t, c, "wf-admin-old").Status)
+		require.Equal(t, http.StatusBadRequest, adminCall(t, "POST", base+"/dbos-global-timeout", "", `{}`).status)
+
+		// The newest row stays; the older finished one is collected.
+		start("wf-admin-new")
+		collected := adminCall(t, "POST", base+"/dbos-garbage-collect", "", `{"rows_threshold":1}`)
+		require.Equal(t, http.StatusNoContent, collected.status, "body: %s", collected.body)
+		require.Equal(t, http.StatusNotFound, adminCall(t, "GET", base+"/workflows/wf-admin-old", "", "").status)
+		require.Equal(t, http.StatusOK, adminCall(t, "GET", base+"/workflows/wf-admin-new", "", "").status)
+
+		deactivated := adminCall(t, "GET", base+"/deactivate", "", "")
+		require.Equal(t, http.StatusOK, deactivated.status)
+		require.Equal(t, "deactivated", string(deactivated.body))
+		ready := adminCall(t, "GET", base+"/readyz", "", "")
+		require.Equal(t, http.StatusServiceUnavailable, ready.status)
+		require.Equal(t, true, decodeAdmin[map[string]any](t, ready)["deactivated"])
+		require.Equal(t, http.StatusOK, adminCall(t, "GET", base+"/livez", "", "").status)
+	})
+}
