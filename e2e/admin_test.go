@@ -281,3 +281,32 @@ func TestAdminGlobalTimeoutGarbageCollectAndDeactivate(t *testing.T) {
 		require.Equal(t, http.StatusOK, adminCall(t, "GET", base+"/livez", "", "").status)
 	})
 }
+
+func TestAdminReadinessFailsWhileDraining(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	agent := e.startAgent(agentOptions{extraArgs: []string{"--admin-addr", "127.0.0.1:0"}})
+	base := adminURL(t, agent)
+	worker := e.startWorkerProcess(agent.socket, filepath.Join(e.dir, "effects"), true)
+	c := dialClient(t, agent.socket)
+	require.NoError(t, c.Call(context.Background(), protocol.OpStartWorkflow, &protocol.StartWorkflow{
+		WorkflowID: "wf-admin-drain", Name: "steps_wf", Inputs: stepsInputs(t, 3, 1), Serialization: "portable_json",
+	}, nil))
+	worker.out.waitFor(t, "recorded wf-admin-drain 1")
+	require.Equal(t, http.StatusOK, adminCall(t, "GET", base+"/readyz", "", "").status)
+
+	// The blocked run holds the drain for the whole grace period, and the
+	// admin server answers through it.
+	require.NoError(t, agent.cmd.Process.Signal(syscallSIGTERM))
+	agent.waitForLog(t, "draining: no new work is taken")
+	ready := adminCall(t, "GET", base+"/readyz", "", "")
+	require.Equal(t, http.StatusServiceUnavailable, ready.status)
+	require.Equal(t, true, decodeAdmin[map[string]any](t, ready)["draining"])
+	require.Equal(t, http.StatusOK, adminCall(t, "GET", base+"/livez", "", "").status)
+	select {
+	case <-agent.exited:
+	case <-time.After(30 * time.Second):
+		t.Fatalf("agent did not stop after SIGTERM:\n%s", agent.log())
+	}
+	require.Equal(t, 0, agent.cmd.ProcessState.ExitCode())
+}
