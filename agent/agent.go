@@ -207,6 +207,11 @@ type Agent struct {
 	rescuer     *rescuer
 
 	draining atomic.Bool
+	// listenerConnected is set once the notification listener has
+	// connected (readiness reports it).
+	listenerConnected atomic.Bool
+	// deactivated is set by Deactivate: no new workflows are created here.
+	deactivated atomic.Bool
 	// oneShot is set for an engine that runs no services (NewOneShot).
 	oneShot bool
 	// lastFreeMemory is when stats last returned memory to the system
@@ -353,6 +358,10 @@ func (a *Agent) checkLocalRun(workflowID string) {
 // onNotificationGap runs after the listener (re)connects: whatever was
 // notified meanwhile is lost, so everything re-checks.
 func (a *Agent) onNotificationGap() {
+	if a.listenerConnected.CompareAndSwap(false, true) {
+		// Readiness waits for this: said once, for operators and tests.
+		a.log.Info("notification listener connected")
+	}
 	a.waiters.wakeAll()
 	a.signals.wakeAll()
 	a.wakeAllPollers()

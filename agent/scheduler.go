@@ -45,7 +45,12 @@ func (sc *scheduler) loop(ctx context.Context) {
 	t := time.NewTicker(sc.a.cfg.ScheduleInterval)
 	defer t.Stop()
 	for {
-		if !sc.a.draining.Load() {
+		switch {
+		case sc.a.deactivated.Load():
+			// A deactivated executor fires no more ticks (DBOS stops its
+			// schedulers on deactivate); the other agents still do.
+			sc.stopAll()
+		case !sc.a.draining.Load():
 			sc.reconcile(ctx)
 		}
 		select {

@@ -65,6 +65,7 @@ func serveCommand(plugin bool) *cobra.Command {
 		rescueEvery  time.Duration
 		rescueAfter  time.Duration
 		limits       connectionLimits
+		adminFlags   adminOptions
 	)
 	cmd := &cobra.Command{
 		Use:   "serve",
@@ -109,7 +110,10 @@ func serveCommand(plugin bool) *cobra.Command {
 				stepBatchMax: stepBatchMax, committers: committers, resultPoll: resultPoll, messagePoll: messagePoll,
 				sweep: sweep, schedPoll: schedPoll, poolSize: poolSize, limits: limits,
 				shutdownTimeout: shutdownMax, dbRetry: dbRetry, rescueInterval: rescueEvery, rescueHorizon: rescueAfter,
-				filePoll: filePoll,
+				filePoll: filePoll, admin: adminFlags,
+			}
+			if err := o.admin.resolve(); err != nil {
+				return err
 			}
 			if plugin {
 				return runPlugin(cmd.Context(), log, o, orphanGrace)
@@ -147,6 +151,7 @@ func serveCommand(plugin bool) *cobra.Command {
 	f.DurationVar(&rescueAfter, "rescue-horizon", 0, "how long such a row must be unchanged before it is rescued (default 1m)")
 	f.DurationVar(&messagePoll, "message-poll-interval", 0, "how often waits for messages, events and stream values re-check without a notification (default 5s)")
 	limits.register(f)
+	adminFlags.register(f)
 	return cmd
 }
 
@@ -177,6 +182,7 @@ type serveOptions struct {
 	filePoll                                  time.Duration
 	rescueInterval, rescueHorizon             time.Duration
 	limits                                    connectionLimits
+	admin                                     adminOptions
 	// listening, when set, is called once the socket listens; cancel stops
 	// the agent as the end of ctx does (plugin mode).
 	listening func(cancel context.CancelFunc)
@@ -226,14 +232,27 @@ func serve(ctx context.Context, log *zap.Logger, o serveOptions) error {
 		e.Stop(context.Background())
 		return socketError(err)
 	}
+	adminSrv, err := startAdmin(log, a, o.admin)
+	if err != nil {
+		srv.Close()
+		e.Stop(context.Background())
+		return err
+	}
 	fields := []zap.Field{zap.String("socket", o.socket), zap.String("executor_id", o.executorID)}
 	if !o.db.sqlite {
 		fields = append(fields, zap.String("schema", o.db.schema))
 	}
 	log.Info("dbos-agent listening", append(fields, zap.String("version", version))...)
 	hosting.NotifyReady(log)
-	errc := make(chan error, 1)
+	errc := make(chan error, 2)
 	go func() { errc <- srv.Serve() }()
+	if adminSrv != nil {
+		go func() {
+			if err := adminSrv.Serve(); err != nil {
+				errc <- err
+			}
+		}()
+	}
 	if o.listening != nil {
 		o.listening(cancel)
 	}
@@ -243,12 +262,16 @@ func serve(ctx context.Context, log *zap.Logger, o serveOptions) error {
 		hosting.NotifyStopping()
 	case err := <-errc:
 		e.Stop(context.Background())
+		stopAdmin(adminSrv)
+		srv.Close()
 		return err
 	}
-	// Drain first (workers can still finish over their connections), then
-	// close the socket.
+	// Drain first (workers can still finish over their connections; the
+	// admin server answers readiness 503 meanwhile), then close the socket
+	// and the admin server.
 	e.Stop(context.Background())
 	srv.Close()
+	stopAdmin(adminSrv)
 	log.Info("dbos-agent stopped")
 	return nil
 }
