@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -309,4 +310,50 @@ func TestAdminReadinessFailsWhileDraining(t *testing.T) {
 		t.Fatalf("agent did not stop after SIGTERM:\n%s", agent.log())
 	}
 	require.Equal(t, 0, agent.cmd.ProcessState.ExitCode())
+}
+
+// metricValue is the value of the sample named exactly series (name and
+// labels as the text exposition prints them) in a /metrics scrape.
+func metricValue(t *testing.T, scrape, series string) float64 {
+	t.Helper()
+	for _, line := range strings.Split(scrape, "\n") {
+		if rest, ok := strings.CutPrefix(line, series+" "); ok {
+			v, err := strconv.ParseFloat(strings.TrimSpace(rest), 64)
+			require.NoError(t, err, line)
+			return v
+		}
+	}
+	t.Fatalf("no %s in the scrape:\n%s", series, scrape)
+	return 0
+}
+
+// TestAdminMetricsCountARun: /metrics on the admin server, scraped before
+// and after a workflow of 3 steps, shows the step counter up by 3 and one
+// more SUCCESS, on each backend.
+func TestAdminMetricsCountARun(t *testing.T) {
+	onEachBackend(t, func(t *testing.T, e *env) {
+		agent := e.startAgent(agentOptions{extraArgs: []string{"--admin-addr", "127.0.0.1:0"}})
+		base := adminURL(t, agent)
+		scrape := func() string {
+			r := adminCall(t, "GET", base+"/metrics", "", "")
+			require.Equal(t, http.StatusOK, r.status, "body: %s", r.body)
+			return string(r.body)
+		}
+		before := scrape()
+		e.startWorkerProcess(agent.socket, filepath.Join(e.dir, "effects"), false)
+		c := dialClient(t, agent.socket)
+		require.NoError(t, c.Call(context.Background(), protocol.OpStartWorkflow, &protocol.StartWorkflow{
+			WorkflowID: "wf-metrics", Name: "steps_wf", Inputs: stepsInputs(t, 3, 0), Serialization: "portable_json",
+		}, nil))
+		require.Equal(t, "SUCCESS", awaitResult(t, c, "wf-metrics").Status)
+		after := scrape()
+		for series, rise := range map[string]float64{
+			"dbos_agent_steps_recorded_total":                       3,
+			`dbos_agent_workflows_finished_total{status="SUCCESS"}`: 1,
+			"dbos_agent_workflows_started_total":                    1,
+		} {
+			require.Equal(t, rise, metricValue(t, after, series)-metricValue(t, before, series), series)
+		}
+		require.Equal(t, 1.0, metricValue(t, after, "dbos_agent_workers_connected"))
+	})
 }

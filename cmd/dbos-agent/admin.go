@@ -12,6 +12,7 @@ import (
 
 	"github.com/dbos-agent/dbos-agent/admin"
 	"github.com/dbos-agent/dbos-agent/agent"
+	"github.com/dbos-agent/dbos-agent/metrics"
 )
 
 // adminOptions are serve's admin HTTP flags.
@@ -27,7 +28,7 @@ type adminOptions struct {
 const adminShutdownTimeout = 5 * time.Second
 
 func (o *adminOptions) register(f *pflag.FlagSet) {
-	f.StringVar(&o.addr, "admin-addr", "", "serve the admin HTTP endpoints (liveness /livez, readiness /readyz, and DBOS's admin endpoints) on HOST:PORT (default off); "+
+	f.StringVar(&o.addr, "admin-addr", "", "serve the admin HTTP endpoints (liveness /livez, readiness /readyz, Prometheus /metrics, and DBOS's admin endpoints) on HOST:PORT (default off); "+
 		"beyond loopback it needs --admin-token-file")
 	f.StringVar(&o.tokenFile, "admin-token-file", "", "file holding the admin bearer token (env DBOS_AGENT_ADMIN_TOKEN_FILE, or the token itself in DBOS_AGENT_ADMIN_TOKEN); "+
 		"with a token every admin endpoint but /livez, /readyz and /dbos-healthz requires Authorization: Bearer <token>, reads included (workflow inputs and outputs are application data)")
@@ -77,7 +78,10 @@ func startAdmin(log *zap.Logger, a *agent.Agent, o adminOptions) (*admin.Server,
 	if o.addr == "" {
 		return nil, nil
 	}
-	s, err := admin.Listen(o.addr, admin.Config{Agent: a, Token: o.token, Pprof: o.pprof, Logger: log})
+	// Prometheus scrapes /metrics; behind the token like every read, since
+	// queue names are application data.
+	metricsRoute := admin.Route{Pattern: "GET /metrics", Handler: metrics.Handler(a)}
+	s, err := admin.Listen(o.addr, admin.Config{Agent: a, Token: o.token, Pprof: o.pprof, Logger: log, Routes: []admin.Route{metricsRoute}})
 	if err != nil {
 		return nil, err
 	}
