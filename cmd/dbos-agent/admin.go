@@ -11,6 +11,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/dbos-agent/dbos-agent/admin"
+	"github.com/dbos-agent/dbos-agent/admin/ui"
 	"github.com/dbos-agent/dbos-agent/agent"
 	"github.com/dbos-agent/dbos-agent/metrics"
 )
@@ -28,7 +29,7 @@ type adminOptions struct {
 const adminShutdownTimeout = 5 * time.Second
 
 func (o *adminOptions) register(f *pflag.FlagSet) {
-	f.StringVar(&o.addr, "admin-addr", "", "serve the admin HTTP endpoints (liveness /livez, readiness /readyz, Prometheus /metrics, and DBOS's admin endpoints) on HOST:PORT (default off); "+
+	f.StringVar(&o.addr, "admin-addr", "", "serve the admin HTTP endpoints (liveness /livez, readiness /readyz, Prometheus /metrics, the workflow dashboard /ui, and DBOS's admin endpoints) on HOST:PORT (default off); "+
 		"beyond loopback it needs --admin-token-file")
 	f.StringVar(&o.tokenFile, "admin-token-file", "", "file holding the admin bearer token (env DBOS_AGENT_ADMIN_TOKEN_FILE, or the token itself in DBOS_AGENT_ADMIN_TOKEN); "+
 		"with a token every admin endpoint but /livez, /readyz and /dbos-healthz requires Authorization: Bearer <token>, reads included (workflow inputs and outputs are application data)")
@@ -81,7 +82,7 @@ func startAdmin(log *zap.Logger, a *agent.Agent, o adminOptions) (*admin.Server,
 	// Prometheus scrapes /metrics; behind the token like every read, since
 	// queue names are application data.
 	metricsRoute := admin.Route{Pattern: "GET /metrics", Handler: metrics.Handler(a)}
-	s, err := admin.Listen(o.addr, admin.Config{Agent: a, Token: o.token, Pprof: o.pprof, Logger: log, Routes: []admin.Route{metricsRoute}})
+	s, err := admin.Listen(o.addr, admin.Config{Agent: a, Token: o.token, Pprof: o.pprof, Logger: log, Routes: append([]admin.Route{metricsRoute}, ui.Routes(a)...)})
 	if err != nil {
 		return nil, err
 	}
