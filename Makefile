@@ -97,8 +97,12 @@ migrate: build ## Migrate the system database DATABASE_URL names (default: the a
 .PHONY: test
 test: postgres test-go test-python test-node fuzz-short ## Run every test (Go, with the fault suite's short form; Python; Node; each fuzz target 300000 executions)
 
+.PHONY: chromium
+chromium: ## Install Debian's chromium when missing (the dashboard's browser test drives it headless)
+	bash scripts/ensure-chromium.sh >/dev/null
+
 .PHONY: test-go
-test-go: postgres build ## The Go tests: sysdb conformance and parity, protocol, end-to-end on the real binary
+test-go: postgres chromium build ## The Go tests: sysdb conformance and parity, protocol, end-to-end on the real binary
 	DBOS_TEST_PYTHON="$${DBOS_TEST_PYTHON:-$$(bash scripts/dbos-python.sh)}" $(GO) test -race -count=1 -timeout 30m ./...
 
 .PHONY: test-python
