@@ -86,6 +86,13 @@ func TestDashboardShowsDecodedStepsAndCancelsFromThePage(t *testing.T) {
 			WorkflowID: "wf-ui-done", Name: "steps_wf", Inputs: stepsInputs(t, 3, 0), Serialization: "portable_json",
 		}, nil))
 		require.Equal(t, "SUCCESS", awaitResult(t, c, "wf-ui-done").Status)
+		// A pickled input (DBOS Python's {'order': 7, 'items': ['x', 'y']}),
+		// which the Go helper cannot read: the run fails, the page still
+		// shows the input as Python would.
+		require.NoError(t, c.Call(ctx, protocol.OpStartWorkflow, &protocol.StartWorkflow{
+			WorkflowID: "wf-ui-pickle", Name: "steps_wf", Inputs: str("gASVIwAAAAAAAAB9lCiMBW9yZGVylEsHjAVpdGVtc5RdlCiMAXiUjAF5lGV1Lg=="), Serialization: "py_pickle",
+		}, nil))
+		require.Equal(t, "ERROR", awaitResult(t, c, "wf-ui-pickle").Status)
 		// One that hangs after its second step, for the page to cancel.
 		require.NoError(t, c.Call(ctx, protocol.OpStartWorkflow, &protocol.StartWorkflow{
 			WorkflowID: "wf-ui-hang", Name: "steps_wf", Inputs: stepsInputs(t, 5, 2), Serialization: "portable_json",
@@ -131,6 +138,23 @@ func TestDashboardShowsDecodedStepsAndCancelsFromThePage(t *testing.T) {
 		}
 		require.Equal(t, "9", strings.TrimSpace(output), "step 3's output, decoded")
 
+		// The ID prefix filter keeps the pickled one alone.
+		require.NoError(t, chromedp.Do(browser,
+			chromedp.SendKeys(chromedp.CSS(`#filters input[name="prefix"]`), "wf-ui-pi"),
+			chromedp.Click(chromedp.CSS(`#filters button[type="submit"]`)),
+			chromedp.Poll[chromedp.Void](`document.querySelectorAll("#workflows tbody tr").length === 1 && document.querySelector("#workflows tbody tr").dataset.id === "wf-ui-pickle"`),
+			chromedp.Click(chromedp.CSS(`#workflows tr[data-id="wf-ui-pickle"]`)),
+			chromedp.Poll[chromedp.Void](`document.querySelector("#detail h2")?.textContent === "Workflow wf-ui-pickle"`),
+		))
+		pickled, err := chromedp.Run(browser, chromedp.Text(chromedp.CSS(`#detail`)))
+		require.NoError(t, err)
+		require.Contains(t, pickled, `{'order': 7, 'items': ['x', 'y']}`, "the pickled input, decoded")
+		require.Contains(t, pickled, "ERROR")
+		require.NoError(t, chromedp.Do(browser,
+			chromedp.Evaluate[chromedp.Void](`document.querySelector('#filters input[name="prefix"]').value = ""; document.querySelector("#filters").requestSubmit()`),
+			chromedp.Poll[chromedp.Void](`document.querySelector('#workflows tr[data-id="wf-ui-hang"]') !== null`),
+		))
+
 		require.NoError(t, chromedp.Do(browser,
 			chromedp.Click(chromedp.CSS(`#workflows tr[data-id="wf-ui-hang"]`)),
 			chromedp.Poll[chromedp.Void](`document.querySelector("#detail h2")?.textContent === "Workflow wf-ui-hang"`),
@@ -138,12 +162,20 @@ func TestDashboardShowsDecodedStepsAndCancelsFromThePage(t *testing.T) {
 			// The page reloads the workflow once the cancel is answered.
 			chromedp.Poll[chromedp.Void](`document.querySelector("#detail .status")?.textContent === "CANCELLED"`),
 		))
-		dialogsMu.Lock()
-		require.Equal(t, []string{"Cancel workflow wf-ui-hang?"}, dialogs, "the cancel asked for confirmation")
-		dialogsMu.Unlock()
-
 		got := decodeAdmin[map[string]any](t, adminCall(t, "GET", base+"/workflows/wf-ui-hang", "", ""))
 		require.Equal(t, "CANCELLED", got["status"], "the cancel took effect in the agent")
+
+		// Resume from the page puts it back to run (the helper hangs in it
+		// again).
+		require.NoError(t, chromedp.Do(browser,
+			chromedp.Click(chromedp.CSS(`#resume`)),
+			chromedp.Poll[chromedp.Void](`(s => s && s !== "CANCELLED")(document.querySelector("#detail .status")?.textContent)`),
+		))
+		got = decodeAdmin[map[string]any](t, adminCall(t, "GET", base+"/workflows/wf-ui-hang", "", ""))
+		require.Contains(t, []any{"ENQUEUED", "PENDING"}, got["status"], "the resume took effect in the agent")
+		dialogsMu.Lock()
+		require.Equal(t, []string{"Cancel workflow wf-ui-hang?", "Resume workflow wf-ui-hang?"}, dialogs, "each action asked for confirmation")
+		dialogsMu.Unlock()
 
 		// The other panes load from the agent too.
 		require.NoError(t, chromedp.Do(browser,
