@@ -200,3 +200,37 @@ func TestDashboardShowsDecodedStepsAndCancelsFromThePage(t *testing.T) {
 		require.Equal(t, http.StatusOK, adminCall(t, "GET", base+"/ui/app.js", "", "").status)
 	})
 }
+
+func TestDashboardBehindTheAdminToken(t *testing.T) {
+	e := newSQLiteEnv(t)
+	tokenFile := filepath.Join(e.dir, "admin-token")
+	const token = "ui-s3cret"
+	require.NoError(t, os.WriteFile(tokenFile, []byte(token+"\n"), 0o600))
+	agent := e.startAgent(agentOptions{extraArgs: []string{"--admin-addr", "127.0.0.1:0", "--admin-token-file", tokenFile}})
+	base := adminURL(t, agent)
+	e.startWorkerProcess(agent.socket, filepath.Join(e.dir, "effects"), false)
+	c := dialClient(t, agent.socket)
+	require.NoError(t, c.Call(context.Background(), protocol.OpStartWorkflow, &protocol.StartWorkflow{
+		WorkflowID: "wf-ui-token", Name: "steps_wf", Inputs: stepsInputs(t, 1, 0), Serialization: "portable_json",
+	}, nil))
+	require.Equal(t, "SUCCESS", awaitResult(t, c, "wf-ui-token").Status)
+
+	// The page holds no data and is served without the token; every read
+	// it makes needs it.
+	require.Equal(t, http.StatusOK, adminCall(t, "GET", base+"/ui/", "", "").status)
+	require.Equal(t, http.StatusUnauthorized, adminCall(t, "GET", base+"/ui/api/workflows/wf-ui-token", "", "").status)
+	require.Equal(t, http.StatusUnauthorized, adminCall(t, "GET", base+"/ui/api/queues", "", "").status)
+	require.Equal(t, http.StatusOK, adminCall(t, "GET", base+"/ui/api/workflows/wf-ui-token", token, "").status)
+
+	browser := newBrowser(t)
+	require.NoError(t, chromedp.Do(browser,
+		chromedp.Navigate(base+"/ui/"),
+		chromedp.Poll[chromedp.Void](`document.querySelector("#message").textContent.includes("401")`),
+		chromedp.SendKeys(chromedp.CSS(`#token`), token),
+		// The field applies the token when it changes (on leaving it).
+		chromedp.Evaluate[chromedp.Void](`document.querySelector("#token").dispatchEvent(new Event("change"))`),
+		chromedp.WaitVisible(chromedp.CSS(`#workflows tr[data-id="wf-ui-token"]`)),
+		chromedp.Click(chromedp.CSS(`#workflows tr[data-id="wf-ui-token"]`)),
+		chromedp.WaitVisible(chromedp.CSS(`#steps tbody tr.step`)),
+	))
+}
