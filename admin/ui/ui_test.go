@@ -1,0 +1,52 @@
+package ui
+
+import (
+	"io"
+	"io/fs"
+	"net/http"
+	"net/http/httptest"
+	"regexp"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/dbos-agent/dbos-agent/admin"
+)
+
+// The page works offline: nothing it ships names another origin.
+func TestPageFetchesNothingFromElsewhere(t *testing.T) {
+	external := regexp.MustCompile(`(?i)(https?:)?//[a-z0-9.-]+\.[a-z]{2,}`)
+	require.NoError(t, fs.WalkDir(static, "static", func(path string, d fs.DirEntry, err error) error {
+		require.NoError(t, err)
+		if d.IsDir() {
+			return nil
+		}
+		raw, err := static.ReadFile(path)
+		require.NoError(t, err)
+		require.Empty(t, external.FindAllString(string(raw), -1), "%s names another origin", path)
+		return nil
+	}))
+}
+
+// The page and its script are served without the token; the reads need it.
+func TestPageIsOpenAndReadsAreGuarded(t *testing.T) {
+	srv := httptest.NewServer(admin.NewHandler(admin.Config{Token: "t", Routes: Routes(nil)}))
+	defer srv.Close()
+	get := func(path string) (int, string) {
+		resp, err := http.Get(srv.URL + path)
+		require.NoError(t, err)
+		defer resp.Body.Close()
+		body, err := io.ReadAll(resp.Body)
+		require.NoError(t, err)
+		return resp.StatusCode, string(body)
+	}
+	status, body := get("/ui/")
+	require.Equal(t, http.StatusOK, status)
+	require.Contains(t, body, `<script src="app.js">`)
+	status, _ = get("/ui/app.js")
+	require.Equal(t, http.StatusOK, status)
+	for _, read := range []string{"/ui/api/workflows/x", "/ui/api/queues", "/ui/api/schedules", "/ui/api/versions"} {
+		status, _ = get(read)
+		require.Equal(t, http.StatusUnauthorized, status, read)
+	}
+}
