@@ -113,7 +113,11 @@ func TestDashboardShowsDecodedStepsAndCancelsFromThePage(t *testing.T) {
 				dialogsMu.Lock()
 				dialogs = append(dialogs, ev.Message)
 				dialogsMu.Unlock()
-				if _, err := chromedp.Call(browser, page.HandleJavaScriptDialog, page.HandleJavaScriptDialogParams{Accept: true}); err != nil {
+				answer := page.HandleJavaScriptDialogParams{Accept: true}
+				if ev.Type == page.DialogTypePrompt {
+					answer.PromptText = "2" // fork's start step
+				}
+				if _, err := chromedp.Call(browser, page.HandleJavaScriptDialog, answer); err != nil {
 					return
 				}
 			}
@@ -175,6 +179,24 @@ func TestDashboardShowsDecodedStepsAndCancelsFromThePage(t *testing.T) {
 		require.Contains(t, []any{"ENQUEUED", "PENDING"}, got["status"], "the resume took effect in the agent")
 		dialogsMu.Lock()
 		require.Equal(t, []string{"Cancel workflow wf-ui-hang?", "Resume workflow wf-ui-hang?"}, dialogs, "each action asked for confirmation")
+		dialogsMu.Unlock()
+
+		// Fork from the page: from step 2 of the finished one, which the
+		// page then shows.
+		require.NoError(t, chromedp.Do(browser,
+			chromedp.Click(chromedp.CSS(`#workflows tr[data-id="wf-ui-done"]`)),
+			chromedp.Poll[chromedp.Void](`document.querySelector("#detail h2")?.textContent === "Workflow wf-ui-done"`),
+			chromedp.Click(chromedp.CSS(`#fork`)),
+			chromedp.Poll[chromedp.Void](`(h => h && h !== "Workflow wf-ui-done")(document.querySelector("#detail h2")?.textContent)`),
+		))
+		heading, err := chromedp.Run(browser, chromedp.Text(chromedp.CSS(`#detail h2`)))
+		require.NoError(t, err)
+		forkedID := strings.TrimPrefix(heading, "Workflow ")
+		forked := decodeAdmin[map[string]any](t, adminCall(t, "GET", base+"/workflows/"+forkedID, "", ""))
+		require.Equal(t, "wf-ui-done", forked["forked_from"], "the fork took effect in the agent")
+		dialogsMu.Lock()
+		require.Len(t, dialogs, 4, "the fork asked for its start step and a confirmation: %q", dialogs)
+		require.Equal(t, "Fork workflow wf-ui-done from step 2?", dialogs[3])
 		dialogsMu.Unlock()
 
 		// The other panes load from the agent too.
