@@ -27,6 +27,9 @@ type errorBody struct {
 // maxBodyBytes bounds a request body: filters and id lists are small.
 const maxBodyBytes = 1 << 20
 
+// maxListed bounds one workflow listing, the limit when none is given.
+const maxListed = 10000
+
 func writeJSON(w http.ResponseWriter, status int, v any) {
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(status)
@@ -232,8 +235,16 @@ func (f workflowFilters) params(queuesOnly bool) (agent.ListWorkflowsParams, err
 		QueueNames: f.QueueName, IDPrefixes: f.WorkflowIDPrefix, SortDesc: f.SortDesc, QueuesOnly: queuesOnly,
 		LoadInputs: f.LoadInput == nil || *f.LoadInput, LoadOutputs: f.LoadOutput == nil || *f.LoadOutput,
 	}
+	// A listing is read whole into memory (payloads included): it is
+	// bounded, and a caller pages past maxListed with offset.
+	p.Limit = maxListed
 	if f.Limit != nil {
-		p.Limit = *f.Limit
+		if *f.Limit > maxListed {
+			return p, &agent.InvalidArgumentError{Message: fmt.Sprintf("limit %d: at most %d workflows per request (page with offset)", *f.Limit, maxListed)}
+		}
+		if *f.Limit != 0 { // 0 would be no bound
+			p.Limit = *f.Limit
+		}
 	}
 	if f.Offset != nil {
 		p.Offset = *f.Offset

@@ -134,6 +134,10 @@ func TestAdminListsWorkflowsAndStepsInDBOSShapes(t *testing.T) {
 		require.Len(t, byName, 1)
 		none := decodeAdmin[[]map[string]any](t, adminCall(t, "POST", base+"/workflows", "", `{"status":"ERROR"}`))
 		require.Empty(t, none)
+		// One listing is bounded: past the bound, a clear 400 (page with offset).
+		tooMany := adminCall(t, "POST", base+"/workflows", "", `{"limit":10001}`)
+		require.Equal(t, http.StatusBadRequest, tooMany.status, "body: %s", tooMany.body)
+		require.Contains(t, string(tooMany.body), "at most 10000")
 		require.Equal(t, http.StatusBadRequest, adminCall(t, "POST", base+"/workflows", "", `{"limit":`).status)
 
 		got := adminCall(t, "GET", base+"/workflows/wf-admin", "", "")
