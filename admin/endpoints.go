@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"slices"
 	"time"
 
 	"go.uber.org/zap"
@@ -174,6 +175,11 @@ func (h *handler) queuesMetadata(w http.ResponseWriter, r *http.Request) {
 		}
 		out = append(out, m)
 	}
+	// DBOS lists its internal queue, where forks and restarts wait, with
+	// the rest; the agent serves it whether or not a row names it.
+	if !slices.ContainsFunc(out, func(m queueMetadata) bool { return m.Name == sysdb.InternalQueueName }) {
+		out = append(out, queueMetadata{Name: sysdb.InternalQueueName})
+	}
 	writeJSON(w, http.StatusOK, out)
 }
 
@@ -196,23 +202,28 @@ func (s *stringOrList) UnmarshalJSON(raw []byte) error {
 	return nil
 }
 
-// workflowFilters is the body of POST /workflows and POST /queues, as
-// DBOS's list_workflows and list_queued_workflows take it.
+// workflowFilters is the body of POST /workflows and POST /queues, with the
+// keys DBOS's admin server reads (unknown keys are ignored, as there). Both
+// listings take every filter.
 type workflowFilters struct {
-	WorkflowIDs      []string     `json:"workflow_ids"`
-	Name             stringOrList `json:"name"`
-	StartTime        *string      `json:"start_time"`
-	EndTime          *string      `json:"end_time"`
-	Status           stringOrList `json:"status"`
-	AppVersion       stringOrList `json:"application_version"`
-	QueueName        stringOrList `json:"queue_name"`
-	Limit            *int         `json:"limit"`
-	Offset           *int         `json:"offset"`
-	SortDesc         bool         `json:"sort_desc"`
-	WorkflowIDPrefix stringOrList `json:"workflow_id_prefix"`
-	// LoadInput and LoadOutput default to true, as in DBOS.
-	LoadInput  *bool `json:"load_input"`
-	LoadOutput *bool `json:"load_output"`
+	WorkflowUUIDs     []string     `json:"workflow_uuids"`
+	AuthenticatedUser stringOrList `json:"authenticated_user"`
+	StartTime         *string      `json:"start_time"`
+	EndTime           *string      `json:"end_time"`
+	Status            stringOrList `json:"status"`
+	AppVersion        stringOrList `json:"application_version"`
+	ForkedFrom        stringOrList `json:"forked_from"`
+	ParentWorkflowID  stringOrList `json:"parent_workflow_id"`
+	WorkflowName      stringOrList `json:"workflow_name"`
+	QueueName         stringOrList `json:"queue_name"`
+	Limit             *int         `json:"limit"`
+	Offset            *int         `json:"offset"`
+	SortDesc          bool         `json:"sort_desc"`
+	WorkflowIDPrefix  stringOrList `json:"workflow_id_prefix"`
+	// LoadInput and LoadOutput default to false, as in DBOS's admin
+	// server: a listing carries no payloads unless asked.
+	LoadInput  bool `json:"load_input"`
+	LoadOutput bool `json:"load_output"`
 }
 
 // parseInstant reads DBOS's ISO 8601 times (with or without a zone; UTC
@@ -231,9 +242,10 @@ func parseInstant(field string, s *string) (time.Time, error) {
 
 func (f workflowFilters) params(queuesOnly bool) (agent.ListWorkflowsParams, error) {
 	p := agent.ListWorkflowsParams{
-		WorkflowIDs: f.WorkflowIDs, Names: f.Name, Statuses: f.Status, AppVersions: f.AppVersion,
+		WorkflowIDs: f.WorkflowUUIDs, AuthenticatedUsers: f.AuthenticatedUser, Names: f.WorkflowName,
+		Statuses: f.Status, AppVersions: f.AppVersion, ForkedFrom: f.ForkedFrom, ParentWorkflowIDs: f.ParentWorkflowID,
 		QueueNames: f.QueueName, IDPrefixes: f.WorkflowIDPrefix, SortDesc: f.SortDesc, QueuesOnly: queuesOnly,
-		LoadInputs: f.LoadInput == nil || *f.LoadInput, LoadOutputs: f.LoadOutput == nil || *f.LoadOutput,
+		LoadInputs: f.LoadInput, LoadOutputs: f.LoadOutput,
 	}
 	// A listing is read whole into memory (payloads included): it is
 	// bounded, and a caller pages past maxListed with offset.
@@ -279,9 +291,9 @@ func (h *handler) list(w http.ResponseWriter, r *http.Request, queuesOnly bool) 
 		h.writeError(w, r, err)
 		return
 	}
-	out := make([]workflowStatus, len(wfs))
+	out := make([]workflowOutput, len(wfs))
 	for i, wf := range wfs {
-		out[i] = statusOf(wf)
+		out[i] = outputOf(wf)
 	}
 	writeJSON(w, http.StatusOK, out)
 }
@@ -307,7 +319,7 @@ func (h *handler) getWorkflow(w http.ResponseWriter, r *http.Request) {
 		h.writeError(w, r, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, statusOf(wf))
+	writeJSON(w, http.StatusOK, outputOf(wf))
 }
 
 // steps answers a workflow's recorded steps.
@@ -317,7 +329,7 @@ func (h *handler) steps(w http.ResponseWriter, r *http.Request) {
 		h.writeError(w, r, err)
 		return
 	}
-	out := make([]stepInfo, len(steps))
+	out := make([]workflowStep, len(steps))
 	for i, s := range steps {
 		out[i] = stepOf(s)
 	}
@@ -421,22 +433,34 @@ func (h *handler) garbageCollect(w http.ResponseWriter, r *http.Request) {
 }
 
 type globalTimeoutBody struct {
+	CutoffEpochTimestampMS *int64 `json:"cutoff_epoch_timestamp_ms"`
+	// TimeoutMS is the cutoff as an age (now minus timeout_ms), for a
+	// caller without a clock it trusts.
 	TimeoutMS *int64 `json:"timeout_ms"`
 }
 
 // globalTimeout is DBOS's POST /dbos-global-timeout: every active workflow
-// created more than timeout_ms ago is cancelled; 204.
+// created before cutoff_epoch_timestamp_ms is cancelled; 204.
 func (h *handler) globalTimeout(w http.ResponseWriter, r *http.Request) {
 	var b globalTimeoutBody
 	if err := decodeBody(r, &b); err != nil {
 		badJSON(w, err)
 		return
 	}
-	if b.TimeoutMS == nil || *b.TimeoutMS < 0 {
-		writeJSON(w, http.StatusBadRequest, errorBody{Error: "timeout_ms is required and must not be negative"})
+	var cutoff time.Time
+	switch {
+	case b.CutoffEpochTimestampMS != nil && b.TimeoutMS != nil:
+		writeJSON(w, http.StatusBadRequest, errorBody{Error: "give cutoff_epoch_timestamp_ms or timeout_ms, not both"})
+		return
+	case b.CutoffEpochTimestampMS != nil:
+		cutoff = time.UnixMilli(*b.CutoffEpochTimestampMS)
+	case b.TimeoutMS != nil && *b.TimeoutMS >= 0:
+		cutoff = time.Now().Add(-time.Duration(*b.TimeoutMS) * time.Millisecond)
+	default:
+		writeJSON(w, http.StatusBadRequest, errorBody{Error: "cutoff_epoch_timestamp_ms (or a non-negative timeout_ms) is required"})
 		return
 	}
-	n, err := h.agent.CancelOlderThan(r.Context(), time.Now().Add(-time.Duration(*b.TimeoutMS)*time.Millisecond))
+	n, err := h.agent.CancelOlderThan(r.Context(), cutoff)
 	if err != nil {
 		h.writeError(w, r, err)
 		return

@@ -1,83 +1,118 @@
 package admin
 
 import (
-	"encoding/json"
+	"strconv"
 
+	"github.com/dbos-agent/dbos-agent/internal/values"
 	"github.com/dbos-agent/dbos-agent/sysdb"
 )
 
-// workflowStatus is a workflow as DBOS's admin server answers it: the
-// fields of DBOS's WorkflowStatus, instants in epoch milliseconds. Inputs,
-// output and error are the stored serialized text (DBOS Python answers them
-// deserialized; the agent does not run the application's deserializer), with
-// serialization saying how to read them.
-type workflowStatus struct {
-	WorkflowID              string   `json:"workflow_id"`
-	Status                  string   `json:"status"`
-	Name                    string   `json:"name"`
-	ClassName               *string  `json:"class_name"`
-	ConfigName              *string  `json:"config_name"`
-	AuthenticatedUser       *string  `json:"authenticated_user"`
-	AssumedRole             *string  `json:"assumed_role"`
-	AuthenticatedRoles      []string `json:"authenticated_roles"`
-	Input                   *string  `json:"input"`
-	Output                  *string  `json:"output"`
-	Error                   *string  `json:"error"`
-	CreatedAt               int64    `json:"created_at"`
-	UpdatedAt               int64    `json:"updated_at"`
-	QueueName               *string  `json:"queue_name"`
-	ExecutorID              *string  `json:"executor_id"`
-	AppVersion              *string  `json:"app_version"`
-	AppID                   *string  `json:"app_id"`
-	RecoveryAttempts        int64    `json:"recovery_attempts"`
-	WorkflowTimeoutMS       *int64   `json:"workflow_timeout_ms"`
-	WorkflowDeadlineEpochMS *int64   `json:"workflow_deadline_epoch_ms"`
-	DeduplicationID         *string  `json:"deduplication_id"`
-	Priority                int      `json:"priority"`
-	QueuePartitionKey       *string  `json:"queue_partition_key"`
-	ForkedFrom              *string  `json:"forked_from"`
-	ParentWorkflowID        *string  `json:"parent_workflow_id"`
-	DequeuedAt              *int64   `json:"dequeued_at"`
-	CompletedAt             *int64   `json:"completed_at"`
-	Serialization           *string  `json:"serialization"`
+// workflowOutput is a workflow as DBOS's admin server answered it (DBOS
+// Python's last admin server, 2.31, and DBOS Go's, 1.3: the WorkflowsOutput
+// of DBOS Conductor's protocol): every field a string or null, instants
+// and numbers as decimal text, inputs, output and error as Python's str()
+// of the deserialized value (values.PythonStr), attributes as JSON text.
+type workflowOutput struct {
+	WorkflowUUID            string  `json:"WorkflowUUID"`
+	Status                  *string `json:"Status"`
+	WorkflowName            *string `json:"WorkflowName"`
+	WorkflowClassName       *string `json:"WorkflowClassName"`
+	WorkflowConfigName      *string `json:"WorkflowConfigName"`
+	AuthenticatedUser       *string `json:"AuthenticatedUser"`
+	AssumedRole             *string `json:"AssumedRole"`
+	AuthenticatedRoles      *string `json:"AuthenticatedRoles"`
+	Input                   *string `json:"Input"`
+	Output                  *string `json:"Output"`
+	Error                   *string `json:"Error"`
+	CreatedAt               *string `json:"CreatedAt"`
+	UpdatedAt               *string `json:"UpdatedAt"`
+	QueueName               *string `json:"QueueName"`
+	ApplicationVersion      *string `json:"ApplicationVersion"`
+	ExecutorID              *string `json:"ExecutorID"`
+	WorkflowTimeoutMS       *string `json:"WorkflowTimeoutMS"`
+	WorkflowDeadlineEpochMS *string `json:"WorkflowDeadlineEpochMS"`
+	DeduplicationID         *string `json:"DeduplicationID"`
+	Priority                *string `json:"Priority"`
+	QueuePartitionKey       *string `json:"QueuePartitionKey"`
+	ForkedFrom              *string `json:"ForkedFrom"`
+	WasForkedFrom           bool    `json:"WasForkedFrom"`
+	ParentWorkflowID        *string `json:"ParentWorkflowID"`
+	DequeuedAt              *string `json:"DequeuedAt"`
+	DelayUntilEpochMS       *string `json:"DelayUntilEpochMS"`
+	CompletedAt             *string `json:"CompletedAt"`
+	Attributes              *string `json:"Attributes"`
+	ScheduleName            *string `json:"ScheduleName"`
+	ApplicationName         *string `json:"ApplicationName"`
 }
 
-func statusOf(w sysdb.Workflow) workflowStatus {
-	s := workflowStatus{
-		WorkflowID: w.ID, Status: w.Status, Name: w.Name, ClassName: w.ClassName, ConfigName: w.ConfigName,
+func text(s string) *string { return &s }
+
+func decimal(n int64) *string { return text(strconv.FormatInt(n, 10)) }
+
+func optionalDecimal(n *int64) *string {
+	if n == nil {
+		return nil
+	}
+	return decimal(*n)
+}
+
+// shown is a stored value as DBOS's admin server showed it, nil when none
+// is stored.
+func shown(kind values.Kind, serialization, stored *string) *string {
+	if stored == nil {
+		return nil
+	}
+	return text(values.PythonStr(kind, serialization, *stored))
+}
+
+func outputOf(w sysdb.Workflow) workflowOutput {
+	o := workflowOutput{
+		WorkflowUUID: w.ID, Status: text(w.Status), WorkflowName: text(w.Name),
+		WorkflowClassName: w.ClassName, WorkflowConfigName: w.ConfigName,
 		AuthenticatedUser: w.AuthenticatedUser, AssumedRole: w.AssumedRole,
-		Input: w.Inputs, Output: w.Output, Error: w.Error,
-		CreatedAt: w.CreatedAt, UpdatedAt: w.UpdatedAt, QueueName: w.QueueName, ExecutorID: w.ExecutorID,
-		AppVersion: w.ApplicationVersion, AppID: w.ApplicationID, RecoveryAttempts: w.RecoveryAttempts,
-		WorkflowTimeoutMS: w.TimeoutMS, WorkflowDeadlineEpochMS: w.DeadlineEpochMS,
-		DeduplicationID: w.DeduplicationID, Priority: w.Priority, QueuePartitionKey: w.QueuePartitionKey,
-		ForkedFrom: w.ForkedFrom, ParentWorkflowID: w.ParentWorkflowID, DequeuedAt: w.StartedAt,
-		CompletedAt: w.CompletedAt, Serialization: w.Serialization,
+		Input:     shown(values.KindInputs, w.Serialization, w.Inputs),
+		Output:    shown(values.KindValue, w.Serialization, w.Output),
+		Error:     shown(values.KindError, w.Serialization, w.Error),
+		CreatedAt: decimal(w.CreatedAt), UpdatedAt: decimal(w.UpdatedAt),
+		QueueName: w.QueueName, ApplicationVersion: w.ApplicationVersion, ExecutorID: w.ExecutorID,
+		WorkflowTimeoutMS: optionalDecimal(w.TimeoutMS), WorkflowDeadlineEpochMS: optionalDecimal(w.DeadlineEpochMS),
+		DeduplicationID: w.DeduplicationID, Priority: decimal(int64(w.Priority)),
+		QueuePartitionKey: w.QueuePartitionKey, ForkedFrom: w.ForkedFrom, WasForkedFrom: w.WasForkedFrom,
+		ParentWorkflowID: w.ParentWorkflowID, DequeuedAt: optionalDecimal(w.StartedAt),
+		DelayUntilEpochMS: optionalDecimal(w.DelayUntilEpochMS), CompletedAt: optionalDecimal(w.CompletedAt),
+		ScheduleName: w.ScheduleName, ApplicationName: w.ApplicationName,
 	}
-	// The roles are stored as a JSON list; text that is not one is dropped
-	// rather than failing the listing.
+	if w.Attributes != nil {
+		if dumped, ok := values.PythonJSONDumps(*w.Attributes); ok {
+			o.Attributes = &dumped
+		}
+	}
+	// DBOS shows the roles as str() of the list it stores as JSON.
 	if w.AuthenticatedRoles != nil {
-		_ = json.Unmarshal([]byte(*w.AuthenticatedRoles), &s.AuthenticatedRoles)
+		o.AuthenticatedRoles = text(values.PythonStr(values.KindValue, text(values.PortableJSON), *w.AuthenticatedRoles))
 	}
-	return s
+	return o
 }
 
-// stepInfo is a step as DBOS's admin server answers it (DBOS's StepInfo).
-type stepInfo struct {
+// workflowStep is a step as DBOS's admin server answered it (Conductor's
+// WorkflowSteps): output and error as str() of the value, instants as
+// decimal text.
+type workflowStep struct {
 	FunctionID         int     `json:"function_id"`
 	FunctionName       string  `json:"function_name"`
 	Output             *string `json:"output"`
 	Error              *string `json:"error"`
 	ChildWorkflowID    *string `json:"child_workflow_id"`
-	StartedAtEpochMS   *int64  `json:"started_at_epoch_ms"`
-	CompletedAtEpochMS *int64  `json:"completed_at_epoch_ms"`
-	Serialization      *string `json:"serialization"`
+	StartedAtEpochMS   *string `json:"started_at_epoch_ms"`
+	CompletedAtEpochMS *string `json:"completed_at_epoch_ms"`
 }
 
-func stepOf(s sysdb.Step) stepInfo {
-	return stepInfo{
-		FunctionID: s.FunctionID, FunctionName: s.Name, Output: s.Output, Error: s.Error,
-		ChildWorkflowID: s.ChildWorkflowID, StartedAtEpochMS: s.StartedAt, CompletedAtEpochMS: s.CompletedAt,
-		Serialization: s.Serialization,
+func stepOf(s sysdb.Step) workflowStep {
+	return workflowStep{
+		FunctionID: s.FunctionID, FunctionName: s.Name,
+		Output:          shown(values.KindValue, s.Serialization, s.Output),
+		Error:           shown(values.KindError, s.Serialization, s.Error),
+		ChildWorkflowID: s.ChildWorkflowID, StartedAtEpochMS: optionalDecimal(s.StartedAt),
+		CompletedAtEpochMS: optionalDecimal(s.CompletedAt),
 	}
 }

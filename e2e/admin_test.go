@@ -111,26 +111,37 @@ func TestAdminListsWorkflowsAndStepsInDBOSShapes(t *testing.T) {
 		}, nil))
 		require.Equal(t, "SUCCESS", awaitResult(t, c, "wf-admin").Status)
 
-		listed := adminCall(t, "POST", base+"/workflows", "", `{"workflow_ids":["wf-admin"],"sort_desc":true}`)
+		listed := adminCall(t, "POST", base+"/workflows", "", `{"workflow_uuids":["wf-admin"],"sort_desc":true,"load_input":true,"load_output":true}`)
 		require.Equal(t, http.StatusOK, listed.status, "body: %s", listed.body)
 		wfs := decodeAdmin[[]map[string]any](t, listed)
 		require.Len(t, wfs, 1)
 		wf := wfs[0]
-		require.Equal(t, "wf-admin", wf["workflow_id"])
-		require.Equal(t, "SUCCESS", wf["status"])
-		require.Equal(t, "steps_wf", wf["name"])
-		require.Equal(t, `{"steps":3}`, wf["output"])
-		require.Equal(t, "local", wf["executor_id"])
-		for _, field := range []string{"class_name", "config_name", "authenticated_user", "assumed_role", "authenticated_roles",
-			"input", "error", "created_at", "updated_at", "queue_name", "app_version", "app_id", "recovery_attempts",
-			"workflow_timeout_ms", "workflow_deadline_epoch_ms", "deduplication_id", "priority", "queue_partition_key",
-			"forked_from", "parent_workflow_id"} {
-			require.Contains(t, wf, field, "DBOS's WorkflowStatus has %s", field)
+		require.Equal(t, "wf-admin", wf["WorkflowUUID"])
+		require.Equal(t, "SUCCESS", wf["Status"])
+		require.Equal(t, "steps_wf", wf["WorkflowName"])
+		// str() of the portable output, as DBOS Python shows it.
+		require.Equal(t, `{'steps': 3}`, wf["Output"])
+		require.Equal(t, "local", wf["ExecutorID"])
+		require.Equal(t, "0", wf["Priority"])
+		for _, field := range []string{"WorkflowClassName", "WorkflowConfigName", "AuthenticatedUser", "AssumedRole",
+			"AuthenticatedRoles", "Input", "Error", "CreatedAt", "UpdatedAt", "QueueName", "ApplicationVersion",
+			"WorkflowTimeoutMS", "WorkflowDeadlineEpochMS", "DeduplicationID", "QueuePartitionKey", "ForkedFrom",
+			"WasForkedFrom", "ParentWorkflowID", "DequeuedAt", "DelayUntilEpochMS", "CompletedAt", "Attributes",
+			"ScheduleName", "ApplicationName"} {
+			require.Contains(t, wf, field, "DBOS's WorkflowsOutput has %s", field)
 		}
-		require.IsType(t, float64(0), wf["created_at"], "instants are epoch milliseconds")
+		created, ok := wf["CreatedAt"].(string)
+		require.True(t, ok, "instants are epoch milliseconds as text: %v", wf["CreatedAt"])
+		_, err := strconv.ParseInt(created, 10, 64)
+		require.NoError(t, err)
+		// Without load_input and load_output a listing carries no payloads.
+		bare := decodeAdmin[[]map[string]any](t, adminCall(t, "POST", base+"/workflows", "", `{"workflow_uuids":["wf-admin"]}`))
+		require.Len(t, bare, 1)
+		require.Nil(t, bare[0]["Output"])
+		require.Nil(t, bare[0]["Input"])
 
 		// The name and status filters, as DBOS takes them (a string or a list).
-		byName := decodeAdmin[[]map[string]any](t, adminCall(t, "POST", base+"/workflows", "", `{"name":"steps_wf","status":["SUCCESS"]}`))
+		byName := decodeAdmin[[]map[string]any](t, adminCall(t, "POST", base+"/workflows", "", `{"workflow_name":"steps_wf","status":["SUCCESS"]}`))
 		require.Len(t, byName, 1)
 		none := decodeAdmin[[]map[string]any](t, adminCall(t, "POST", base+"/workflows", "", `{"status":"ERROR"}`))
 		require.Empty(t, none)
@@ -142,7 +153,7 @@ func TestAdminListsWorkflowsAndStepsInDBOSShapes(t *testing.T) {
 
 		got := adminCall(t, "GET", base+"/workflows/wf-admin", "", "")
 		require.Equal(t, http.StatusOK, got.status)
-		require.Equal(t, "wf-admin", decodeAdmin[map[string]any](t, got)["workflow_id"])
+		require.Equal(t, "wf-admin", decodeAdmin[map[string]any](t, got)["WorkflowUUID"])
 		require.Equal(t, http.StatusNotFound, adminCall(t, "GET", base+"/workflows/no-such-workflow", "", "").status)
 
 		stepsResp := adminCall(t, "GET", base+"/workflows/wf-admin/steps", "", "")
@@ -153,6 +164,8 @@ func TestAdminListsWorkflowsAndStepsInDBOSShapes(t *testing.T) {
 			require.Equal(t, float64(i+1), s["function_id"])
 			require.Equal(t, fmt.Sprintf("step-%d", i+1), s["function_name"])
 			require.Equal(t, fmt.Sprint((i+1)*(i+1)), s["output"])
+			_, isText := s["started_at_epoch_ms"].(string)
+			require.True(t, isText, "step instants are epoch milliseconds as text: %v", s["started_at_epoch_ms"])
 			for _, field := range []string{"error", "child_workflow_id", "started_at_epoch_ms", "completed_at_epoch_ms"} {
 				require.Contains(t, s, field, "DBOS's StepInfo has %s", field)
 			}
@@ -164,7 +177,7 @@ func TestAdminListsWorkflowsAndStepsInDBOSShapes(t *testing.T) {
 		require.Equal(t, "wf-admin-fork", decodeAdmin[map[string]any](t, forked)["workflow_id"])
 		require.Equal(t, "SUCCESS", awaitResult(t, c, "wf-admin-fork").Status)
 		forkWF := decodeAdmin[map[string]any](t, adminCall(t, "GET", base+"/workflows/wf-admin-fork", "", ""))
-		require.Equal(t, "wf-admin", forkWF["forked_from"])
+		require.Equal(t, "wf-admin", forkWF["ForkedFrom"])
 
 		restarted := adminCall(t, "POST", base+"/workflows/wf-admin/restart", "", "")
 		require.Equal(t, http.StatusOK, restarted.status, "body: %s", restarted.body)
@@ -188,7 +201,7 @@ func TestAdminCancelAndResumeTakeEffect(t *testing.T) {
 
 		queued := decodeAdmin[[]map[string]any](t, adminCall(t, "POST", base+"/queues", "", `{"queue_name":"admin_q"}`))
 		require.Len(t, queued, 1)
-		require.Equal(t, "wf-admin-cancel", queued[0]["workflow_id"])
+		require.Equal(t, "wf-admin-cancel", queued[0]["WorkflowUUID"])
 
 		cancelled := adminCall(t, "POST", base+"/workflows/wf-admin-cancel/cancel", "", "")
 		require.Equal(t, http.StatusNoContent, cancelled.status, "body: %s", cancelled.body)
@@ -198,7 +211,7 @@ func TestAdminCancelAndResumeTakeEffect(t *testing.T) {
 		resumed := adminCall(t, "POST", base+"/workflows/wf-admin-cancel/resume", "", "")
 		require.Equal(t, http.StatusNoContent, resumed.status, "body: %s", resumed.body)
 		wf := decodeAdmin[map[string]any](t, adminCall(t, "GET", base+"/workflows/wf-admin-cancel", "", ""))
-		require.Equal(t, "ENQUEUED", wf["status"])
+		require.Equal(t, "ENQUEUED", wf["Status"])
 
 		require.Equal(t, http.StatusNotFound, adminCall(t, "POST", base+"/workflows/no-such-workflow/cancel", "", "").status)
 
@@ -246,7 +259,7 @@ func TestAdminTokenGuardsEndpoints(t *testing.T) {
 		require.Equal(t, http.StatusUnauthorized, adminCall(t, "GET", base+"/debug/pprof/", tok, "").status)
 	}
 	wf := decodeAdmin[map[string]any](t, adminCall(t, "GET", base+"/workflows/wf-admin-token", token, ""))
-	require.Equal(t, "ENQUEUED", wf["status"], "a refused cancel must not cancel")
+	require.Equal(t, "ENQUEUED", wf["Status"], "a refused cancel must not cancel")
 
 	require.Equal(t, http.StatusNoContent, adminCall(t, "POST", base+"/workflows/wf-admin-token/cancel", token, "").status)
 	require.Equal(t, "CANCELLED", awaitResult(t, c, "wf-admin-token").Status)
@@ -265,7 +278,8 @@ func TestAdminGlobalTimeoutGarbageCollectAndDeactivate(t *testing.T) {
 			}, nil))
 		}
 		start("wf-admin-old")
-		timedOut := adminCall(t, "POST", base+"/dbos-global-timeout", "", `{"timeout_ms":0}`)
+		cutoff := fmt.Sprintf(`{"cutoff_epoch_timestamp_ms":%d}`, time.Now().Add(time.Minute).UnixMilli())
+		timedOut := adminCall(t, "POST", base+"/dbos-global-timeout", "", cutoff)
 		require.Equal(t, http.StatusNoContent, timedOut.status, "body: %s", timedOut.body)
 		require.Equal(t, "CANCELLED", awaitResult(t, c, "wf-admin-old").Status)
 		require.Equal(t, http.StatusBadRequest, adminCall(t, "POST", base+"/dbos-global-timeout", "", `{}`).status)

@@ -1,12 +1,17 @@
 #!/usr/bin/env bash
-# Prints the path of a Python interpreter that has DBOS Python 3.4.0 (from PyPI)
-# installed, creating or reusing a virtualenv under build/dbos-python. The SQLite
-# schema parity test (sysdb/sqlite_parity_test.go) runs DBOS's own migrations
-# with it. Progress goes to stderr; stdout is the path alone.
+# Prints the path of a Python interpreter that has DBOS Python (from PyPI)
+# installed, creating or reusing a virtualenv under build/dbos-python: 3.4.0 by
+# default, the release the agent shares a database with (the SQLite schema parity
+# test runs DBOS's own migrations with it), or the version given as the first
+# argument (the admin server comparison runs 2.31.1, DBOS Python's last release
+# with an admin server). Progress goes to stderr; stdout is the path alone.
 set -euo pipefail
 ROOT="$(cd "$(dirname "$0")/.." && pwd)"
-DBOS_VERSION=3.4.0
+DBOS_VERSION="${1:-3.4.0}"
 VENV="$ROOT/build/dbos-python/venv"
+if [ "$DBOS_VERSION" != 3.4.0 ]; then
+  VENV="$ROOT/build/dbos-python/venv-$DBOS_VERSION"
+fi
 
 # A venv whose interpreter is gone (a Python upgraded or removed) is made anew.
 if ! "$VENV/bin/python" -c '' >/dev/null 2>&1; then

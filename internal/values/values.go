@@ -64,15 +64,27 @@ func Display(serialization *string, stored string) string {
 // DecodePickle renders a base64 pickle as Python's repr would show it,
 // classes other than the plain data types by name.
 func DecodePickle(encoded string) (string, error) {
+	v, err := loadPickle(encoded)
+	if err != nil {
+		return "", err
+	}
+	var b strings.Builder
+	repr(&b, v)
+	return b.String(), nil
+}
+
+// loadPickle decodes a base64 pickle into gopickle's values, classes as
+// *class and their instances as *object.
+func loadPickle(encoded string) (interface{}, error) {
 	raw, err := base64.StdEncoding.DecodeString(strings.TrimSpace(encoded))
 	if err != nil {
-		return "", fmt.Errorf("not base64: %w", err)
+		return nil, fmt.Errorf("not base64: %w", err)
 	}
 	// Protocol 2 and later begin with PROTO; DBOS Python writes the default
 	// protocol (4 or 5). Anything else is not taken for a pickle, so that a
 	// base64-looking string of another format is shown as stored.
 	if len(raw) < 2 || raw[0] != 0x80 {
-		return "", fmt.Errorf("not a pickle")
+		return nil, fmt.Errorf("not a pickle")
 	}
 	u := pickle.NewUnpickler(bytes.NewReader(raw))
 	u.FindClass = func(module, name string) (interface{}, error) {
@@ -81,13 +93,7 @@ func DecodePickle(encoded string) (string, error) {
 	u.PersistentLoad = func(id interface{}) (interface{}, error) {
 		return nil, fmt.Errorf("persistent id %v", id)
 	}
-	v, err := u.Load()
-	if err != nil {
-		return "", err
-	}
-	var b strings.Builder
-	repr(&b, v)
-	return b.String(), nil
+	return u.Load()
 }
 
 // class is a class (or function) a pickle names. Nothing is imported or
