@@ -1,18 +1,22 @@
 // Package ui is the workflow dashboard the admin server serves at /ui: one
 // page of plain HTML, JavaScript and CSS embedded in the binary (no build
 // step, nothing fetched from elsewhere, so it works offline), and the few
-// JSON reads it needs beyond DBOS's admin endpoints: a workflow with its
-// payloads decoded for people, and the queues, schedules and versions.
-// Listing and cancel/resume/fork go through the admin server's DBOS
-// endpoints (POST /workflows, POST /workflows/{id}/cancel, ...).
+// JSON reads it needs beyond DBOS's admin endpoints: the workflow list, a
+// workflow with its payloads decoded for people, and the queues, schedules
+// and versions. The reads are the page's own shapes, so that the page does
+// not follow the admin endpoints' DBOS shapes as they change; cancel,
+// resume and fork go through the admin server's DBOS endpoints (POST
+// /workflows/{id}/cancel, ...).
 package ui
 
 import (
 	"embed"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io/fs"
 	"net/http"
+	"strconv"
 
 	"github.com/dbos-agent/dbos-agent/admin"
 	"github.com/dbos-agent/dbos-agent/agent"
@@ -35,6 +39,7 @@ func Routes(a *agent.Agent) []admin.Route {
 	return []admin.Route{
 		{Pattern: "GET /ui", Handler: http.RedirectHandler("/ui/", http.StatusFound), Open: true},
 		{Pattern: "GET /ui/", Handler: http.StripPrefix("/ui/", http.FileServerFS(files)), Open: true},
+		{Pattern: "GET /ui/api/workflows", Handler: http.HandlerFunc(h.list)},
 		{Pattern: "GET /ui/api/workflows/{id}", Handler: http.HandlerFunc(h.workflow)},
 		{Pattern: "GET /ui/api/queues", Handler: http.HandlerFunc(h.queues)},
 		{Pattern: "GET /ui/api/schedules", Handler: http.HandlerFunc(h.schedules)},
@@ -56,6 +61,10 @@ func writeError(w http.ResponseWriter, err error) {
 	var notFound *sysdb.NotFoundError
 	if errors.As(err, &notFound) {
 		status = http.StatusNotFound
+	}
+	var invalid *agent.InvalidArgumentError
+	if errors.As(err, &invalid) {
+		status = http.StatusBadRequest
 	}
 	writeJSON(w, status, map[string]string{"error": err.Error()})
 }
@@ -91,6 +100,77 @@ type workflowView struct {
 	Error         *string `json:"error"`
 }
 
+type listedView struct {
+	ID         string  `json:"id"`
+	Status     string  `json:"status"`
+	Name       string  `json:"name"`
+	QueueName  *string `json:"queue_name"`
+	AppVersion *string `json:"app_version"`
+	CreatedAt  int64   `json:"created_at"`
+	UpdatedAt  int64   `json:"updated_at"`
+}
+
+// maxPage bounds one page of the list (the page offers 20, 50 and 100).
+const maxPage = 1000
+
+// intParam is the query parameter name as a non-negative integer, def
+// when absent.
+func intParam(r *http.Request, name string, def int) (int, error) {
+	raw := r.URL.Query().Get(name)
+	if raw == "" {
+		return def, nil
+	}
+	n, err := strconv.Atoi(raw)
+	if err != nil || n < 0 {
+		return 0, &agent.InvalidArgumentError{Message: fmt.Sprintf("%s %q is not a non-negative integer", name, raw)}
+	}
+	return n, nil
+}
+
+// list is a page of the workflows, newest first, filtered by the query's
+// status, name, queue and id prefix (each optional), limit (default 50,
+// at most maxPage) and offset.
+func (h *api) list(w http.ResponseWriter, r *http.Request) {
+	limit, err := intParam(r, "limit", 50)
+	if err == nil && (limit == 0 || limit > maxPage) {
+		err = &agent.InvalidArgumentError{Message: fmt.Sprintf("limit %d: from 1 to %d", limit, maxPage)}
+	}
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	offset, err := intParam(r, "offset", 0)
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	p := agent.ListWorkflowsParams{Limit: limit, Offset: offset, SortDesc: true}
+	q := r.URL.Query()
+	if v := q.Get("status"); v != "" {
+		p.Statuses = []string{v}
+	}
+	if v := q.Get("name"); v != "" {
+		p.Names = []string{v}
+	}
+	if v := q.Get("queue"); v != "" {
+		p.QueueNames = []string{v}
+	}
+	if v := q.Get("prefix"); v != "" {
+		p.IDPrefixes = []string{v}
+	}
+	wfs, err := h.agent.ListWorkflows(r.Context(), p)
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	out := make([]listedView, len(wfs))
+	for i, wf := range wfs {
+		out[i] = listedView{ID: wf.ID, Status: wf.Status, Name: wf.Name, QueueName: wf.QueueName, AppVersion: wf.ApplicationVersion,
+			CreatedAt: wf.CreatedAt, UpdatedAt: wf.UpdatedAt}
+	}
+	writeJSON(w, http.StatusOK, out)
+}
+
 type stepView struct {
 	FunctionID  int     `json:"function_id"`
 	Name        string  `json:"name"`
@@ -106,6 +186,9 @@ type keyValue struct {
 	Value      string `json:"value"`
 	FunctionID *int   `json:"function_id,omitempty"`
 	Offset     *int   `json:"offset,omitempty"`
+	// Closed marks a stream's closing marker (its value is DBOS's marker
+	// text, not something the workflow wrote).
+	Closed bool `json:"closed,omitempty"`
 }
 
 type messageView struct {
@@ -183,9 +266,17 @@ func (h *api) workflow(w http.ResponseWriter, r *http.Request) {
 	}
 	for _, s := range streams {
 		fid, off := s.FunctionID, s.Offset
-		out.Streams = append(out.Streams, keyValue{Key: s.Key, Value: values.Display(s.Serialization, s.Value), FunctionID: &fid, Offset: &off})
+		out.Streams = append(out.Streams, keyValue{Key: s.Key, Value: values.Display(s.Serialization, s.Value), FunctionID: &fid, Offset: &off,
+			Closed: streamClosed(s)})
 	}
 	writeJSON(w, http.StatusOK, out)
+}
+
+// streamClosed is whether a stream entry is the closing marker, as DBOS
+// SDKs write it: tagged portable_json, or bare (the Go SDK).
+func streamClosed(s sysdb.StreamEntry) bool {
+	const bare = "__DBOS_STREAM_CLOSED__"
+	return s.Value == bare || (s.Value == sysdb.StreamClosedValue && s.Serialization != nil && *s.Serialization == values.PortableJSON)
 }
 
 type queueView struct {

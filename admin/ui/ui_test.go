@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/dbos-agent/dbos-agent/admin"
+	"github.com/dbos-agent/dbos-agent/sysdb"
 )
 
 // The page works offline: nothing it ships names another origin.
@@ -45,8 +46,41 @@ func TestPageIsOpenAndReadsAreGuarded(t *testing.T) {
 	require.Contains(t, body, `<script src="app.js">`)
 	status, _ = get("/ui/app.js")
 	require.Equal(t, http.StatusOK, status)
-	for _, read := range []string{"/ui/api/workflows/x", "/ui/api/queues", "/ui/api/schedules", "/ui/api/versions"} {
+	for _, read := range []string{"/ui/api/workflows", "/ui/api/workflows/x", "/ui/api/queues", "/ui/api/schedules", "/ui/api/versions"} {
 		status, _ = get(read)
 		require.Equal(t, http.StatusUnauthorized, status, read)
+	}
+}
+
+// A list page outside its bounds is refused before anything is read.
+func TestListRefusesABadPage(t *testing.T) {
+	srv := httptest.NewServer(admin.NewHandler(admin.Config{Routes: Routes(nil)}))
+	defer srv.Close()
+	for _, query := range []string{"limit=0", "limit=1001", "limit=ten", "offset=-1", "limit=-5"} {
+		resp, err := http.Get(srv.URL + "/ui/api/workflows?" + query)
+		require.NoError(t, err)
+		body, err := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		require.NoError(t, err)
+		require.Equal(t, http.StatusBadRequest, resp.StatusCode, "%s: %s", query, body)
+		require.Contains(t, string(body), `"error"`, query)
+	}
+}
+
+// The closing marker is told from values, in both forms DBOS SDKs write it;
+// a workflow's own string that happens to read the same in another
+// serialization is a value.
+func TestStreamClosed(t *testing.T) {
+	portable, pickle := "portable_json", "py_pickle"
+	for _, c := range []struct {
+		entry  sysdb.StreamEntry
+		closed bool
+	}{
+		{sysdb.StreamEntry{Value: sysdb.StreamClosedValue, Serialization: &portable}, true},
+		{sysdb.StreamEntry{Value: "__DBOS_STREAM_CLOSED__"}, true},
+		{sysdb.StreamEntry{Value: sysdb.StreamClosedValue, Serialization: &pickle}, false},
+		{sysdb.StreamEntry{Value: `"a"`, Serialization: &portable}, false},
+	} {
+		require.Equal(t, c.closed, streamClosed(c.entry), "%+v", c.entry)
 	}
 }

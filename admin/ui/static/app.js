@@ -1,10 +1,11 @@
 // The dbos-agent dashboard: plain JavaScript over the admin server's JSON
-// endpoints (DBOS's POST /workflows and /workflows/{id}/cancel|resume|fork,
-// and /ui/api/* for decoded reads). No framework, nothing fetched from
-// elsewhere: the page works offline.
+// endpoints (/ui/api/* for the reads, in the page's own shapes with every
+// value decoded, and DBOS's POST /workflows/{id}/cancel|resume|fork for the
+// actions). No framework, nothing fetched from elsewhere: the page works
+// offline.
 "use strict";
 
-const state = { offset: 0, limit: 50, filters: {}, selected: null };
+const state = { offset: 0, limit: 50, filters: {}, selected: null, shown: 0 };
 const $ = (sel) => document.querySelector(sel);
 
 const tokenInput = $("#token");
@@ -18,6 +19,12 @@ function say(text, ok) {
   const m = $("#message");
   m.textContent = text || "";
   m.className = ok ? "ok" : "";
+}
+
+// cleared drops an error message once a read works again (a message that
+// reports an action's success stays).
+function cleared() {
+  if ($("#message").className !== "ok") say("");
 }
 
 async function call(method, path, body) {
@@ -67,35 +74,41 @@ function value(v, isError) {
   return el("pre", { class: isError ? "error" : "" }, v);
 }
 
-// The workflow list: DBOS's POST /workflows with the filters, newest first.
+// The workflow list: the filters, newest first.
 async function loadWorkflows() {
   const f = state.filters;
-  const body = { limit: state.limit, offset: state.offset, sort_desc: true, load_input: false, load_output: false };
-  if (f.status) body.status = f.status;
-  if (f.name) body.name = f.name;
-  if (f.queue) body.queue_name = f.queue;
-  if (f.prefix) body.workflow_id_prefix = f.prefix;
-  const rows = await call("POST", "/workflows", body);
+  const q = new URLSearchParams({ limit: state.limit, offset: state.offset });
+  for (const k of ["status", "name", "queue", "prefix"]) if (f[k]) q.set(k, f[k]);
+  const rows = await call("GET", "/ui/api/workflows?" + q);
   const tbody = $("#workflows tbody");
   tbody.replaceChildren(...rows.map((w) => {
-    const tr = el("tr", { "data-id": w.workflow_id, onclick: () => showWorkflow(w.workflow_id) },
-      el("td", {}, w.workflow_id), el("td", {}, w.name), el("td", {}, statusBadge(w.status)),
-      el("td", {}, w.queue_name || ""), el("td", {}, when(w.created_at)), el("td", {}, when(w.updated_at)));
-    if (w.workflow_id === state.selected) tr.classList.add("selected");
+    const tr = el("tr", { "data-id": w.id, onclick: () => openWorkflow(w.id) },
+      el("td", {}, w.id), el("td", {}, w.name), el("td", {}, statusBadge(w.status)),
+      el("td", {}, w.queue_name || ""), el("td", {}, w.app_version || ""), el("td", {}, when(w.created_at)), el("td", {}, when(w.updated_at)));
+    if (w.id === state.selected) tr.classList.add("selected");
     return tr;
   }));
-  if (rows.length === 0) tbody.append(el("tr", {}, el("td", { colspan: 6, class: "muted" }, "No workflows match.")));
+  if (rows.length === 0) tbody.append(el("tr", {}, el("td", { colspan: 7, class: "muted" }, "No workflows match.")));
   $("#page").textContent = rows.length ? `${state.offset + 1}–${state.offset + rows.length}` : "";
   $("#prev").disabled = state.offset === 0;
   $("#next").disabled = rows.length < state.limit;
 }
 
+// openWorkflow shows a workflow, saying what went wrong if it cannot.
+async function openWorkflow(id) {
+  try { await showWorkflow(id); } catch (e) { say(e.message); }
+}
+
 // A workflow: its fields, its steps as a timeline, its children, events,
-// messages and streams, every value decoded by the agent.
+// messages and streams, every value decoded by the agent. Only the latest
+// of overlapping reads is drawn (a slow answer for a workflow clicked
+// before does not replace the one clicked after).
 async function showWorkflow(id) {
   state.selected = id;
+  const seq = ++state.shown;
   document.querySelectorAll("#workflows tbody tr").forEach((tr) => tr.classList.toggle("selected", tr.dataset.id === id));
   const d = await call("GET", "/ui/api/workflows/" + encodeURIComponent(id));
+  if (seq !== state.shown) return;
   const w = d.workflow;
   const detail = $("#detail");
   const fields = [
@@ -116,21 +129,23 @@ async function showWorkflow(id) {
   const actions = el("div", { class: "actions" },
     el("button", { id: "cancel", onclick: () => act(w.id, "cancel") }, "Cancel"),
     el("button", { id: "resume", onclick: () => act(w.id, "resume") }, "Resume"),
-    el("button", { id: "fork", onclick: () => fork(w.id, d.steps.length) }, "Fork…"));
+    forkForm(w));
 
   detail.replaceChildren(el("h2", {}, "Workflow " + w.id), actions, dl,
     el("h3", {}, `Steps (${d.steps.length})`), stepsTable(d.steps),
-    section("Children", d.children, ["Workflow"], (c) => [wfLink(c)]),
-    section("Events", d.events, ["Key", "Step", "Value"], (e) => [e.key, e.function_id, value(e.value)]),
-    section("Messages", d.messages, ["Topic", "Sent", "Consumed", "Value"], (m) => [m.topic ?? "(default)", when(m.created_at), m.consumed ? "yes" : "no", value(m.value)]),
-    section("Streams", d.streams, ["Key", "Offset", "Step", "Value"], (s) => [s.key, s.offset, s.function_id, value(s.value)]));
+    section("children", "Children", d.children, ["Workflow"], (c) => [wfLink(c)]),
+    section("events", "Events", d.events, ["Key", "Step", "Value"], (e) => [e.key, e.function_id, value(e.value)]),
+    section("messages", "Messages", d.messages, ["Topic", "Sent", "Consumed", "Value"], (m) => [m.topic ?? "(default)", when(m.created_at), m.consumed ? "yes" : "no", value(m.value)]),
+    section("streams", "Streams", d.streams, ["Key", "Offset", "Step", "Value"], (s) => [s.key, s.offset, s.function_id,
+      s.closed ? el("span", { class: "muted" }, "(closed)") : value(s.value)]));
   detail.hidden = false;
 }
 
-function wfLink(id) { return el("a", { href: "#", onclick: (ev) => { ev.preventDefault(); showWorkflow(id); } }, id); }
+function wfLink(id) { return el("a", { href: "#", "data-id": id, onclick: (ev) => { ev.preventDefault(); openWorkflow(id); } }, id); }
 
-function section(title, rows, heads, cells) {
-  const frag = el("div", {}, el("h3", {}, `${title} (${rows.length})`));
+// section is a titled table of rows, with an id for each pane.
+function section(id, title, rows, heads, cells) {
+  const frag = el("div", { id: id, class: "section" }, el("h3", {}, `${title} (${rows.length})`));
   if (rows.length === 0) { frag.append(el("p", { class: "muted" }, "None.")); return frag; }
   frag.append(el("table", {}, el("thead", {}, el("tr", {}, ...heads.map((h) => el("th", {}, h)))),
     el("tbody", {}, ...rows.map((r) => el("tr", {}, ...cells(r).map((c) => el("td", {}, c)))))));
@@ -170,14 +185,31 @@ async function act(id, what) {
   } catch (e) { say(e.message); }
 }
 
-async function fork(id, steps) {
-  const start = prompt(`Fork workflow ${id} from which step? (1 reruns every step; the workflow has ${steps} recorded)`, "1");
-  if (start === null) return;
-  const n = parseInt(start, 10);
-  if (!(n >= 0)) { say("fork: the start step is a number"); return; }
-  if (!confirm(`Fork workflow ${id} from step ${n}?`)) return;
+// forkForm asks what DBOS's fork takes: the first step to run anew (the
+// steps below it are copied; 1 reruns every step), and optionally the
+// fork's id (default a new UUID) and the application version to run it
+// (default the original's).
+function forkForm(w) {
+  const form = el("form", { id: "fork-form", class: "fork" },
+    el("label", {}, "Start step ", el("input", { name: "start_step", type: "number", min: "0", step: "1", value: "1", required: "" })),
+    el("label", {}, "New workflow ID ", el("input", { name: "new_workflow_id", placeholder: "(a new UUID)" })),
+    el("label", {}, "Application version ", el("input", { name: "application_version", placeholder: w.app_version ? `(${w.app_version})` : "(the original's)" })),
+    el("button", { id: "fork", type: "submit" }, "Fork"));
+  form.addEventListener("submit", (ev) => { ev.preventDefault(); fork(w.id, new FormData(form)); });
+  return form;
+}
+
+async function fork(id, data) {
+  const start = String(data.get("start_step")).trim();
+  const n = Number(start);
+  if (start === "" || !Number.isInteger(n) || n < 0) { say("fork: the start step is a whole number, 0 or more"); return; }
+  const newID = String(data.get("new_workflow_id")).trim(), version = String(data.get("application_version")).trim();
+  const body = { start_step: n };
+  if (newID) body.new_workflow_id = newID;
+  if (version) body.application_version = version;
+  if (!confirm(`Fork workflow ${id} from step ${n}${newID ? " as " + newID : ""}${version ? " on version " + version : ""}?`)) return;
   try {
-    const r = await call("POST", `/workflows/${encodeURIComponent(id)}/fork`, { start_step: n });
+    const r = await call("POST", `/workflows/${encodeURIComponent(id)}/fork`, body);
     say(`forked ${id} as ${r.workflow_id}`, true);
     await loadWorkflows();
     await showWorkflow(r.workflow_id);
@@ -201,8 +233,16 @@ const panes = {
 let current = "workflows";
 
 async function refresh() {
-  try { await panes[current](); say(""); } catch (e) { say(e.message); }
+  try { await panes[current](); cleared(); } catch (e) { say(e.message); }
 }
+
+// Auto-refresh reloads the open pane's table (not the workflow shown below
+// it, whose fork fields may be half typed) every few seconds.
+let timer = null;
+$("#auto-refresh").addEventListener("change", (ev) => {
+  clearInterval(timer);
+  timer = ev.target.checked ? setInterval(refresh, 2000) : null;
+});
 
 document.querySelectorAll("nav button").forEach((b) => b.addEventListener("click", () => {
   current = b.dataset.pane;
