@@ -308,7 +308,10 @@ func TestCLIForksAndRewindsWorkflows(t *testing.T) {
 	require.Equal(t, "clic-orig", b.getJSON(newID)["forked_from"])
 	require.Empty(t, cliqJSON[[]any](t, b.with("workflow", "steps", newID, "--json")...))
 	cliqFails(t, "clic-nope", b.with("workflow", "fork", "clic-nope", "--step", "1")...)
-	cliqFails(t, `required flag(s) "step" not set`, b.with("workflow", "fork", "clic-orig")...)
+	// Without --step, as the official CLI's fork: from step 1, nothing copied.
+	fromStart := strings.TrimSpace(cliqOK(t, b.with("workflow", "fork", "clic-orig")...))
+	require.Empty(t, cliqJSON[[]any](t, b.with("workflow", "steps", fromStart, "--json")...))
+	cliqFails(t, `required flag(s) "step" not set`, b.with("workflow", "rewind", "clic-orig")...)
 
 	// Rewind of a running workflow: refused, nothing changed.
 	active := b.workflow("clic-active", "")

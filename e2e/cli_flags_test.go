@@ -27,6 +27,10 @@ func TestCLIRefusesUnknownValuesOfEnumeratedFlags(t *testing.T) {
 			`--status: "BOGUS" is not one of PENDING, ENQUEUED, DELAYED, SUCCESS, ERROR, CANCELLED, MAX_RECOVERY_ATTEMPTS_EXCEEDED`},
 		{"workflow status among valid ones", []string{"workflow", "list", "--status", "success,finished"},
 			`--status: "finished" is not one of PENDING,`},
+		{"workflow sort", []string{"workflow", "list", "--sort", "sideways"},
+			`--sort: "sideways" is not one of ASC, DESC`},
+		{"queued workflow sort", []string{"workflow", "queue", "list", "--sort", "newest"},
+			`--sort: "newest" is not one of ASC, DESC`},
 		{"schedule status", []string{"schedule", "list", "--status", "RUNNING"},
 			`--status: "RUNNING" is not one of ACTIVE, PAUSED`},
 		{"serve log level", []string{"serve", "--socket", socket, "--log-level", "loud"},
@@ -48,6 +52,8 @@ func TestCLIRefusesUnknownValuesOfEnumeratedFlags(t *testing.T) {
 	for _, args := range [][]string{
 		{"workflow", "list", "--status", "success,Error,MAX_RECOVERY_ATTEMPTS_EXCEEDED,delayed"},
 		{"schedule", "list", "--status", "active,PAUSED"},
+		{"workflow", "list", "--sort", "asc"},
+		{"workflow", "list", "--sort", "DESC"},
 	} {
 		_, stderr, code := cli(t, append(args, db...)...)
 		require.Equal(t, 0, code, stderr)

@@ -37,7 +37,7 @@ const passwordHelp = "file holding the database password, which then need not be
 	"without either, the URL's password, else libpq's PGPASSWORD and PGPASSFILE)"
 
 func (f *databaseFlags) register(cmd *cobra.Command) {
-	cmd.Flags().StringVar(&f.url, "database-url", "",
+	cmd.Flags().StringVarP(&f.url, "database-url", "s", "",
 		"system database URL: postgres://user:password@host:port/database, or sqlite:///relative/file or sqlite:////absolute/file "+
 			"(env DBOS_SYSTEM_DATABASE_URL; default "+defaultDatabaseHelp+")")
 	cmd.Flags().StringVar(&f.schema, "schema", "",

@@ -5,8 +5,40 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/spf13/pflag"
+
 	"github.com/dbos-agent/dbos-agent/sysdb"
 )
+
+// officialSpellings are the official dbos CLI's names for flags the agent
+// spells its own way, accepted on every command so that an operator's
+// habits and scripts work unchanged (their one-letter forms are the agent
+// flags' shorthands).
+var officialSpellings = map[string]string{
+	"sys-db-url":          "database-url",
+	"application-version": "app-version",
+	"application-name":    "app-name",
+	"sort-desc":           "desc",
+	"queue-name":          "queue",
+	"forked-workflow-id":  "new-id",
+}
+
+// officialSpelling is the flag-name normalization that maps the official
+// spellings onto the agent's.
+func officialSpelling(_ *pflag.FlagSet, name string) pflag.NormalizedName {
+	if ours, ok := officialSpellings[name]; ok {
+		return pflag.NormalizedName(ours)
+	}
+	return pflag.NormalizedName(name)
+}
+
+// The orders `workflow list --sort` takes.
+const (
+	sortAsc  = "ASC"
+	sortDesc = "DESC"
+)
+
+var sortOrders = []string{sortAsc, sortDesc}
 
 // workflowStatuses are the statuses DBOS stores; `workflow list --status`
 // accepts these and nothing else, so that a typo is an error rather than an

@@ -39,6 +39,7 @@ func newRootCommand() *cobra.Command {
 		Version: version,
 	}
 	root.SetVersionTemplate(versionLine())
+	root.SetGlobalNormalizationFunc(officialSpelling)
 	root.AddCommand(newServeCommand(), newMigrateCommand(), newResetCommand(), newWorkflowCommand(), newQueueCommand(),
 		newScheduleCommand(), newVersionCommand(), serveCommand(true))
 	return root

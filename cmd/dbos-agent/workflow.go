@@ -162,7 +162,7 @@ func workflowListCommand(queued bool) *cobra.Command {
 		asJSON, desc, payloads             bool
 		statuses, names, queues, executors []string
 		versions, apps                     []string
-		prefix, startTime, endTime         string
+		prefix, startTime, endTime, sort   string
 		limit, offset                      int
 	)
 	cmd := &cobra.Command{
@@ -173,6 +173,13 @@ func workflowListCommand(queued bool) *cobra.Command {
 			validStatuses, err := enumValues("status", statuses, workflowStatuses)
 			if err != nil {
 				return err
+			}
+			if sort != "" {
+				order, err := enumValues("sort", []string{sort}, sortOrders)
+				if err != nil {
+					return err
+				}
+				desc = order[0] == sortDesc
 			}
 			p := agent.ListWorkflowsParams{
 				Statuses: validStatuses, Names: names, QueueNames: queues, ExecutorIDs: executors,
@@ -225,33 +232,39 @@ func workflowListCommand(queued bool) *cobra.Command {
 	db.register(cmd)
 	f := cmd.Flags()
 	f.BoolVar(&asJSON, "json", false, jsonAsStoredHelp)
-	f.BoolVar(&desc, "desc", true, "newest first")
+	f.BoolVarP(&desc, "desc", "d", true, "newest first")
+	f.StringVar(&sort, "sort", "", "order by creation time: desc (newest first, the default) or asc; overrides --desc")
 	f.BoolVar(&payloads, "payloads", false, "include inputs, outputs and errors (in the table, the outcome decoded)")
-	f.StringSliceVar(&statuses, "status", nil, "only these statuses ("+strings.Join(workflowStatuses, ", ")+")")
-	f.StringSliceVar(&names, "name", nil, "only these workflow names")
-	f.StringSliceVar(&users, "user", nil, "only workflows run by these authenticated users")
-	f.StringSliceVar(&queues, "queue", nil, "only these queues")
+	f.StringSliceVarP(&statuses, "status", "S", nil, "only these statuses ("+strings.Join(workflowStatuses, ", ")+")")
+	f.StringSliceVarP(&names, "name", "n", nil, "only these workflow names")
+	f.StringSliceVarP(&users, "user", "u", nil, "only workflows run by these authenticated users")
+	f.StringSliceVarP(&queues, "queue", "q", nil, "only these queues")
 	f.StringSliceVar(&executors, "executor", nil, "only these executor ids")
-	f.StringSliceVar(&versions, "app-version", nil, "only these application versions")
-	f.StringSliceVar(&apps, "app-name", nil, "only these applications (and unclaimed rows)")
+	f.StringSliceVarP(&versions, "app-version", "v", nil, "only these application versions")
+	f.StringSliceVarP(&apps, "app-name", "a", nil, "only these applications (and unclaimed rows)")
 	f.StringVar(&prefix, "prefix", "", "only workflow ids starting with this")
-	f.StringVar(&startTime, "start-time", "", "created at or after (RFC 3339)")
-	f.StringVar(&endTime, "end-time", "", "created at or before (RFC 3339)")
-	f.IntVar(&limit, "limit", 100, "at most this many (0 = all)")
-	f.IntVar(&offset, "offset", 0, "skip this many")
+	f.StringVarP(&startTime, "start-time", "t", "", "created at or after (ISO 8601; UTC without a zone)")
+	f.StringVarP(&endTime, "end-time", "e", "", "created at or before (ISO 8601; UTC without a zone)")
+	f.IntVarP(&limit, "limit", "l", 100, "at most this many (0 = all)")
+	f.IntVarP(&offset, "offset", "o", 0, "skip this many")
 	return cmd
 }
 
-// parseTimeFlag parses an optional RFC 3339 flag (zero when not given).
+// timeFlagLayouts are the times the time flags take: RFC 3339, and the ISO
+// 8601 forms the official CLI takes without a zone (read as UTC).
+var timeFlagLayouts = []string{time.RFC3339Nano, "2006-01-02T15:04:05.999999999", "2006-01-02 15:04:05.999999999", "2006-01-02"}
+
+// parseTimeFlag parses an optional time flag (zero when not given).
 func parseTimeFlag(name, value string) (time.Time, error) {
 	if value == "" {
 		return time.Time{}, nil
 	}
-	t, err := time.Parse(time.RFC3339, value)
-	if err != nil {
-		return time.Time{}, fmt.Errorf("--%s: %q is not an RFC 3339 time (like 2026-01-02T15:04:05Z)", name, value)
+	for _, layout := range timeFlagLayouts {
+		if t, err := time.Parse(layout, value); err == nil {
+			return t, nil
+		}
 	}
-	return t, nil
+	return time.Time{}, fmt.Errorf("--%s: %q is not an ISO 8601 time (like 2026-01-02T15:04:05Z, or 2026-01-02 for midnight UTC)", name, value)
 }
 
 func newWorkflowGetCommand() *cobra.Command {

@@ -287,8 +287,8 @@ func newWorkflowForkCommand() *cobra.Command {
 		timeout time.Duration
 	)
 	cmd := &cobra.Command{
-		Use:   "fork WORKFLOW_ID --step N",
-		Short: "Start a new workflow from another's steps below N; prints its id",
+		Use:   "fork WORKFLOW_ID [--step N]",
+		Short: "Start a new workflow from another's steps below N (default 1: all run anew); prints its id",
 		Long: "Start a new workflow from another one: same function and inputs, the steps (and the events and stream\n" +
 			"values) below --step copied, the rest run anew. The fork is ENQUEUED on --queue (default the internal\n" +
 			"queue) for --app-version (default the original's); the original keeps its history. Prints the new id.",
@@ -309,8 +309,8 @@ func newWorkflowForkCommand() *cobra.Command {
 		}),
 	}
 	db.register(cmd)
-	to.register(cmd, "the first step that runs anew; the steps below it are copied", "the original's")
-	cmd.Flags().StringVar(&newID, "new-id", "", "the fork's workflow id (default a new UUID)")
+	to.register(cmd, "the first step that runs anew; the steps below it are copied", "the original's", 1)
+	cmd.Flags().StringVarP(&newID, "new-id", "f", "", "the fork's workflow id (default a new UUID)")
 	cmd.Flags().DurationVar(&timeout, "timeout", 0, "its timeout (like 30s or 1h; default none)")
 	return cmd
 }
@@ -322,13 +322,18 @@ type requeueFlags struct {
 	queue, version, partitionKey string
 }
 
-func (f *requeueFlags) register(cmd *cobra.Command, stepUsage, versionDefault string) {
+// register adds the flags; defaultStep 0 makes --step required.
+func (f *requeueFlags) register(cmd *cobra.Command, stepUsage, versionDefault string, defaultStep int) {
 	fl := cmd.Flags()
-	fl.IntVar(&f.step, "step", 0, stepUsage+" (required)")
-	fl.StringVar(&f.queue, "queue", "", "queue it is enqueued on (default the internal queue)")
-	fl.StringVar(&f.version, "app-version", "", "application version that may run it (default "+versionDefault+")")
+	if defaultStep == 0 {
+		fl.IntVarP(&f.step, "step", "S", 0, stepUsage+" (required)")
+		_ = cmd.MarkFlagRequired("step")
+	} else {
+		fl.IntVarP(&f.step, "step", "S", defaultStep, stepUsage)
+	}
+	fl.StringVarP(&f.queue, "queue", "q", "", "queue it is enqueued on (default the internal queue)")
+	fl.StringVarP(&f.version, "app-version", "v", "", "application version that may run it (default "+versionDefault+")")
 	fl.StringVar(&f.partitionKey, "partition-key", "", "its partition, on a partitioned queue")
-	_ = cmd.MarkFlagRequired("step")
 }
 
 func newWorkflowRewindCommand() *cobra.Command {
@@ -357,7 +362,7 @@ func newWorkflowRewindCommand() *cobra.Command {
 		}),
 	}
 	db.register(cmd)
-	to.register(cmd, "the first step to run again; the history from it on is dropped", "the one it has")
+	to.register(cmd, "the first step to run again; the history from it on is dropped", "the one it has", 0)
 	return cmd
 }
 
