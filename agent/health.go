@@ -61,6 +61,7 @@ func (a *Agent) RecoverExecutors(ctx context.Context, executorIDs []string) ([]s
 	if err != nil {
 		return nil, err
 	}
+	a.counters.workflowsRecovered.Add(uint64(len(ids)))
 	if len(ids) > 0 {
 		a.wakeAllPollers()
 	}

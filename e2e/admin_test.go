@@ -373,5 +373,39 @@ func TestAdminMetricsCountARun(t *testing.T) {
 			require.Equal(t, rise, metricValue(t, after, series)-metricValue(t, before, series), series)
 		}
 		require.Equal(t, 1.0, metricValue(t, after, "dbos_agent_workers_connected"))
+		// The pool's series, on either backend: its size, and acquires that
+		// rose with the run.
+		require.Positive(t, metricValue(t, after, "dbos_agent_db_pool_max_connections"))
+		require.Greater(t, metricValue(t, after, "dbos_agent_db_pool_acquires_total"), metricValue(t, before, "dbos_agent_db_pool_acquires_total"))
+		require.GreaterOrEqual(t, metricValue(t, after, "dbos_agent_db_retries_total"), 0.0)
+	})
+}
+
+// TestAdminRecoveryOfAnotherExecutorIsCounted: a workflow left PENDING by
+// an agent killed mid-run is put back on its queue by another agent's
+// POST /dbos-workflow-recovery naming the dead executor, and counted in
+// dbos_agent_workflows_recovered_total, on each backend.
+func TestAdminRecoveryOfAnotherExecutorIsCounted(t *testing.T) {
+	onEachBackend(t, func(t *testing.T, e *env) {
+		dead := e.startAgent(agentOptions{executorID: "dead-exec", socketName: "dead.sock"})
+		worker := e.startWorkerProcess(dead.socket, filepath.Join(e.dir, "effects"), true)
+		c := dialClient(t, dead.socket)
+		require.NoError(t, c.Call(context.Background(), protocol.OpStartWorkflow, &protocol.StartWorkflow{
+			WorkflowID: "wf-admin-orphan", Name: "steps_wf", Inputs: stepsInputs(t, 3, 1), Serialization: "portable_json",
+		}, nil))
+		worker.out.waitFor(t, "recorded wf-admin-orphan 1")
+		dead.kill()
+		<-dead.exited
+
+		survivor := e.startAgent(agentOptions{executorID: "survivor", socketName: "survivor.sock",
+			extraArgs: []string{"--admin-addr", "127.0.0.1:0"}})
+		base := adminURL(t, survivor)
+		recovered := adminCall(t, "POST", base+"/dbos-workflow-recovery", "", `["dead-exec"]`)
+		require.Equal(t, http.StatusOK, recovered.status, "body: %s", recovered.body)
+		require.Equal(t, []string{"wf-admin-orphan"}, decodeAdmin[[]string](t, recovered))
+		wf := decodeAdmin[map[string]any](t, adminCall(t, "GET", base+"/workflows/wf-admin-orphan", "", ""))
+		require.Equal(t, "ENQUEUED", wf["Status"])
+		scrape := adminCall(t, "GET", base+"/metrics", "", "")
+		require.Equal(t, 1.0, metricValue(t, string(scrape.body), "dbos_agent_workflows_recovered_total"))
 	})
 }

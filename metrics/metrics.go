@@ -86,7 +86,7 @@ func desc(name, help string, labels ...string) *prometheus.Desc {
 var (
 	workflowsStarted      = desc("workflows_started_total", "Workflows created through this agent (started or enqueued).")
 	workflowsFinished     = desc("workflows_finished_total", "Workflow outcomes stored through this agent, by status.", "status")
-	workflowsRecovered    = desc("workflows_recovered_total", "Unfinished workflows of this executor returned to their queues at start.")
+	workflowsRecovered    = desc("workflows_recovered_total", "Unfinished workflows returned to their queues: this executor's at start, and other executors' on a recovery request (POST /dbos-workflow-recovery).")
 	workflowsDeadLettered = desc("workflows_dead_lettered_total", "Workflows moved to MAX_RECOVERY_ATTEMPTS_EXCEEDED by this agent.")
 	stepsRecorded         = desc("steps_recorded_total", "Steps checkpointed through record_step.")
 	batchRecords          = desc("batch_records", "Records per group commit, by batcher (step records, workflow outcomes).", "batcher")

@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"go.uber.org/zap"
@@ -38,6 +39,12 @@ type SQLite struct {
 	poll     time.Duration
 	notes    *localNotifier
 	owner    *ownerLock // set when opened Exclusive
+	// readers is the readers' cap; acquires counts the transactions begun
+	// and retries the operations repeated while the file was busy
+	// (PoolStats).
+	readers  int
+	acquires atomic.Int64
+	retries  atomic.Uint64
 }
 
 var (
@@ -139,6 +146,7 @@ func OpenSQLite(ctx context.Context, path string, opts SQLiteOptions) (*SQLite, 
 		s.owner.release()
 		return nil, fmt.Errorf("open %s: %w", abs, err)
 	}
+	s.readers = readers
 	s.r.SetMaxOpenConns(readers)
 	s.r.SetMaxIdleConns(readers)
 	s.r.SetConnMaxIdleTime(0)
@@ -248,6 +256,7 @@ func (s *SQLite) retry(ctx context.Context, what string, op func(context.Context
 	backoff := 10 * time.Millisecond
 	var lastLog time.Time
 	for {
+		s.acquires.Add(1)
 		err := op(ctx)
 		var final *nonRetryable
 		if err == nil || errors.As(err, &final) || !isSQLiteTransient(err) || ctx.Err() != nil {
@@ -259,6 +268,7 @@ func (s *SQLite) retry(ctx context.Context, what string, op func(context.Context
 		if s.retryFor > 0 && time.Now().Add(backoff).After(deadline) {
 			return fmt.Errorf("%s (gave up after %s): %w", what, s.retryFor, &UnreachableError{Target: s.path, Err: err})
 		}
+		s.retries.Add(1)
 		if time.Since(lastLog) >= retryLogEvery {
 			lastLog = time.Now()
 			s.log.Warn("system database file busy or unavailable, retrying",
