@@ -194,6 +194,19 @@ func TestDashboardShowsDecodedStepsAndCancelsFromThePage(t *testing.T) {
 			chromedp.Evaluate[chromedp.Void](`document.querySelector('#filters input[name="prefix"]').value = ""; document.querySelector("#filters").requestSubmit()`),
 			chromedp.Poll[chromedp.Void](`document.querySelector('#workflows tr[data-id="wf-ui-hang"]') !== null`),
 		))
+		// Oldest first puts the first workflow the test ran at the top; a
+		// creation bound before any of them, and a user nobody is, match
+		// nothing; the bounds cleared, the list is whole again.
+		require.NoError(t, chromedp.Do(browser,
+			chromedp.Evaluate[chromedp.Void](`document.querySelector('#filters select[name="order"]').value = "asc"; document.querySelector("#filters").requestSubmit()`),
+			chromedp.Poll[chromedp.Void](`document.querySelector("#workflows tbody tr")?.dataset.id === "wf-ui-done"`),
+			chromedp.Evaluate[chromedp.Void](`document.querySelector('#filters input[name="created_before"]').value = "2000-01-01T00:00:00"; document.querySelector("#filters").requestSubmit()`),
+			chromedp.Poll[chromedp.Void](`document.querySelector("#workflows tbody")?.textContent === "No workflows match."`),
+			chromedp.Evaluate[chromedp.Void](`document.querySelector('#filters input[name="created_before"]').value = ""; document.querySelector('#filters input[name="user"]').value = "nobody-at-all"; document.querySelector("#filters").requestSubmit()`),
+			chromedp.Poll[chromedp.Void](`document.querySelector("#workflows tbody")?.textContent === "No workflows match."`),
+			chromedp.Evaluate[chromedp.Void](`document.querySelector('#filters input[name="user"]').value = ""; document.querySelector('#filters select[name="order"]').value = "desc"; document.querySelector("#filters").requestSubmit()`),
+			chromedp.Poll[chromedp.Void](`document.querySelector("#workflows tbody tr")?.dataset.id === "wf-ui-hang"`),
+		))
 
 		require.NoError(t, chromedp.Do(browser,
 			chromedp.Click(chromedp.CSS(`#workflows tr[data-id="wf-ui-hang"]`)),

@@ -17,6 +17,7 @@ import (
 	"io/fs"
 	"net/http"
 	"strconv"
+	"time"
 
 	"github.com/dbos-agent/dbos-agent/admin"
 	"github.com/dbos-agent/dbos-agent/agent"
@@ -127,9 +128,10 @@ func intParam(r *http.Request, name string, def int) (int, error) {
 	return n, nil
 }
 
-// list is a page of the workflows, newest first, filtered by the query's
-// status, name, queue and id prefix (each optional), limit (default 50,
-// at most maxPage) and offset.
+// list is a page of the workflows, newest first (order=asc: oldest), filtered
+// by the query's status, name, queue, id prefix, user, application version
+// and creation times after and before (RFC 3339; each optional), limit
+// (default 50, at most maxPage) and offset.
 func (h *api) list(w http.ResponseWriter, r *http.Request) {
 	limit, err := intParam(r, "limit", 50)
 	if err == nil && (limit == 0 || limit > maxPage) {
@@ -144,8 +146,31 @@ func (h *api) list(w http.ResponseWriter, r *http.Request) {
 		writeError(w, err)
 		return
 	}
-	p := agent.ListWorkflowsParams{Limit: limit, Offset: offset, SortDesc: true}
 	q := r.URL.Query()
+	p := agent.ListWorkflowsParams{Limit: limit, Offset: offset, SortDesc: q.Get("order") != "asc"}
+	if o := q.Get("order"); o != "" && o != "asc" && o != "desc" {
+		writeError(w, &agent.InvalidArgumentError{Message: fmt.Sprintf("order %q: asc or desc", o)})
+		return
+	}
+	for _, bound := range []struct {
+		param string
+		into  *time.Time
+	}{{"created_after", &p.CreatedAfter}, {"created_before", &p.CreatedBefore}} {
+		if v := q.Get(bound.param); v != "" {
+			t, err := time.Parse(time.RFC3339Nano, v)
+			if err != nil {
+				writeError(w, &agent.InvalidArgumentError{Message: fmt.Sprintf("%s %q is not an RFC 3339 time", bound.param, v)})
+				return
+			}
+			*bound.into = t
+		}
+	}
+	if v := q.Get("user"); v != "" {
+		p.AuthenticatedUsers = []string{v}
+	}
+	if v := q.Get("version"); v != "" {
+		p.AppVersions = []string{v}
+	}
 	if v := q.Get("status"); v != "" {
 		p.Statuses = []string{v}
 	}

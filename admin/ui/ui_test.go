@@ -56,7 +56,7 @@ func TestPageIsOpenAndReadsAreGuarded(t *testing.T) {
 func TestListRefusesABadPage(t *testing.T) {
 	srv := httptest.NewServer(admin.NewHandler(admin.Config{Routes: Routes(nil)}))
 	defer srv.Close()
-	for _, query := range []string{"limit=0", "limit=1001", "limit=ten", "offset=-1", "limit=-5"} {
+	for _, query := range []string{"limit=0", "limit=1001", "limit=ten", "offset=-1", "limit=-5", "order=sideways", "created_after=yesterday", "created_before=2026-13-01T00:00:00Z"} {
 		resp, err := http.Get(srv.URL + "/ui/api/workflows?" + query)
 		require.NoError(t, err)
 		body, err := io.ReadAll(resp.Body)

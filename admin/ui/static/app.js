@@ -74,11 +74,13 @@ function value(v, isError) {
   return el("pre", { class: isError ? "error" : "" }, v);
 }
 
-// The workflow list: the filters, newest first.
+// The workflow list: the filters, newest first unless asked otherwise.
 async function loadWorkflows() {
   const f = state.filters;
   const q = new URLSearchParams({ limit: state.limit, offset: state.offset });
-  for (const k of ["status", "name", "queue", "prefix"]) if (f[k]) q.set(k, f[k]);
+  for (const k of ["status", "name", "queue", "prefix", "user", "version", "order"]) if (f[k]) q.set(k, f[k]);
+  // The time inputs are in the browser's zone; the agent takes RFC 3339.
+  for (const k of ["created_after", "created_before"]) if (f[k]) q.set(k, new Date(f[k]).toISOString());
   const rows = await call("GET", "/ui/api/workflows?" + q);
   const tbody = $("#workflows tbody");
   tbody.replaceChildren(...rows.map((w) => {
@@ -254,7 +256,10 @@ document.querySelectorAll("nav button").forEach((b) => b.addEventListener("click
 $("#filters").addEventListener("submit", (ev) => {
   ev.preventDefault();
   const data = new FormData(ev.target);
-  state.filters = { status: data.get("status"), name: data.get("name").trim(), queue: data.get("queue").trim(), prefix: data.get("prefix").trim() };
+  state.filters = {};
+  for (const k of ["status", "name", "queue", "prefix", "user", "version", "created_after", "created_before", "order"]) {
+    state.filters[k] = String(data.get(k) || "").trim();
+  }
   state.limit = parseInt(data.get("limit"), 10);
   state.offset = 0;
   refresh();
