@@ -47,6 +47,9 @@ type peer struct {
 	// in is what was taken from the session's outbound queue, not yet read
 	// as frames.
 	in []byte
+	// early are frames read before the hello reply (a worker's runs may be
+	// pushed before it), for next to return first.
+	early []protocol.Envelope
 	// taken, once pump has started, carries what a writer loop takes.
 	taken chan []byte
 }
@@ -73,10 +76,17 @@ func newPeer(t *testing.T, a *Agent, hello protocol.Hello) *peer {
 	p := &peer{t: t, s: a.NewSession(t.Name()), enc: protocol.NewEncoder()}
 	t.Cleanup(p.s.Close)
 	hello.MinVersion, hello.MaxVersion = protocol.MinVersion, protocol.Version
-	p.send(protocol.OpHello, &hello)
-	reply := p.next()
-	require.Nil(t, reply.Error)
-	return p
+	id := p.send(protocol.OpHello, &hello)
+	// A worker's pollers start with its hello: work waiting for it may be
+	// pushed before the reply.
+	for {
+		env := p.next()
+		if env.Kind == protocol.KindResponse && env.ID == id {
+			require.Nil(t, env.Error)
+			return p
+		}
+		p.early = append(p.early, env)
+	}
 }
 
 // send hands the session one request and returns its id.
@@ -100,9 +110,28 @@ func (p *peer) queued() int {
 	return p.s.outBuf.len() + p.s.outTaken
 }
 
+// stall makes it as if the session's writer had last come back the stall
+// timeout ago: a frame that finds the queue full, or waits for room in it,
+// closes the session. It does what the clock would, without the wait.
+func (p *peer) stall() {
+	s := p.s
+	s.outMu.Lock()
+	defer s.outMu.Unlock()
+	s.outProgress = time.Now().Add(-s.agent.cfg.StallTimeout)
+	if s.outWaiters > 0 {
+		close(s.outRoom) // they look again
+		s.outRoom = make(chan struct{})
+	}
+}
+
 // next takes frames from the session until one is whole and returns it.
 func (p *peer) next() protocol.Envelope {
 	p.t.Helper()
+	if len(p.early) > 0 {
+		env := p.early[0]
+		p.early = p.early[1:]
+		return env
+	}
 	buf := make([]byte, 4096)
 	for {
 		if len(p.in) >= 4 {
@@ -133,18 +162,26 @@ func TestSessionStopsReadingAtTheInFlightBound(t *testing.T) {
 	require.EqualValues(t, bound, cap(p.s.slots))
 
 	// Waits hold their place: get_result of workflows queued where no
-	// worker takes them.
+	// worker takes them. Another session starts them: a request's place is
+	// freed after its reply is queued, so a start of p's could still hold
+	// one when the waits come, and throttle p before the bound.
+	other := newPeer(t, a, protocol.Hello{Role: protocol.RoleClient, AppName: "bounds"})
 	var waits []string
 	for i := range bound {
 		id := "wait-" + string(rune('a'+i))
-		p.send(protocol.OpStartWorkflow, &protocol.StartWorkflow{WorkflowID: id, Name: "never", QueueName: "nobody", Serialization: "portable_json"})
-		require.Nil(t, p.next().Error)
+		other.send(protocol.OpStartWorkflow, &protocol.StartWorkflow{WorkflowID: id, Name: "never", QueueName: "nobody", Serialization: "portable_json"})
+		require.Nil(t, other.next().Error)
 		waits = append(waits, id)
 	}
 	for _, id := range waits {
 		p.send(protocol.OpGetResult, &protocol.GetResult{WorkflowID: id})
 	}
 	require.Len(t, p.s.slots, bound)
+	select {
+	case <-p.s.throttled:
+		t.Fatal("throttled below the bound")
+	default:
+	}
 
 	// One more request is not read: HandleFrame, the read loop, waits.
 	handled := make(chan error, 1)
@@ -161,7 +198,6 @@ func TestSessionStopsReadingAtTheInFlightBound(t *testing.T) {
 	}
 
 	// An answer frees a place: the ping is read, and answered.
-	other := newPeer(t, a, protocol.Hello{Role: protocol.RoleClient, AppName: "bounds"})
 	other.send(protocol.OpCancel, &protocol.CancelWorkflow{WorkflowID: waits[0]})
 	require.Nil(t, other.next().Error)
 	require.NoError(t, <-handled)
@@ -270,16 +306,32 @@ func TestSessionThatDoesNotReadIsClosedAndReleased(t *testing.T) {
 }
 
 func TestPushesToAWorkerThatDoesNotReadAreHandedBack(t *testing.T) {
+	// The stuck worker's writer takes the hello reply and never comes back
+	// for more. Its runs' pushes fill the queue to twice the bound, then
+	// wait; past the stall timeout the session is closed, its runs handed
+	// back, none dropped. The timeout may also pass before the queue fills
+	// (a writer stuck long before a burst, or a loaded machine): then the
+	// first push that finds the queue full closes the session, and the
+	// queue did reach its bound all the same.
+	//
+	// The stall timeout is an hour, and the test moves the stuck writer's
+	// last progress back instead (stall): the writer that reads is then
+	// never taken for stalled, however loaded the machine.
+	t.Run("filled, then stalled", func(t *testing.T) { testPushesHandedBack(t, false) })
+	t.Run("stalled, then filled", func(t *testing.T) { testPushesHandedBack(t, true) })
+}
+
+func testPushesHandedBack(t *testing.T, stalledFirst bool) {
 	const bound = 4 << 10
-	a := boundsAgent(t, Config{MaxOutboundBytes: bound, StallTimeout: 300 * time.Millisecond})
+	a := boundsAgent(t, Config{MaxOutboundBytes: bound, StallTimeout: time.Hour})
 	worker := protocol.Hello{Role: protocol.RoleWorker, AppName: "bounds", Workflows: []protocol.WorkflowRegistration{{Name: "f"}},
 		Queues: []protocol.QueueRegistration{{Name: "q"}}}
 	stuck := newPeer(t, a, worker)
+	if stalledFirst {
+		stuck.stall()
+	}
 	client := newPeer(t, a, protocol.Hello{Role: protocol.RoleClient, AppName: "bounds"})
 
-	// run pushes fill twice the bound, then wait; the worker reads none
-	// of them for the stall timeout and is disconnected, its runs handed
-	// back, none dropped.
 	const n = 40
 	for i := range n {
 		inputs := `"` + string(bytes.Repeat([]byte{'i'}, 200)) + `"`
@@ -287,10 +339,16 @@ func TestPushesToAWorkerThatDoesNotReadAreHandedBack(t *testing.T) {
 			QueueName: "q", Inputs: &inputs, Serialization: "portable_json"})
 		require.Nil(t, client.next().Error)
 	}
-	<-stuck.s.outFull
+	if !stalledFirst {
+		<-stuck.s.outFull // a push waits for room
+		stuck.stall()
+	}
+	<-stuck.s.Done()
+	// Nothing takes from the queue since: it holds what it held at the
+	// close, its bound for pushes, which counts as a bound hit.
 	require.LessOrEqual(t, stuck.queued(), 2*bound)
 	require.Greater(t, stuck.queued(), bound)
-	<-stuck.s.Done()
+	require.True(t, stuck.s.hitBounds(), "the queue reached its bound")
 
 	// A worker that reads gets every one of them.
 	reader := newPeer(t, a, worker)

@@ -88,8 +88,10 @@ type Session struct {
 	outRoom    chan struct{}
 	// outReady wakes the writer when the queue goes from empty to not.
 	outReady chan struct{}
-	// outFull is closed the first time a frame waits for room (it is
-	// logged then, once).
+	// outFull is closed the first time a frame finds the queue at its
+	// bound: it waits for room, or the writer has already made no
+	// progress for the stall timeout and the session closes (it is logged
+	// then, once).
 	outFull     chan struct{}
 	outFullOnce sync.Once
 	stallOnce   sync.Once
@@ -266,7 +268,7 @@ func (s *Session) Close() {
 }
 
 // hitBounds reports whether the peer ever reached its in-flight bound or
-// had frames wait for room: then it made the agent hold memory worth
+// filled its outbound queue: then it made the agent hold memory worth
 // returning once it is gone.
 func (s *Session) hitBounds() bool {
 	for _, ch := range []chan struct{}{s.throttled, s.outFull} {
@@ -390,6 +392,10 @@ func (s *Session) send(frame []byte, push bool) error {
 		wait := s.agent.cfg.StallTimeout - time.Since(s.outProgress)
 		if wait <= 0 {
 			s.outMu.Unlock()
+			// The writer took its last bytes longer than the stall
+			// timeout ago, before the queue filled: the frame does not
+			// wait, but the queue did reach its bound.
+			s.markOutFull(queued)
 			// Every sender waiting finds this at once: one says it.
 			s.stallOnce.Do(func() {
 				s.log.Warn("peer does not read what it is sent; closing the session",
@@ -401,11 +407,7 @@ func (s *Session) send(frame []byte, push bool) error {
 		s.outWaiters++
 		room := s.outRoom
 		s.outMu.Unlock()
-		s.outFullOnce.Do(func() {
-			s.log.Debug("peer does not keep up with what it is sent; frames wait for room",
-				zap.Int("queued_bytes", queued), zap.Int("max_outbound_bytes", s.agent.cfg.MaxOutboundBytes))
-			close(s.outFull)
-		})
+		s.markOutFull(queued)
 		if timer == nil {
 			timer = time.NewTimer(wait)
 		} else {
@@ -420,6 +422,16 @@ func (s *Session) send(frame []byte, push bool) error {
 		s.outWaiters--
 		s.outMu.Unlock()
 	}
+}
+
+// markOutFull closes outFull the first time a frame finds the queue at its
+// bound, whether it then waits for room or the session closes for a stall.
+func (s *Session) markOutFull(queued int) {
+	s.outFullOnce.Do(func() {
+		s.log.Debug("peer does not keep up with what it is sent; frames wait for room",
+			zap.Int("queued_bytes", queued), zap.Int("max_outbound_bytes", s.agent.cfg.MaxOutboundBytes))
+		close(s.outFull)
+	})
 }
 
 func (s *Session) push(op string, body any) error {
