@@ -4,8 +4,10 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
+	"os"
 	"sort"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -134,8 +136,11 @@ func benchQueueSamples() int    { return envInt("DBOS_BENCH_QUEUE_SAMPLES", 30) 
 
 // benchAgentArgs start the agent as users run it: info logs and the DBOS
 // default polling interval (the harness defaults are for tests).
+// benchAgentArgs are the benchmark agents' flags, and DBOS_BENCH_AGENT_ARGS
+// (space-separated) after them, to measure a setting against the default.
 func benchAgentArgs() []string {
-	return []string{"--poll-interval", benchQueuePollInterval.String(), "--log-level", "info"}
+	return append([]string{"--poll-interval", benchQueuePollInterval.String(), "--log-level", "info"},
+		strings.Fields(os.Getenv("DBOS_BENCH_AGENT_ARGS"))...)
 }
 
 type latencyStats struct {
