@@ -43,13 +43,15 @@ import (
 //     -j min(C,2) -T (the duration and warm-up in whole seconds, pgbench's
 //     unit, at least 1), at each concurrency. It reports commits/s and
 //     pgbench's latency average, the CPU of the pgbench process per commit,
-//     and the CPU of its connections' backends per commit: those backends
-//     end with the run, so their CPU is read as what the postmaster
-//     collected from the children it reaped during the measurement (its
-//     /proc stat's cutime and cstime), once every backend seen serving the
-//     database is gone; the table has autovacuum off, so that no worker of
-//     its own adds to it. A missing pgbench is listed as missing, with
-//     where it was looked for.
+//     and the CPU of its connections' backends per commit (their start
+//     included): those backends end with the run, so their CPU is read as
+//     what the postmaster collected from the children it reaped during the
+//     measurement (its /proc stat's cutime and cstime), once every backend
+//     seen serving the database is gone, less what its other children that
+//     ended meanwhile (an idle connection a pool closed) had used by the
+//     start; the table has autovacuum off, so that no worker of its own
+//     adds to it. A missing pgbench is listed as missing, with where it was
+//     looked for.
 //
 // The report has, per concurrency, each variant's steps/s (median of the
 // rounds and range), the ratios of each variant to DBOS Go, DBOS Python and
@@ -287,10 +289,16 @@ func (r *pgbenchRunner) measure(cfg transportsConfig, c int) (transportMeasureme
 }
 
 // runReaped is one run and its CPU: the pgbench process's, and its
-// backends', read once every backend seen serving the database during the
-// run has been reaped.
+// backends', which end with the run. Their CPU is what the postmaster reaped
+// during the run (its children's times), read once every backend seen
+// serving the database is gone, less the CPU of its other children that
+// ended meanwhile (an idle connection a pool closed: its whole life's CPU is
+// reaped with it), as they had used it at the start.
 func (r *pgbenchRunner) runReaped(c, seconds int) (pgbenchRun, cpuUsed, error) {
-	reapedBefore := reapedChildrenCPU(r.postmaster)
+	startChildren, reapedBefore, err := postmasterChildren(r.postmaster)
+	if err != nil {
+		return pgbenchRun{}, cpuUsed{}, err
+	}
 	// The snapshot follows the host and finds the run's backends.
 	cpu, err := newCPUSnapshot(r.db, nil, nil)
 	if err != nil {
@@ -310,9 +318,47 @@ func (r *pgbenchRunner) runReaped(c, seconds int) (pgbenchRun, cpuUsed, error) {
 	if err := waitReaped(slices.Collect(maps.Keys(cpu.last))); err != nil {
 		return pgbenchRun{}, cpuUsed{}, err
 	}
+	endChildren, reapedAfter, err := postmasterChildren(r.postmaster)
+	if err != nil {
+		return pgbenchRun{}, cpuUsed{}, err
+	}
+	var others time.Duration
+	for pid, cpu := range startChildren {
+		if _, ok := endChildren[pid]; !ok {
+			others += cpu
+		}
+	}
+	// What the sampler saw of the backends while they ran is a floor.
+	used.postgres = max(used.postgres, reapedAfter-reapedBefore-others)
 	used.client = res.cpu
-	used.postgres = reapedChildrenCPU(r.postmaster) - reapedBefore
 	return res, used, nil
+}
+
+// postmasterChildren are the postmaster's children with the CPU each has
+// used, and the CPU of the children it has reaped, read together: the same
+// children before and after the reaped figure, so that no child ended
+// between the two readings.
+func postmasterChildren(pm int) (map[int]time.Duration, time.Duration, error) {
+	for range 100 {
+		children := map[int]time.Duration{}
+		for _, pid := range childPIDs(pm) {
+			children[pid] = processCPU(pid)
+		}
+		reaped := reapedChildrenCPU(pm)
+		after := childPIDs(pm)
+		if len(after) == 0 {
+			return nil, 0, fmt.Errorf("no children of the postmaster (pid %d) in /proc: its backends' CPU cannot be measured", pm)
+		}
+		same := len(after) == len(children)
+		for _, pid := range after {
+			_, was := children[pid]
+			same = same && was
+		}
+		if same {
+			return children, reaped, nil
+		}
+	}
+	return nil, 0, fmt.Errorf("the postmaster's (pid %d) children kept changing while read", pm)
 }
 
 // checkDurable: the table holds one row for each transaction pgbench

@@ -402,8 +402,11 @@ func printTransportsReport(w io.Writer, cfg transportsConfig, all []*transportVa
 	}
 	_ = tw.Flush()
 
-	if besideCeiling {
+	switch {
+	case besideCeiling:
 		printCeiling(w, cfg, ceiling, variants, hasLatency)
+	case ceiling != nil:
+		fmt.Fprintf(w, "\n%s, the ceiling: no figures (below)\n", ceiling.name)
 	}
 
 	for _, v := range all {
