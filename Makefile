@@ -138,9 +138,11 @@ fuzz: ## Run each fuzz target for FUZZTIME (default 5m; e.g. make fuzz FUZZTIME=
 fuzz-short: ## Run each fuzz target for FUZZ_SHORT_TIME (default 300000 executions), as `make test` does
 	@$(MAKE) --no-print-directory fuzz FUZZTIME=$(FUZZ_SHORT_TIME)
 
+# BenchmarkCompare needs the Node binding built: `make bench-compare` builds
+# it and runs it.
 .PHONY: bench
-bench: postgres ## Run the benchmarks
-	$(GO) test -run '^$$' -bench . -benchmem -count=1 ./...
+bench: postgres ## Run the benchmarks (but BenchmarkCompare: make bench-compare)
+	$(GO) test -run '^$$' -bench . -skip '^BenchmarkCompare$$' -benchmem -count=1 ./...
 
 # bench-transports: each variant's system database is this URL's database
 # name plus _<variant>, created fresh and dropped at the end.
@@ -149,6 +151,16 @@ DBOS_BENCH_DATABASE_URL ?= postgres://postgres:dbos@localhost:5432/bench_transpo
 bench-transports: lib ## The 10-step workload via the Python binding (socket; libdbos.so embedded, sidecar, connect) beside DBOS Python and DBOS Go: interleaved rounds, medians, ratios, CPU per step (not in `make test`; DBOS_BENCH_TRANSPORTS_* size it)
 	bash scripts/ensure-postgres.sh '$(DBOS_BENCH_DATABASE_URL)'
 	cd e2e && DBOS_BENCH_DATABASE_URL='$(DBOS_BENCH_DATABASE_URL)' $(GO) test -run '^$$' -bench '^BenchmarkTransports$$' -benchtime 1x -timeout 120m .
+
+# bench-compare: each variant's system database, and pgbench's, is this
+# URL's database name plus _<variant>, created fresh and dropped at the end.
+DBOS_BENCH_COMPARE_DATABASE_URL ?= postgres://postgres:dbos@localhost:5432/bench_compare?sslmode=disable
+.PHONY: bench-compare
+bench-compare: lib ## The 10-step workload via the Python and Node bindings (socket; libdbos.so connect) beside DBOS Python, DBOS Go and DBOS TypeScript, with pgbench's one-insert commits as the ceiling, in one run: interleaved rounds, medians, ratios, CPU per step (not in `make test`; DBOS_BENCH_COMPARE_* size it)
+	bash scripts/ensure-postgres.sh '$(DBOS_BENCH_COMPARE_DATABASE_URL)'
+	bash scripts/node-deps.sh
+	cd bindings/node && node scripts/build.mjs
+	cd e2e && DBOS_BENCH_DATABASE_URL='$(DBOS_BENCH_COMPARE_DATABASE_URL)' $(GO) test -run '^$$' -bench '^BenchmarkCompare$$' -benchtime 1x -timeout 120m .
 
 # bench-node: each variant's system database is this URL's database name
 # plus _<variant>, created fresh and dropped at the end.

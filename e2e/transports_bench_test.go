@@ -69,18 +69,45 @@ import (
 //	DBOS_BENCH_TRANSPORTS_DURATION     each measurement (default 5s)
 //	DBOS_BENCH_TRANSPORTS_WARMUP       the warm-up before each (default 1s)
 //	DBOS_BENCH_TRANSPORTS_CONCURRENCY  workflows in flight (default 1,16,64)
-//	DBOS_BENCH_TRANSPORTS_VARIANTS     the variants to run (default all)
+//	DBOS_BENCH_TRANSPORTS_VARIANTS     the variants to run (default those above; any of BenchmarkCompare's too)
 //	DBOS_BENCH_TRANSPORTS_JSON         a file to write every measurement to
 //	DBOS_BENCH_DATABASE_URL            the base database URL (default bench_transports on localhost)
 //	DBOS_BENCH_LIBRARY                 libdbos.so (default ../cgo/libdbos.so)
 //	DBOS_BENCH_PYTHON                  an interpreter with dbos and dbos_agent (default the repo's .venv, made by scripts/python-venv.sh)
 //	DBOS_AGENT_BINARY                  the sidecar mode's agent (default the one this benchmark builds)
 func BenchmarkTransports(b *testing.B) {
-	cfg := transportsConfigFromEnv(b)
+	runTransportsBench(b, transportsBench{
+		name:      "BenchmarkTransports",
+		envPrefix: "DBOS_BENCH_TRANSPORTS_",
+		defaultDB: "bench_transports",
+		variants: []string{
+			"python/socket", "python/lib-embedded", "python/lib-sidecar", "python/lib-connect",
+			variantDBOSPython, variantDBOSGo, variantSocketSQLite, variantDBOSPythonSQLite,
+		},
+		references: []string{variantDBOSPython, variantDBOSGo, variantDBOSPythonSQLite, "python/socket"},
+	})
+}
+
+// transportsBench is one benchmark of the variants: which it runs unless
+// told otherwise, the environment variables that size it, and the
+// references its ratios are to.
+type transportsBench struct {
+	name       string
+	envPrefix  string // ROUNDS, DURATION, ... follow it
+	defaultDB  string // DBOS_BENCH_DATABASE_URL's database when unset
+	variants   []string
+	references []string
+}
+
+// runTransportsBench starts the benchmark's variants, measures them in
+// interleaved rounds, checks that each did the durable work it reports, and
+// prints (and writes, when asked) the figures.
+func runTransportsBench(b *testing.B, bench transportsBench) {
+	cfg := transportsConfigFromEnv(b, bench)
 	variants := transportVariants(cfg)
-	fmt.Printf("BenchmarkTransports: 10-step workflows, %d round(s), %s per measurement after a %s warm-up, in flight %v; load average %s\n",
-		cfg.rounds, cfg.duration, cfg.warmup, cfg.concurrency, loadAverage())
-	defer func() { fmt.Printf("BenchmarkTransports: load average at the end %s\n", loadAverage()) }()
+	fmt.Printf("%s: 10-step workflows, %d round(s), %s per measurement after a %s warm-up, in flight %v; load average %s\n",
+		cfg.name, cfg.rounds, cfg.duration, cfg.warmup, cfg.concurrency, loadAverage())
+	defer func() { fmt.Printf("%s: load average at the end %s\n", cfg.name, loadAverage()) }()
 
 	// Start every variant first (launch is not measured).
 	for _, v := range variants {
@@ -90,14 +117,15 @@ func BenchmarkTransports(b *testing.B) {
 		r, err := v.start(b, cfg)
 		if err != nil {
 			v.missing = err.Error()
-			if !v.library {
+			if !v.optional() {
 				b.Errorf("%s: %v", v.name, err)
 			}
 			continue
 		}
 		v.runner = r
+		v.version = r.version()
 		b.Cleanup(r.close)
-		fmt.Printf("  %-20s %s\n", v.name, r.version())
+		fmt.Printf("  %-20s %s\n", v.name, v.version)
 	}
 
 	for round := 0; round < cfg.rounds; round++ {
@@ -115,23 +143,35 @@ func BenchmarkTransports(b *testing.B) {
 				}
 				m.round = round + 1
 				v.results[c] = append(v.results[c], m)
-				fmt.Printf("  round %d c=%-3d %-20s %8.0f steps/s  (host CPU %3.0f%%)\n", round+1, c, v.name, m.stepsPerSec, m.hostBusyPct)
+				unit := "steps/s"
+				if v.ceiling {
+					unit = "commits/s"
+				}
+				fmt.Printf("  round %d c=%-3d %-20s %8.0f %-9s (host CPU %3.0f%%)\n", round+1, c, v.name, m.stepsPerSec, unit, m.hostBusyPct)
 			}
 		}
 	}
 	// Every variant did the same durable work: each workflow it ran is
 	// SUCCESS in its database, with its 10 steps recorded. The SQLite
-	// variants share one file, checked once for all of them.
+	// variants share one file, checked once for all of them. The ceiling
+	// checks its own rows.
 	var databases []string
 	sharing := map[string][]*transportVariant{}
 	for _, v := range variants {
-		if v.runner != nil {
-			db := v.runner.database()
-			if sharing[db] == nil {
-				databases = append(databases, db)
-			}
-			sharing[db] = append(sharing[db], v)
+		if v.runner == nil {
+			continue
 		}
+		if d, ok := v.runner.(durableChecker); ok {
+			if err := d.checkDurable(); err != nil {
+				b.Errorf("%s: %v", v.name, err)
+			}
+			continue
+		}
+		db := v.runner.database()
+		if sharing[db] == nil {
+			databases = append(databases, db)
+		}
+		sharing[db] = append(sharing[db], v)
 	}
 	for _, db := range databases {
 		if err := checkDurable(db, sharing[db]); err != nil {
@@ -147,6 +187,8 @@ func BenchmarkTransports(b *testing.B) {
 }
 
 type transportsConfig struct {
+	name             string // the benchmark's, for its report
+	references       []string
 	rounds           int
 	duration, warmup time.Duration
 	concurrency      []int
@@ -156,45 +198,63 @@ type transportsConfig struct {
 	library          string
 	python           string
 	runnerScript     string
+	node             string // the Node variants' node (empty: none found)
+	nodePackage      string // bindings/node: its runner, build and dependencies
+	pgbench          string // the ceiling's pgbench (empty: none found)
 	sqliteFile       string // the SQLite variants' system database
 }
 
-func transportsConfigFromEnv(b *testing.B) transportsConfig {
+func transportsConfigFromEnv(b *testing.B, bench transportsBench) transportsConfig {
+	p := bench.envPrefix
 	cfg := transportsConfig{
-		rounds:       envInt("DBOS_BENCH_TRANSPORTS_ROUNDS", 3),
-		duration:     envDuration(b, "DBOS_BENCH_TRANSPORTS_DURATION", 5*time.Second),
-		warmup:       envDuration(b, "DBOS_BENCH_TRANSPORTS_WARMUP", time.Second),
+		name:         bench.name,
+		references:   bench.references,
+		rounds:       envInt(p+"ROUNDS", 3),
+		duration:     envDuration(b, p+"DURATION", 5*time.Second),
+		warmup:       envDuration(b, p+"WARMUP", time.Second),
 		concurrency:  []int{1, 16, 64},
-		jsonPath:     os.Getenv("DBOS_BENCH_TRANSPORTS_JSON"),
+		only:         map[string]bool{},
+		jsonPath:     os.Getenv(p + "JSON"),
 		baseURL:      os.Getenv("DBOS_BENCH_DATABASE_URL"),
 		library:      os.Getenv("DBOS_BENCH_LIBRARY"),
 		python:       os.Getenv("DBOS_BENCH_PYTHON"),
 		runnerScript: "testdata/bench_runner.py",
+		node:         os.Getenv("DBOS_BENCH_NODE"),
+		nodePackage:  "../bindings/node",
+		pgbench:      os.Getenv("DBOS_BENCH_PGBENCH"),
 		sqliteFile:   filepath.Join(b.TempDir(), "bench.sqlite"),
 	}
-	if s := os.Getenv("DBOS_BENCH_TRANSPORTS_CONCURRENCY"); s != "" {
+	if s := os.Getenv(p + "CONCURRENCY"); s != "" {
 		cfg.concurrency = nil
 		for _, f := range strings.Split(s, ",") {
 			c, err := strconv.Atoi(strings.TrimSpace(f))
 			if err != nil || c < 1 {
-				b.Fatalf("DBOS_BENCH_TRANSPORTS_CONCURRENCY: %q is not a positive integer", f)
+				b.Fatalf("%sCONCURRENCY: %q is not a positive integer", p, f)
 			}
 			cfg.concurrency = append(cfg.concurrency, c)
 		}
 	}
-	if s := os.Getenv("DBOS_BENCH_TRANSPORTS_VARIANTS"); s != "" {
-		cfg.only = map[string]bool{}
-		for _, f := range strings.Split(s, ",") {
-			cfg.only[strings.TrimSpace(f)] = true
+	names := bench.variants
+	if s := os.Getenv(p + "VARIANTS"); s != "" {
+		names = strings.Split(s, ",")
+	}
+	runtimes := map[string]bool{}
+	for _, n := range names {
+		n = strings.TrimSpace(n)
+		i := slices.IndexFunc(allTransportVariants(), func(v *transportVariant) bool { return v.name == n })
+		if i < 0 {
+			b.Fatalf("%sVARIANTS: no variant %q", p, n)
 		}
+		cfg.only[n] = true
+		runtimes[allTransportVariants()[i].runtime] = true
 	}
 	if cfg.baseURL == "" {
-		cfg.baseURL = "postgres://postgres:dbos@localhost:5432/bench_transports?sslmode=disable"
+		cfg.baseURL = "postgres://postgres:dbos@localhost:5432/" + bench.defaultDB + "?sslmode=disable"
 	}
 	if cfg.library == "" {
 		cfg.library = "../cgo/libdbos.so"
 	}
-	if cfg.python == "" {
+	if cfg.python == "" && runtimes[runtimePython] {
 		// The repo's test venv, made (or brought up to date) as the
 		// Python tests make it: it has dbos_agent and the official dbos.
 		venv := exec.Command("bash", "../scripts/python-venv.sh", "test")
@@ -204,15 +264,26 @@ func transportsConfigFromEnv(b *testing.B) transportsConfig {
 		}
 		cfg.python = "../.venv/bin/python"
 	}
-	for _, p := range []*string{&cfg.library, &cfg.python, &cfg.runnerScript} {
+	if cfg.node == "" {
+		cfg.node, _ = exec.LookPath("node") // none: the Node variants say so
+	}
+	if cfg.pgbench == "" {
+		cfg.pgbench = findPgbench()
+	}
+	for _, p := range []*string{&cfg.library, &cfg.python, &cfg.runnerScript, &cfg.nodePackage} {
+		if *p == "" {
+			continue
+		}
 		abs, err := filepath.Abs(*p)
 		if err != nil {
 			b.Fatal(err)
 		}
 		*p = abs
 	}
-	if _, err := os.Stat(cfg.python); err != nil {
-		b.Fatalf("no Python at %s (DBOS_BENCH_PYTHON): %v", cfg.python, err)
+	if runtimes[runtimePython] {
+		if _, err := os.Stat(cfg.python); err != nil {
+			b.Fatalf("no Python at %s (DBOS_BENCH_PYTHON): %v", cfg.python, err)
+		}
 	}
 	return cfg
 }
@@ -232,9 +303,12 @@ func envDuration(b *testing.B, name string, def time.Duration) time.Duration {
 // transportVariant is one way of running the workload, and what it measured.
 type transportVariant struct {
 	name    string
-	library bool // a libdbos.so mode: missing, not failing, when absent
+	runtime string // what it runs in: runtimePython, runtimeNode, or none to set up
+	library bool   // a libdbos.so mode: missing, not failing, when absent
+	ceiling bool   // not the workload: pgbench's commits, the ceiling (missing, not failing, without pgbench)
 	start   func(b *testing.B, cfg transportsConfig) (transportRunner, error)
 	runner  transportRunner
+	version string
 	noAgent string // what the agent column says when no process is the agent
 	ran     int    // workflows that ended, warm-ups included
 	missing string // why it did not run at all
@@ -242,31 +316,52 @@ type transportVariant struct {
 	results map[int][]transportMeasurement
 }
 
+// optional variants are listed as missing, with the reason, when what they
+// need is absent; the others fail the benchmark.
+func (v *transportVariant) optional() bool { return v.library || v.ceiling }
+
 // The reference variants, by name.
 const (
 	variantDBOSPython = "dbos-python"
 	variantDBOSGo     = "dbos-go"
+	variantDBOSTS     = "dbos-ts"
 	// The SQLite variants share one file (cfg.sqliteFile): the agent serves
 	// it, and DBOS Python opens the same file, as an app beside the agent
 	// would; the interleaving keeps one of them idle while the other runs.
 	variantSocketSQLite     = "python/socket-sqlite"
 	variantDBOSPythonSQLite = "dbos-python-sqlite"
+	variantPgbench          = "pgbench"
 )
 
-func transportVariants(cfg transportsConfig) []*transportVariant {
-	all := []*transportVariant{
-		{name: "python/socket", start: startPythonSocket},
-		{name: "python/lib-embedded", library: true, start: startPythonLibrary("embedded"), noAgent: "in client"},
-		{name: "python/lib-sidecar", library: true, start: startPythonLibrary("sidecar")},
-		{name: "python/lib-connect", library: true, start: startPythonLibrary("connect")},
-		{name: variantDBOSPython, start: startDBOSPython, noAgent: "none"},
+// What a variant runs in, set up only when a variant selected needs it.
+const (
+	runtimePython = "python"
+	runtimeNode   = "node"
+)
+
+// allTransportVariants are every variant either benchmark can run, in the
+// order the reports list them.
+func allTransportVariants() []*transportVariant {
+	return []*transportVariant{
+		{name: "python/socket", runtime: runtimePython, start: startBindingSocket(pythonBinding, "socket")},
+		{name: "python/lib-embedded", runtime: runtimePython, library: true, start: startBindingLibrary(pythonBinding, "lib_embedded", "embedded"), noAgent: "in client"},
+		{name: "python/lib-sidecar", runtime: runtimePython, library: true, start: startBindingLibrary(pythonBinding, "lib_sidecar", "sidecar")},
+		{name: "python/lib-connect", runtime: runtimePython, library: true, start: startBindingLibrary(pythonBinding, "lib_connect", "connect")},
+		{name: "node/socket", runtime: runtimeNode, start: startBindingSocket(nodeBinding, "node_socket")},
+		{name: "node/lib-connect", runtime: runtimeNode, library: true, start: startBindingLibrary(nodeBinding, "node_lib_connect", "connect")},
+		{name: variantDBOSPython, runtime: runtimePython, start: startDBOSPython, noAgent: "none"},
 		{name: variantDBOSGo, start: startDBOSGo, noAgent: "none"},
-		{name: variantSocketSQLite, start: startPythonSocketSQLite},
-		{name: variantDBOSPythonSQLite, start: startDBOSPythonSQLite, noAgent: "none"},
+		{name: variantDBOSTS, runtime: runtimeNode, start: startDBOSTS, noAgent: "none"},
+		{name: variantSocketSQLite, runtime: runtimePython, start: startPythonSocketSQLite},
+		{name: variantDBOSPythonSQLite, runtime: runtimePython, start: startDBOSPythonSQLite, noAgent: "none"},
+		{name: variantPgbench, ceiling: true, start: startPgbench},
 	}
+}
+
+func transportVariants(cfg transportsConfig) []*transportVariant {
 	var out []*transportVariant
-	for _, v := range all {
-		if cfg.only != nil && !cfg.only[v.name] {
+	for _, v := range allTransportVariants() {
+		if !cfg.only[v.name] {
 			continue
 		}
 		v.results = map[int][]transportMeasurement{}
@@ -280,19 +375,38 @@ func transportVariants(cfg transportsConfig) []*transportVariant {
 	return out
 }
 
-// transportRunner runs measurements of one variant.
+// transportRunner is a started variant.
 type transportRunner interface {
+	// database is the variant's system database.
+	database() string
+	// version names the SDK or binding and its version.
+	version() string
+	close()
+}
+
+// workloadRunner runs the workload for measurements (every variant but the
+// ceiling).
+type workloadRunner interface {
+	transportRunner
 	// run starts workflows with concurrency in flight for d and reports
 	// when the last ended.
 	run(concurrency int, d time.Duration, latencies bool) (runResult, error)
 	// processes are the pids whose CPU counts as the client's and the
 	// agent's (the agent's may be empty: it runs in the client).
 	processes() (client, agent []int)
-	// database is the variant's system database.
-	database() string
-	// version names the SDK or binding and its version.
-	version() string
-	close()
+}
+
+// selfMeasuring runners take their measurements themselves (the ceiling:
+// its client and backends live only as long as each run).
+type selfMeasuring interface {
+	transportRunner
+	measure(cfg transportsConfig, concurrency int) (transportMeasurement, error)
+}
+
+// durableChecker runners check their durable work themselves, not as a
+// system database's workflows and steps.
+type durableChecker interface {
+	checkDurable() error
 }
 
 type runResult struct {
@@ -301,30 +415,37 @@ type runResult struct {
 	steps     []time.Duration // each step call, when asked for
 }
 
+// transportMeasurement is one measurement of a variant at one concurrency.
+// For the ceiling, a step is one commit.
 type transportMeasurement struct {
-	round        int
-	stepsPerSec  float64
-	p50, p99     time.Duration // at concurrency 1 only
-	clientCPU    time.Duration // per step
-	agentCPU     time.Duration
-	postgresCPU  time.Duration // the backends serving the variant's database
-	backends     int           // how many backends that is
-	hostBusyPct  float64       // of all cores, everything on the machine
-	otherBusyPct float64       // what is not the client, agent or these backends
+	round         int
+	stepsPerSec   float64
+	p50, p99      time.Duration // at concurrency 1 only
+	commitLatency time.Duration // the ceiling's: pgbench's latency average
+	clientCPU     time.Duration // per step
+	agentCPU      time.Duration
+	postgresCPU   time.Duration // the backends serving the variant's database
+	backends      int           // how many backends that is
+	hostBusyPct   float64       // of all cores, everything on the machine
+	otherBusyPct  float64       // what is not the client, agent or these backends
 }
 
 func measureVariant(v *transportVariant, cfg transportsConfig, c int) (transportMeasurement, error) {
-	warm, err := v.runner.run(c, cfg.warmup, false)
+	if r, ok := v.runner.(selfMeasuring); ok {
+		return r.measure(cfg, c)
+	}
+	r := v.runner.(workloadRunner)
+	warm, err := r.run(c, cfg.warmup, false)
 	if err != nil {
 		return transportMeasurement{}, fmt.Errorf("warm-up: %w", err)
 	}
 	v.ran += warm.workflows
-	clientPIDs, agentPIDs := v.runner.processes()
-	cpu, err := newCPUSnapshot(v.runner.database(), clientPIDs, agentPIDs)
+	clientPIDs, agentPIDs := r.processes()
+	cpu, err := newCPUSnapshot(r.database(), clientPIDs, agentPIDs)
 	if err != nil {
 		return transportMeasurement{}, err
 	}
-	res, err := v.runner.run(c, cfg.duration, c == 1)
+	res, err := r.run(c, cfg.duration, c == 1)
 	if err != nil {
 		return transportMeasurement{}, err
 	}
@@ -333,11 +454,23 @@ func measureVariant(v *transportVariant, cfg transportsConfig, c int) (transport
 	if err != nil {
 		return transportMeasurement{}, err
 	}
-	steps := res.workflows * stepsPerWorkflow
+	m, err := measurementOf(used, res.workflows*stepsPerWorkflow, res.elapsed)
+	if err != nil {
+		return transportMeasurement{}, err
+	}
+	if len(res.steps) > 0 {
+		slices.Sort(res.steps)
+		m.p50, m.p99 = percentile(res.steps, 0.50), percentile(res.steps, 0.99)
+	}
+	return m, nil
+}
+
+// measurementOf is the rate and the CPU per step of steps done in elapsed.
+func measurementOf(used cpuUsed, steps int, elapsed time.Duration) (transportMeasurement, error) {
 	if steps == 0 {
 		return transportMeasurement{}, errors.New("no workflow ended")
 	}
-	m := transportMeasurement{stepsPerSec: float64(steps) / res.elapsed.Seconds()}
+	m := transportMeasurement{stepsPerSec: float64(steps) / elapsed.Seconds()}
 	m.clientCPU = used.client / time.Duration(steps)
 	m.agentCPU = used.agent / time.Duration(steps)
 	m.postgresCPU, m.backends = used.postgres/time.Duration(steps), used.backends
@@ -345,10 +478,6 @@ func measureVariant(v *transportVariant, cfg transportsConfig, c int) (transport
 	// Counters in 10 ms ticks, read at slightly different instants, can
 	// put the processes' sum a little above the host's.
 	m.otherBusyPct = max(0, 100*(used.hostBusy-used.client-used.agent-used.postgres).Seconds()/used.hostCapacity.Seconds())
-	if len(res.steps) > 0 {
-		slices.Sort(res.steps)
-		m.p50, m.p99 = percentile(res.steps, 0.50), percentile(res.steps, 0.99)
-	}
 	return m, nil
 }
 
@@ -469,16 +598,38 @@ func startBenchAgent(b *testing.B, databaseURL string) (*agentProc, error) {
 	return e.startAgent(agentOptions{extraArgs: benchAgentArgs()}), nil
 }
 
-func startPythonSocket(b *testing.B, cfg transportsConfig) (transportRunner, error) {
-	db, err := variantDatabase(b, cfg.baseURL, "socket")
-	if err != nil {
-		return nil, err
+// binding is a dbos-agent binding the workload runs through: its runner
+// process, started with the SDK name its runner takes.
+type binding struct {
+	sdk   string
+	start func(cfg transportsConfig, sdk, databaseURL string, env []string) (*lineRunner, error)
+}
+
+var (
+	pythonBinding = binding{sdk: "dbos_agent", start: startPythonRunner}
+	nodeBinding   = binding{sdk: "dbos-agent", start: startNodeRunner}
+)
+
+// startBindingSocket is a variant of the binding over the agent's socket, to
+// a `dbos-agent serve` of its own on a fresh database (suffix names it).
+func startBindingSocket(bind binding, suffix string) func(b *testing.B, cfg transportsConfig) (transportRunner, error) {
+	return func(b *testing.B, cfg transportsConfig) (transportRunner, error) {
+		db, err := variantDatabase(b, cfg.baseURL, suffix)
+		if err != nil {
+			return nil, err
+		}
+		return bindingOverSocket(b, cfg, bind, db)
 	}
+}
+
+// bindingOverSocket runs the binding over the socket of a `dbos-agent
+// serve` of its own on db, whatever the environment says of a library.
+func bindingOverSocket(b *testing.B, cfg transportsConfig, bind binding, db string) (transportRunner, error) {
 	agent, err := startBenchAgent(b, db)
 	if err != nil {
 		return nil, err
 	}
-	r, err := startPythonRunner(cfg, "dbos_agent", db, []string{"DBOS_AGENT_SOCKET=" + agent.socket})
+	r, err := bind.start(cfg, bind.sdk, db, []string{"DBOS_AGENT_SOCKET=" + agent.socket, "DBOS_AGENT_LIBRARY=", "DBOS_AGENT_MODE="})
 	if err != nil {
 		return nil, err
 	}
@@ -486,9 +637,12 @@ func startPythonSocket(b *testing.B, cfg transportsConfig) (transportRunner, err
 	return r, nil
 }
 
-func startPythonLibrary(mode string) func(b *testing.B, cfg transportsConfig) (transportRunner, error) {
+// startBindingLibrary is a variant of the binding over libdbos.so in mode,
+// on a fresh database (suffix names it); in connect mode, to a
+// `dbos-agent serve` of its own.
+func startBindingLibrary(bind binding, suffix, mode string) func(b *testing.B, cfg transportsConfig) (transportRunner, error) {
 	return func(b *testing.B, cfg transportsConfig) (transportRunner, error) {
-		db, err := variantDatabase(b, cfg.baseURL, "lib_"+mode)
+		db, err := variantDatabase(b, cfg.baseURL, suffix)
 		if err != nil {
 			return nil, err
 		}
@@ -517,13 +671,13 @@ func startPythonLibrary(mode string) func(b *testing.B, cfg transportsConfig) (t
 			// it fail instead.
 			env = append(env, "DBOS_AGENT_SOCKET="+filepath.Join(os.TempDir(), "bench-no-agent-here.sock"))
 		}
-		r, err := startPythonRunner(cfg, "dbos_agent", db, env)
+		r, err := bind.start(cfg, bind.sdk, db, env)
 		if err != nil {
 			return nil, err
 		}
 		if !mapsFile(r.cmd.Process.Pid, cfg.library) {
 			r.close()
-			return nil, fmt.Errorf("the binding ran without loading %s (no library transport in this dbos_agent)", cfg.library)
+			return nil, fmt.Errorf("the binding ran without loading %s (no library transport in this %s)", cfg.library, bind.sdk)
 		}
 		if agent != nil {
 			r.agentPIDs = []int{agent.cmd.Process.Pid}
@@ -534,17 +688,7 @@ func startPythonLibrary(mode string) func(b *testing.B, cfg transportsConfig) (t
 }
 
 func startPythonSocketSQLite(b *testing.B, cfg transportsConfig) (transportRunner, error) {
-	db := sysdb.SQLiteURL(cfg.sqliteFile)
-	agent, err := startBenchAgent(b, db)
-	if err != nil {
-		return nil, err
-	}
-	r, err := startPythonRunner(cfg, "dbos_agent", db, []string{"DBOS_AGENT_SOCKET=" + agent.socket})
-	if err != nil {
-		return nil, err
-	}
-	r.agentPIDs = []int{agent.cmd.Process.Pid}
-	return r, nil
+	return bindingOverSocket(b, cfg, pythonBinding, sysdb.SQLiteURL(cfg.sqliteFile))
 }
 
 func startDBOSPythonSQLite(b *testing.B, cfg transportsConfig) (transportRunner, error) {
@@ -581,10 +725,13 @@ func mapsFile(pid int, path string) bool {
 	return strings.Contains(string(maps), real)
 }
 
-// ---- the Python runner
+// ---- the line-protocol runners
 
-// pythonRunner is a testdata/bench_runner.py process.
-type pythonRunner struct {
+// lineRunner is a runner process that speaks the benchmark's line protocol:
+// testdata/bench_runner.py (the Python variants) or
+// bindings/node/bench/runner.mjs (the Node variants), which launch once and
+// then answer each JSON command line with a "BENCH " line.
+type lineRunner struct {
 	cmd           *exec.Cmd
 	db            string
 	stdin         io.WriteCloser
@@ -622,7 +769,7 @@ func (t *tailBuffer) last() string {
 	return s[strings.LastIndexByte(s, '\n')+1:]
 }
 
-func startPythonRunner(cfg transportsConfig, sdk, databaseURL string, env []string) (*pythonRunner, error) {
+func startPythonRunner(cfg transportsConfig, sdk, databaseURL string, env []string) (*lineRunner, error) {
 	// SQLAlchemy (DBOS Python) takes postgresql://; pgx takes both.
 	pyURL := databaseURL
 	if !strings.HasPrefix(databaseURL, "sqlite:") {
@@ -630,7 +777,13 @@ func startPythonRunner(cfg transportsConfig, sdk, databaseURL string, env []stri
 	}
 	cmd := exec.Command(cfg.python, cfg.runnerScript, "--sdk", sdk, "--database-url", pyURL)
 	cmd.Env = append(os.Environ(), env...)
-	r := &pythonRunner{cmd: cmd, db: databaseURL, answers: make(chan string, 1), stderr: &tailBuffer{}}
+	return startLineRunner(sdk, cmd, databaseURL)
+}
+
+// startLineRunner starts cmd, a runner of databaseURL's variant, and waits
+// for its first answer, which says it is ready and names its SDK's version.
+func startLineRunner(sdk string, cmd *exec.Cmd, databaseURL string) (*lineRunner, error) {
+	r := &lineRunner{cmd: cmd, db: databaseURL, answers: make(chan string, 1), stderr: &tailBuffer{}}
 	cmd.Stderr = r.stderr
 	var err error
 	if r.stdin, err = cmd.StdinPipe(); err != nil {
@@ -667,7 +820,7 @@ func startPythonRunner(cfg transportsConfig, sdk, databaseURL string, env []stri
 }
 
 // answer waits for the runner's next answer.
-func (r *pythonRunner) answer(within time.Duration, into any) error {
+func (r *lineRunner) answer(within time.Duration, into any) error {
 	select {
 	case line, ok := <-r.answers:
 		if !ok {
@@ -680,7 +833,7 @@ func (r *pythonRunner) answer(within time.Duration, into any) error {
 	}
 }
 
-func (r *pythonRunner) run(concurrency int, d time.Duration, latencies bool) (runResult, error) {
+func (r *lineRunner) run(concurrency int, d time.Duration, latencies bool) (runResult, error) {
 	cmd, err := json.Marshal(map[string]any{"concurrency": concurrency, "seconds": d.Seconds(), "latencies": latencies})
 	if err != nil {
 		return runResult{}, err
@@ -703,7 +856,7 @@ func (r *pythonRunner) run(concurrency int, d time.Duration, latencies bool) (ru
 	return res, nil
 }
 
-func (r *pythonRunner) processes() (client, agent []int) {
+func (r *lineRunner) processes() (client, agent []int) {
 	pid := r.cmd.Process.Pid
 	if r.agentChildren {
 		return []int{pid}, childPIDs(pid)
@@ -711,10 +864,10 @@ func (r *pythonRunner) processes() (client, agent []int) {
 	return []int{pid}, r.agentPIDs
 }
 
-func (r *pythonRunner) database() string { return r.db }
-func (r *pythonRunner) version() string  { return r.sdkVersion }
+func (r *lineRunner) database() string { return r.db }
+func (r *lineRunner) version() string  { return r.sdkVersion }
 
-func (r *pythonRunner) close() {
+func (r *lineRunner) close() {
 	r.closeOnce.Do(func() {
 		_, _ = r.stdin.Write([]byte(`{"quit": true}` + "\n"))
 		_ = r.stdin.Close()

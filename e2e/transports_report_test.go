@@ -128,26 +128,40 @@ func backendCPU(database string) map[int]time.Duration {
 }
 
 // processCPU is a process's user and system time (all its threads), 0 for
-// one that is gone.
-func processCPU(pid int) time.Duration {
+// one that is gone: fields 14 and 15, utime and stime.
+func processCPU(pid int) time.Duration { return statTimes(pid, 14) }
+
+// reapedChildrenCPU is the user and system time of the children a process
+// waited for: fields 16 and 17, cutime and cstime.
+func reapedChildrenCPU(pid int) time.Duration { return statTimes(pid, 16) }
+
+// statTimes is the sum of a process's /proc stat fields field and field+1
+// (counted from 1, as proc(5) does), in clock ticks; 0 for one that is gone.
+func statTimes(pid, field int) time.Duration {
+	f := statFields(pid)
+	i := field - 3 // statFields start at field 3
+	if len(f) < i+2 {
+		return 0
+	}
+	a, _ := strconv.ParseInt(f[i], 10, 64)
+	b, _ := strconv.ParseInt(f[i+1], 10, 64)
+	return time.Duration(a+b) * clockTick
+}
+
+// statFields are a process's /proc stat fields after its command name,
+// from field 3 (state) on; nil for one that is gone.
+func statFields(pid int) []string {
 	stat, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
 	if err != nil {
-		return 0
+		return nil
 	}
 	// The command name, in parentheses, may hold spaces: fields are
-	// counted after its closing parenthesis, where field 3 (state) is
-	// the first; utime and stime are fields 14 and 15.
+	// counted after its closing parenthesis.
 	i := strings.LastIndexByte(string(stat), ')')
 	if i < 0 {
-		return 0
+		return nil
 	}
-	f := strings.Fields(string(stat[i+1:]))
-	if len(f) < 13 {
-		return 0
-	}
-	utime, _ := strconv.ParseInt(f[11], 10, 64)
-	stime, _ := strconv.ParseInt(f[12], 10, 64)
-	return time.Duration(utime+stime) * clockTick
+	return strings.Fields(string(stat[i+1:]))
 }
 
 func processesCPU(pids []int) time.Duration {
@@ -243,11 +257,16 @@ func figures(ms []transportMeasurement, of func(transportMeasurement) float64) s
 // roundRatios are of(v)/of(ref) for each round both measured (so that each
 // ratio compares figures taken minutes apart at most).
 func roundRatios(v, ref []transportMeasurement, of func(transportMeasurement) float64) spread {
+	return roundRatiosOf(v, ref, of, of)
+}
+
+// roundRatiosOf are ofV(v)/ofRef(ref) for each round both measured.
+func roundRatiosOf(v, ref []transportMeasurement, ofV, ofRef func(transportMeasurement) float64) spread {
 	var xs []float64
 	for _, m := range v {
 		for _, r := range ref {
-			if r.round == m.round && of(r) > 0 && of(m) > 0 {
-				xs = append(xs, of(m)/of(r))
+			if r.round == m.round && ofRef(r) > 0 && ofV(m) > 0 {
+				xs = append(xs, ofV(m)/ofRef(r))
 			}
 		}
 	}
@@ -257,6 +276,20 @@ func roundRatios(v, ref []transportMeasurement, of func(transportMeasurement) fl
 func stepsPerSec(m transportMeasurement) float64 { return m.stepsPerSec }
 func p50Ms(m transportMeasurement) float64       { return float64(m.p50) / float64(time.Millisecond) }
 func p99Ms(m transportMeasurement) float64       { return float64(m.p99) / float64(time.Millisecond) }
+func commitMs(m transportMeasurement) float64 {
+	return float64(m.commitLatency) / float64(time.Millisecond)
+}
+
+// usOf is a per-step CPU figure in µs.
+func usOf(of func(transportMeasurement) time.Duration) func(transportMeasurement) float64 {
+	return func(m transportMeasurement) float64 { return float64(of(m)) / float64(time.Microsecond) }
+}
+
+func clientCPU(m transportMeasurement) time.Duration   { return m.clientCPU }
+func agentCPU(m transportMeasurement) time.Duration    { return m.agentCPU }
+func postgresCPU(m transportMeasurement) time.Duration { return m.postgresCPU }
+func hostBusyPct(m transportMeasurement) float64       { return m.hostBusyPct }
+func otherBusyPct(m transportMeasurement) float64      { return m.otherBusyPct }
 
 // invert is for latencies, so that above 1 is better throughout.
 func invert(of func(transportMeasurement) float64) func(transportMeasurement) float64 {
@@ -268,14 +301,22 @@ func invert(of func(transportMeasurement) float64) func(transportMeasurement) fl
 	}
 }
 
-func printTransportsReport(w io.Writer, cfg transportsConfig, variants []*transportVariant) {
+func printTransportsReport(w io.Writer, cfg transportsConfig, all []*transportVariant) {
+	// The workload's variants; the ceiling is reported on its own.
+	var variants []*transportVariant
+	var ceiling *transportVariant
 	byName := map[string]*transportVariant{}
-	for _, v := range variants {
+	for _, v := range all {
+		if v.ceiling {
+			ceiling = v
+			continue
+		}
+		variants = append(variants, v)
 		byName[v.name] = v
 	}
 	hasLatency := slices.Contains(cfg.concurrency, 1)
 
-	fmt.Fprintf(w, "\nBenchmarkTransports: steps/s (median of %d round(s) [range]); step latency at c=1 in ms\n", cfg.rounds)
+	fmt.Fprintf(w, "\n%s: steps/s (median of %d round(s) [range]); step latency at c=1 in ms\n", cfg.name, cfg.rounds)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, figuresHeader(cfg, hasLatency, " ms"))
 	for _, v := range variants {
@@ -296,7 +337,7 @@ func printTransportsReport(w io.Writer, cfg transportsConfig, variants []*transp
 	}
 	_ = tw.Flush()
 
-	for _, ref := range []string{variantDBOSPython, variantDBOSGo, variantDBOSPythonSQLite, "python/socket"} {
+	for _, ref := range cfg.references {
 		rv := byName[ref]
 		if rv == nil || rv.missing != "" {
 			continue
@@ -310,56 +351,65 @@ func printTransportsReport(w io.Writer, cfg transportsConfig, variants []*transp
 			}
 			row := v.name
 			for _, c := range cfg.concurrency {
-				row += "\t" + ratioCell(v.results[c], rv.results[c], stepsPerSec)
+				row += "\t" + ratioCell(roundRatios(v.results[c], rv.results[c], stepsPerSec))
 			}
 			if hasLatency {
-				row += "\t" + ratioCell(v.results[1], rv.results[1], invert(p50Ms))
-				row += "\t" + ratioCell(v.results[1], rv.results[1], invert(p99Ms))
+				row += "\t" + ratioCell(roundRatios(v.results[1], rv.results[1], invert(p50Ms)))
+				row += "\t" + ratioCell(roundRatios(v.results[1], rv.results[1], invert(p99Ms)))
 			}
 			fmt.Fprintln(tw, row)
 		}
 		_ = tw.Flush()
 	}
 
+	measured := func(v *transportVariant, c int) bool { return v != nil && v.missing == "" && len(v.results[c]) > 0 }
+	besideCeiling := ceiling != nil && slices.ContainsFunc(cfg.concurrency, func(c int) bool { return measured(ceiling, c) })
 	fmt.Fprintf(w, "\nCPU per step in µs (medians): the client process, the agent process, the Postgres backends of the variant's database\n"+
 		"(none for a SQLite variant: SQLite runs inside the process that opens the file);\n"+
 		"host: the whole machine's busy share of its %d cores during the measurement, other: of which not these processes (other work on the machine, Postgres's own background processes)\n",
 		hostCores())
+	header := "variant\tc\tclient\tagent\tpostgres\thost busy %\tother %"
+	if besideCeiling {
+		fmt.Fprintln(w, "pgbench postgres/commit: the ceiling's Postgres CPU per one-row INSERT commit at the same c (below), beside the variant's per step")
+		header += "\tpgbench postgres/commit"
+	}
 	tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "variant\tc\tclient\tagent\tpostgres\thost busy %\tother %")
+	fmt.Fprintln(tw, header)
 	for _, v := range variants {
-		if v.missing != "" {
-			continue
-		}
 		for _, c := range cfg.concurrency {
-			ms := v.results[c]
-			if len(ms) == 0 {
+			if !measured(v, c) {
 				continue
 			}
-			us := func(of func(transportMeasurement) time.Duration) string {
-				return figures(ms, func(m transportMeasurement) float64 { return float64(of(m)) / float64(time.Microsecond) }).format(0, "")
-			}
+			ms := v.results[c]
 			// No backend found by its title (update_process_title off?):
 			// unknown, not 0.
 			pg := "n/a"
 			if slices.ContainsFunc(ms, func(m transportMeasurement) bool { return m.backends > 0 }) {
-				pg = us(func(m transportMeasurement) time.Duration { return m.postgresCPU })
+				pg = figures(ms, usOf(postgresCPU)).format(0, "")
 			}
 			agent := v.noAgent
 			if agent == "" {
-				agent = us(func(m transportMeasurement) time.Duration { return m.agentCPU })
+				agent = figures(ms, usOf(agentCPU)).format(0, "")
 			}
-			fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%s\t%s\t%s\n", v.name, c,
-				us(func(m transportMeasurement) time.Duration { return m.clientCPU }),
-				agent,
-				pg,
-				figures(ms, func(m transportMeasurement) float64 { return m.hostBusyPct }).format(0, ""),
-				figures(ms, func(m transportMeasurement) float64 { return m.otherBusyPct }).format(0, ""))
+			row := fmt.Sprintf("%s\t%d\t%s\t%s\t%s\t%s\t%s", v.name, c,
+				figures(ms, usOf(clientCPU)).format(0, ""), agent, pg,
+				figures(ms, hostBusyPct).format(0, ""), figures(ms, otherBusyPct).format(0, ""))
+			if besideCeiling {
+				row += "\t" + orDash(ceiling.results[c], func(ms []transportMeasurement) string { return figures(ms, usOf(postgresCPU)).format(0, "") })
+			}
+			fmt.Fprintln(tw, row)
 		}
 	}
 	_ = tw.Flush()
 
-	for _, v := range variants {
+	switch {
+	case besideCeiling:
+		printCeiling(w, cfg, ceiling, variants, hasLatency)
+	case ceiling != nil:
+		fmt.Fprintf(w, "\n%s, the ceiling: no figures (below)\n", ceiling.name)
+	}
+
+	for _, v := range all {
 		switch {
 		case v.missing != "":
 			fmt.Fprintf(w, "%s: not measured: %s\n", v.name, v.missing)
@@ -367,6 +417,65 @@ func printTransportsReport(w io.Writer, cfg transportsConfig, variants []*transp
 			fmt.Fprintf(w, "%s: stopped after a failure (its figures are of the rounds before): %s\n", v.name, v.failed)
 		}
 	}
+}
+
+// printCeiling reports pgbench's commits and the variants against them:
+// steps/s as a share of commits/s, and the step latency at c=1 against one
+// commit's.
+func printCeiling(w io.Writer, cfg transportsConfig, ceiling *transportVariant, variants []*transportVariant, hasLatency bool) {
+	fmt.Fprintf(w, "\n%s, the ceiling: one one-row INSERT per transaction (pgbench -n -M prepared -c C -j min(C,2) -T %d; medians of %d round(s) [range]);\n"+
+		"postgres: the CPU of its connections' backends per commit (what the postmaster reaped of them), pgbench: the pgbench process's\n",
+		ceiling.name, pgbenchSeconds(cfg.duration), cfg.rounds)
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "c\tcommits/s\tlatency avg ms\tpostgres µs/commit\tpgbench µs/commit\thost busy %\tother %")
+	for _, c := range cfg.concurrency {
+		ms := ceiling.results[c]
+		if len(ms) == 0 {
+			continue
+		}
+		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%s\t%s\n", c,
+			figures(ms, stepsPerSec).format(0, ""), figures(ms, commitMs).format(3, ""),
+			figures(ms, usOf(postgresCPU)).format(0, ""), figures(ms, usOf(clientCPU)).format(0, ""),
+			figures(ms, hostBusyPct).format(0, ""), figures(ms, otherBusyPct).format(0, ""))
+	}
+	_ = tw.Flush()
+
+	fmt.Fprintf(w, "\nsteps/s as a share of %s's commits/s at the same c (per-round ratios: median [range])\n", ceiling.name)
+	tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	header := "variant"
+	for _, c := range cfg.concurrency {
+		header += fmt.Sprintf("\tc=%d", c)
+	}
+	fmt.Fprintln(tw, header)
+	for _, v := range variants {
+		if v.missing != "" {
+			continue
+		}
+		row := v.name
+		for _, c := range cfg.concurrency {
+			row += "\t" + ratioCell(roundRatios(v.results[c], ceiling.results[c], stepsPerSec))
+		}
+		fmt.Fprintln(tw, row)
+	}
+	_ = tw.Flush()
+
+	if !hasLatency || len(ceiling.results[1]) == 0 {
+		return
+	}
+	fmt.Fprintf(w, "\nc=1 step latency against one commit (%s's latency average at c=1, %s ms): step p50 / commit, step p99 / commit (per-round ratios: median [range])\n",
+		ceiling.name, figures(ceiling.results[1], commitMs).format(3, ""))
+	tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "variant\tstep p50 ms\tstep p99 ms\tp50 / commit\tp99 / commit")
+	for _, v := range variants {
+		if v.missing != "" || len(v.results[1]) == 0 {
+			continue
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", v.name,
+			figures(v.results[1], p50Ms).format(2, ""), figures(v.results[1], p99Ms).format(2, ""),
+			ratioCell(roundRatiosOf(v.results[1], ceiling.results[1], p50Ms, commitMs)),
+			ratioCell(roundRatiosOf(v.results[1], ceiling.results[1], p99Ms, commitMs)))
+	}
+	_ = tw.Flush()
 }
 
 // figuresHeader names the columns of a table of steps/s at each
@@ -389,8 +498,7 @@ func orDash(ms []transportMeasurement, f func([]transportMeasurement) string) st
 	return f(ms)
 }
 
-func ratioCell(v, ref []transportMeasurement, of func(transportMeasurement) float64) string {
-	s := roundRatios(v, ref, of)
+func ratioCell(s spread) string {
 	if s.median == 0 {
 		return "-"
 	}
@@ -426,6 +534,7 @@ func writeTransportsJSON(path string, cfg transportsConfig, variants []*transpor
 		StepsPerSec  float64 `json:"steps_per_sec"`
 		P50Ms        float64 `json:"step_p50_ms,omitempty"`
 		P99Ms        float64 `json:"step_p99_ms,omitempty"`
+		CommitMs     float64 `json:"latency_avg_ms,omitempty"` // the ceiling's: pgbench's
 		ClientCPUUs  float64 `json:"client_cpu_us_per_step"`
 		AgentCPUUs   float64 `json:"agent_cpu_us_per_step"`
 		PgCPUUs      float64 `json:"postgres_cpu_us_per_step"`
@@ -433,25 +542,93 @@ func writeTransportsJSON(path string, cfg transportsConfig, variants []*transpor
 		HostBusyPct  float64 `json:"host_busy_pct"`
 		OtherBusyPct float64 `json:"other_busy_pct"`
 	}
+	type figure struct {
+		Median float64 `json:"median"`
+		Min    float64 `json:"min"`
+		Max    float64 `json:"max"`
+	}
+	fig := func(s spread) *figure {
+		if s.median == 0 {
+			return nil
+		}
+		return &figure{s.median, s.lo, s.hi}
+	}
+	type summary struct {
+		StepsPerSec  *figure            `json:"steps_per_sec,omitempty"`
+		P50Ms        *figure            `json:"step_p50_ms,omitempty"`
+		P99Ms        *figure            `json:"step_p99_ms,omitempty"`
+		CommitMs     *figure            `json:"latency_avg_ms,omitempty"`
+		ClientCPUUs  *figure            `json:"client_cpu_us_per_step,omitempty"`
+		AgentCPUUs   *figure            `json:"agent_cpu_us_per_step,omitempty"`
+		PgCPUUs      *figure            `json:"postgres_cpu_us_per_step,omitempty"`
+		RatioTo      map[string]*figure `json:"steps_per_sec_ratio_to,omitempty"`
+		CeilingShare *figure            `json:"share_of_ceiling,omitempty"`
+		P50ToCommit  *figure            `json:"step_p50_to_commit_latency,omitempty"`
+	}
+	var ceiling *transportVariant
+	byName := map[string]*transportVariant{}
+	for _, v := range variants {
+		byName[v.name] = v
+		if v.ceiling {
+			ceiling = v
+		}
+	}
 	type variant struct {
-		Name         string        `json:"name"`
+		Name string `json:"name"`
+		// Kind is "workload" (a step is one of a 10-step workflow's) or
+		// "ceiling" (pgbench: a step is one committed one-row INSERT).
+		Kind         string        `json:"kind"`
+		Version      string        `json:"version,omitempty"`
 		Missing      string        `json:"missing,omitempty"`
 		Failed       string        `json:"failed,omitempty"`
 		Measurements []measurement `json:"measurements"`
+		// Summary is what the report prints, per concurrency ("1", "16",
+		// ...): medians and ranges of the rounds, per-round ratios.
+		Summary map[string]summary `json:"summary,omitempty"`
 	}
 	out := struct {
+		Benchmark   string    `json:"benchmark"`
 		Rounds      int       `json:"rounds"`
 		DurationS   float64   `json:"duration_s"`
+		WarmupS     float64   `json:"warmup_s"`
 		Concurrency []int     `json:"concurrency"`
+		HostCores   int       `json:"host_cores"`
 		Variants    []variant `json:"variants"`
-	}{cfg.rounds, cfg.duration.Seconds(), cfg.concurrency, nil}
+	}{cfg.name, cfg.rounds, cfg.duration.Seconds(), cfg.warmup.Seconds(), cfg.concurrency, hostCores(), nil}
 	us := func(d time.Duration) float64 { return float64(d) / float64(time.Microsecond) }
 	for _, v := range variants {
-		jv := variant{Name: v.name, Missing: v.missing, Failed: v.failed, Measurements: []measurement{}}
+		jv := variant{Name: v.name, Kind: "workload", Version: v.version, Missing: v.missing, Failed: v.failed, Measurements: []measurement{}}
+		if v.ceiling {
+			jv.Kind = "ceiling"
+		}
 		for _, c := range cfg.concurrency {
-			for _, m := range v.results[c] {
+			ms := v.results[c]
+			if len(ms) > 0 {
+				sum := summary{
+					StepsPerSec: fig(figures(ms, stepsPerSec)), P50Ms: fig(figures(ms, p50Ms)), P99Ms: fig(figures(ms, p99Ms)),
+					CommitMs: fig(figures(ms, commitMs)), ClientCPUUs: fig(figures(ms, usOf(clientCPU))),
+					AgentCPUUs: fig(figures(ms, usOf(agentCPU))), PgCPUUs: fig(figures(ms, usOf(postgresCPU))),
+					RatioTo: map[string]*figure{},
+				}
+				for _, ref := range cfg.references {
+					if rv := byName[ref]; rv != nil && rv != v && !v.ceiling {
+						if f := fig(roundRatios(ms, rv.results[c], stepsPerSec)); f != nil {
+							sum.RatioTo[ref] = f
+						}
+					}
+				}
+				if ceiling != nil && !v.ceiling {
+					sum.CeilingShare = fig(roundRatios(ms, ceiling.results[c], stepsPerSec))
+					sum.P50ToCommit = fig(roundRatiosOf(ms, ceiling.results[c], p50Ms, commitMs))
+				}
+				if jv.Summary == nil {
+					jv.Summary = map[string]summary{}
+				}
+				jv.Summary[strconv.Itoa(c)] = sum
+			}
+			for _, m := range ms {
 				jv.Measurements = append(jv.Measurements, measurement{
-					Round: m.round, Concurrency: c, StepsPerSec: m.stepsPerSec, P50Ms: p50Ms(m), P99Ms: p99Ms(m),
+					Round: m.round, Concurrency: c, StepsPerSec: m.stepsPerSec, P50Ms: p50Ms(m), P99Ms: p99Ms(m), CommitMs: commitMs(m),
 					ClientCPUUs: us(m.clientCPU), AgentCPUUs: us(m.agentCPU), PgCPUUs: us(m.postgresCPU), PgBackends: m.backends,
 					HostBusyPct: m.hostBusyPct, OtherBusyPct: m.otherBusyPct,
 				})
