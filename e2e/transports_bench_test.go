@@ -69,7 +69,10 @@ import (
 //	DBOS_BENCH_TRANSPORTS_DURATION     each measurement (default 5s)
 //	DBOS_BENCH_TRANSPORTS_WARMUP       the warm-up before each (default 1s)
 //	DBOS_BENCH_TRANSPORTS_CONCURRENCY  workflows in flight (default 1,16,64)
-//	DBOS_BENCH_TRANSPORTS_VARIANTS     the variants to run (default those above; any of BenchmarkCompare's too)
+//	DBOS_BENCH_TRANSPORTS_VARIANTS     the variants to run (default those above; any of BenchmarkCompare's too,
+//	                                   and python/socket-alt: python/socket with DBOS_BENCH_AGENT_ALT_ARGS)
+//	DBOS_BENCH_AGENT_ARGS              flags added to every benchmark agent's (space-separated)
+//	DBOS_BENCH_AGENT_ALT_ARGS          flags added to python/socket-alt's agent only
 //	DBOS_BENCH_TRANSPORTS_JSON         a file to write every measurement to
 //	DBOS_BENCH_DATABASE_URL            the base database URL (default bench_transports on localhost)
 //	DBOS_BENCH_LIBRARY                 libdbos.so (default ../cgo/libdbos.so)
@@ -344,6 +347,7 @@ const (
 func allTransportVariants() []*transportVariant {
 	return []*transportVariant{
 		{name: "python/socket", runtime: runtimePython, start: startBindingSocket(pythonBinding, "socket")},
+		{name: variantSocketAlt, runtime: runtimePython, start: startPythonSocketAlt},
 		{name: "python/lib-embedded", runtime: runtimePython, library: true, start: startBindingLibrary(pythonBinding, "lib_embedded", "embedded"), noAgent: "in client"},
 		{name: "python/lib-sidecar", runtime: runtimePython, library: true, start: startBindingLibrary(pythonBinding, "lib_sidecar", "sidecar")},
 		{name: "python/lib-connect", runtime: runtimePython, library: true, start: startBindingLibrary(pythonBinding, "lib_connect", "connect")},
@@ -588,14 +592,31 @@ func variantDatabase(b *testing.B, base, suffix string) (string, error) {
 
 // startBenchAgent runs `dbos-agent serve` on a variant's database, as users
 // run it (info logs, the default intervals).
-func startBenchAgent(b *testing.B, databaseURL string) (*agentProc, error) {
+func startBenchAgent(b *testing.B, databaseURL string, extraArgs ...string) (*agentProc, error) {
 	dir, err := os.MkdirTemp("", "bench")
 	if err != nil {
 		return nil, err
 	}
 	b.Cleanup(func() { os.RemoveAll(dir) })
 	e := &env{t: b, url: databaseURL, schema: "dbos", dir: dir}
-	return e.startAgent(agentOptions{extraArgs: benchAgentArgs()}), nil
+	return e.startAgent(agentOptions{extraArgs: append(benchAgentArgs(), extraArgs...)}), nil
+}
+
+// variantSocketAlt is python/socket with DBOS_BENCH_AGENT_ALT_ARGS added to
+// its agent's flags: an agent setting measured against the default in one
+// interleaved run (its ratios are to python/socket).
+const variantSocketAlt = "python/socket-alt"
+
+func startPythonSocketAlt(b *testing.B, cfg transportsConfig) (transportRunner, error) {
+	alt := strings.Fields(os.Getenv("DBOS_BENCH_AGENT_ALT_ARGS"))
+	if len(alt) == 0 {
+		return nil, errors.New("set DBOS_BENCH_AGENT_ALT_ARGS to the agent flags it measures")
+	}
+	db, err := variantDatabase(b, cfg.baseURL, "socket_alt")
+	if err != nil {
+		return nil, err
+	}
+	return bindingOverSocket(b, cfg, pythonBinding, db, alt...)
 }
 
 // binding is a dbos-agent binding the workload runs through: its runner
@@ -624,8 +645,8 @@ func startBindingSocket(bind binding, suffix string) func(b *testing.B, cfg tran
 
 // bindingOverSocket runs the binding over the socket of a `dbos-agent
 // serve` of its own on db, whatever the environment says of a library.
-func bindingOverSocket(b *testing.B, cfg transportsConfig, bind binding, db string) (transportRunner, error) {
-	agent, err := startBenchAgent(b, db)
+func bindingOverSocket(b *testing.B, cfg transportsConfig, bind binding, db string, agentArgs ...string) (transportRunner, error) {
+	agent, err := startBenchAgent(b, db, agentArgs...)
 	if err != nil {
 		return nil, err
 	}
