@@ -264,6 +264,10 @@ type StreamEntry struct {
 	FunctionID    int
 }
 
+// Closed reports whether the entry is a stream's closing marker, in either
+// form the DBOS SDKs write it.
+func (e StreamEntry) Closed() bool { return isStreamClosed(e.Value, e.Serialization) }
+
 // StreamRead is a read of consecutive stream values.
 type StreamRead struct {
 	Values []StreamEntry

@@ -292,16 +292,9 @@ func (h *api) workflow(w http.ResponseWriter, r *http.Request) {
 	for _, s := range streams {
 		fid, off := s.FunctionID, s.Offset
 		out.Streams = append(out.Streams, keyValue{Key: s.Key, Value: values.Display(s.Serialization, s.Value), FunctionID: &fid, Offset: &off,
-			Closed: streamClosed(s)})
+			Closed: s.Closed()})
 	}
 	writeJSON(w, http.StatusOK, out)
-}
-
-// streamClosed is whether a stream entry is the closing marker, as DBOS
-// SDKs write it: tagged portable_json, or bare (the Go SDK).
-func streamClosed(s sysdb.StreamEntry) bool {
-	const bare = "__DBOS_STREAM_CLOSED__"
-	return s.Value == bare || (s.Value == sysdb.StreamClosedValue && s.Serialization != nil && *s.Serialization == values.PortableJSON)
 }
 
 type queueView struct {
@@ -323,18 +316,26 @@ type queueView struct {
 // delayed).
 func (h *api) queues(w http.ResponseWriter, r *http.Request) {
 	qs, err := h.agent.ListQueues(r.Context(), agent.ListQueuesParams{})
-	if err != nil {
-		writeError(w, err)
-		return
-	}
-	out := make([]queueView, len(qs))
-	for i, q := range qs {
-		out[i] = queueView{
+	writeViews(w, qs, err, func(q agent.QueueState) queueView {
+		return queueView{
 			Name: q.Name, Registered: q.Registered, Application: q.ApplicationName, Concurrency: q.Concurrency,
 			WorkerConcurrency: q.WorkerConcurrency, RateLimitMax: q.RateLimitMax, RateLimitPeriodSec: q.RateLimitPeriodSec,
 			PriorityEnabled: q.PriorityEnabled, Partitioned: q.PartitionQueue,
 			Enqueued: q.Enqueued, Pending: q.Pending, Delayed: q.Delayed,
 		}
+	})
+}
+
+// writeViews answers a listing: each item as the page shows it, or the
+// listing's error.
+func writeViews[T, V any](w http.ResponseWriter, items []T, err error, view func(T) V) {
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	out := make([]V, len(items))
+	for i, item := range items {
+		out[i] = view(item)
 	}
 	writeJSON(w, http.StatusOK, out)
 }
@@ -351,15 +352,9 @@ type scheduleView struct {
 // schedules are every application's schedules.
 func (h *api) schedules(w http.ResponseWriter, r *http.Request) {
 	ss, err := h.agent.ListSchedules(r.Context(), agent.Caller{}, agent.ListSchedulesParams{AllApplications: true})
-	if err != nil {
-		writeError(w, err)
-		return
-	}
-	out := make([]scheduleView, len(ss))
-	for i, s := range ss {
-		out[i] = scheduleView{Name: s.Name, WorkflowName: s.WorkflowName, Cron: s.Cron, Timezone: s.CronTimezone, Status: s.Status, LastFiredAt: s.LastFiredAtRaw}
-	}
-	writeJSON(w, http.StatusOK, out)
+	writeViews(w, ss, err, func(s sysdb.Schedule) scheduleView {
+		return scheduleView{Name: s.Name, WorkflowName: s.WorkflowName, Cron: s.Cron, Timezone: s.CronTimezone, Status: s.Status, LastFiredAt: s.LastFiredAtRaw}
+	})
 }
 
 type versionView struct {
@@ -372,13 +367,7 @@ type versionView struct {
 // versions are every application's versions, the latest first.
 func (h *api) versions(w http.ResponseWriter, r *http.Request) {
 	vs, err := h.agent.ListVersions(r.Context(), agent.Caller{})
-	if err != nil {
-		writeError(w, err)
-		return
-	}
-	out := make([]versionView, len(vs))
-	for i, v := range vs {
-		out[i] = versionView{Name: v.Name, Application: v.ApplicationName, Timestamp: v.Timestamp, CreatedAt: v.CreatedAt}
-	}
-	writeJSON(w, http.StatusOK, out)
+	writeViews(w, vs, err, func(v sysdb.AppVersion) versionView {
+		return versionView{Name: v.Name, Application: v.ApplicationName, Timestamp: v.Timestamp, CreatedAt: v.CreatedAt}
+	})
 }

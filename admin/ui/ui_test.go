@@ -11,7 +11,6 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/dbos-agent/dbos-agent/admin"
-	"github.com/dbos-agent/dbos-agent/sysdb"
 )
 
 // The page works offline: nothing it ships names another origin.
@@ -64,23 +63,5 @@ func TestListRefusesABadPage(t *testing.T) {
 		require.NoError(t, err)
 		require.Equal(t, http.StatusBadRequest, resp.StatusCode, "%s: %s", query, body)
 		require.Contains(t, string(body), `"error"`, query)
-	}
-}
-
-// The closing marker is told from values, in both forms DBOS SDKs write it;
-// a workflow's own string that happens to read the same in another
-// serialization is a value.
-func TestStreamClosed(t *testing.T) {
-	portable, pickle := "portable_json", "py_pickle"
-	for _, c := range []struct {
-		entry  sysdb.StreamEntry
-		closed bool
-	}{
-		{sysdb.StreamEntry{Value: sysdb.StreamClosedValue, Serialization: &portable}, true},
-		{sysdb.StreamEntry{Value: "__DBOS_STREAM_CLOSED__"}, true},
-		{sysdb.StreamEntry{Value: sysdb.StreamClosedValue, Serialization: &pickle}, false},
-		{sysdb.StreamEntry{Value: `"a"`, Serialization: &portable}, false},
-	} {
-		require.Equal(t, c.closed, streamClosed(c.entry), "%+v", c.entry)
 	}
 }

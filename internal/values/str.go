@@ -146,7 +146,7 @@ type jsonTuple []interface{}
 func decodeOrderedJSON(text string) (interface{}, error) {
 	dec := json.NewDecoder(strings.NewReader(text))
 	dec.UseNumber()
-	v, err := decodeJSONValue(dec)
+	v, err := decodeJSONValue(dec, 0)
 	if err != nil {
 		return nil, err
 	}
@@ -156,7 +156,14 @@ func decodeOrderedJSON(text string) (interface{}, error) {
 	return v, nil
 }
 
-func decodeJSONValue(dec *json.Decoder) (interface{}, error) {
+// maxJSONDepth bounds the nesting decodeOrderedJSON follows: a stored value
+// comes from an application, and deeper text is shown as stored instead.
+const maxJSONDepth = 1000
+
+func decodeJSONValue(dec *json.Decoder, depth int) (interface{}, error) {
+	if depth > maxJSONDepth {
+		return nil, fmt.Errorf("JSON nested deeper than %d", maxJSONDepth)
+	}
 	tok, err := dec.Token()
 	if err != nil {
 		return nil, err
@@ -167,7 +174,7 @@ func decodeJSONValue(dec *json.Decoder) (interface{}, error) {
 		case '[':
 			list := []interface{}{}
 			for dec.More() {
-				item, err := decodeJSONValue(dec)
+				item, err := decodeJSONValue(dec, depth+1)
 				if err != nil {
 					return nil, err
 				}
@@ -183,7 +190,7 @@ func decodeJSONValue(dec *json.Decoder) (interface{}, error) {
 					return nil, err
 				}
 				key, _ := keyTok.(string)
-				value, err := decodeJSONValue(dec)
+				value, err := decodeJSONValue(dec, depth+1)
 				if err != nil {
 					return nil, err
 				}

@@ -101,6 +101,9 @@ func TestPythonStrOfOtherFormats(t *testing.T) {
 	require.Equal(t, "not base64!", PythonStr(KindValue, ptr(PyPickle), "not base64!"))
 	require.Equal(t, `{"x":1}`, PythonStr(KindValue, ptr(GoJSON), "eyJ4IjogMX0="))
 	require.Equal(t, "opaque", PythonStr(KindValue, ptr("custom_serializer"), "opaque"))
+	// Nesting past the bound is shown as stored, not followed.
+	deep := strings.Repeat("[", 5000) + strings.Repeat("]", 5000)
+	require.Equal(t, deep, PythonStr(KindValue, ptr(PortableJSON), deep))
 }
 
 // Attributes are shown as DBOS shows them: json.dumps of the stored JSON.
