@@ -214,11 +214,11 @@ func (a *Agent) endRun(workflowID, ownerXID string) {
 	delete(r.worker.running, workflowID)
 	close(r.ended)
 	if g := a.groups[r.worker.session.group]; g != nil {
-		if p := g.pollers[r.queue]; p != nil {
+		if p := g.pollers[r.queue]; p != nil && p.slotFreedMatters() {
 			p.wakeUp()
 		}
 		if r.queue != sysdb.InternalQueueName {
-			if p := g.pollers[sysdb.InternalQueueName]; p != nil {
+			if p := g.pollers[sysdb.InternalQueueName]; p != nil && p.slotBound {
 				p.wakeUp() // max_concurrency is shared by all queues
 			}
 		}
@@ -285,6 +285,12 @@ type poller struct {
 	// guarded by Agent.mu.
 	config   sysdb.QueueConfig
 	configAt time.Time
+	// slotBound says the last poll was held back by the workers' free
+	// slots (none, or it took as many as there were): only then can a
+	// run's end let it claim more. Without it, every workflow's end woke
+	// the internal queue's poller for a claim that found nothing (half
+	// the polls of a busy agent). Guarded by Agent.mu.
+	slotBound bool
 }
 
 // configTTL bounds how stale a poller's view of its queue's configuration
@@ -299,6 +305,15 @@ func newPoller(g *workerGroup, queue string) *poller {
 // refreshConfig makes the next poll read the queue's configuration again;
 // caller holds Agent.mu.
 func (p *poller) refreshConfig() { p.configAt = time.Time{} }
+
+// slotFreedMatters says whether a run of the queue ending may let the
+// poller claim what it could not: its last poll was held back by the
+// workers' slots, or the queue caps its running workflows across executors
+// (a cap the database counts, which this run's end lowers). Caller holds
+// Agent.mu.
+func (p *poller) slotFreedMatters() bool {
+	return p.slotBound || p.config.Concurrency != nil || p.config.PartitionConcurrency != nil
+}
 
 func (p *poller) wakeUp() {
 	select {
@@ -418,14 +433,21 @@ func (p *poller) pollOnce(ctx context.Context) (int, bool, error) {
 		// theirs, gives every partition its turn.
 		rand.Shuffle(len(partitions), func(i, j int) { partitions[i], partitions[j] = partitions[j], partitions[i] })
 	}
-	claimedTotal, full := 0, false
+	claimedTotal, full, slotBound := 0, false, false
+	defer func() {
+		a.mu.Lock()
+		p.slotBound = slotBound
+		a.mu.Unlock()
+	}()
 	for _, partition := range partitions {
-		n, cut, err := p.pollPartition(ctx, cfg, partition)
+		n, cut, bound, err := p.pollPartition(ctx, cfg, partition)
 		if err != nil {
+			slotBound = true // a slot's end may as well try again
 			return claimedTotal, full, err
 		}
 		claimedTotal += n
 		full = full || cut
+		slotBound = slotBound || bound
 	}
 	return claimedTotal, full, nil
 }
@@ -484,8 +506,9 @@ func zeroLimit(cfg sysdb.QueueConfig) string {
 }
 
 // pollPartition claims work of one partition (or of the whole queue when
-// partition is empty).
-func (p *poller) pollPartition(ctx context.Context, cfg sysdb.QueueConfig, partition string) (int, bool, error) {
+// partition is empty). It reports how many it claimed, whether the claim
+// was cut by its bound, and whether the workers' free slots held it back.
+func (p *poller) pollPartition(ctx context.Context, cfg sysdb.QueueConfig, partition string) (int, bool, bool, error) {
 	a := p.group.agent
 	a.mu.Lock()
 	capacity := 0
@@ -509,8 +532,11 @@ func (p *poller) pollPartition(ctx context.Context, cfg sysdb.QueueConfig, parti
 	a.mu.Unlock()
 	// Nothing to claim for: no capacity, or no function to run what it
 	// would claim (an empty name filter would claim anything).
-	if (!unbounded && capacity == 0) || len(names) == 0 {
-		return 0, false, nil
+	if len(names) == 0 {
+		return 0, false, false, nil
+	}
+	if !unbounded && capacity == 0 {
+		return 0, false, true, nil
 	}
 	bound := a.cfg.MaxClaim
 	if !unbounded {
@@ -543,10 +569,10 @@ func (p *poller) pollPartition(ctx context.Context, cfg sysdb.QueueConfig, parti
 	}
 	claimed, err := a.db.QueueDequeue(ctx, params)
 	if err != nil {
-		return 0, false, err
+		return 0, false, false, err
 	}
 	if len(claimed) == 0 {
-		return 0, false, nil
+		return 0, false, false, nil
 	}
 	// Histories ship with the runs; one read for the whole claim.
 	ids := make([]string, len(claimed))
@@ -567,12 +593,12 @@ func (p *poller) pollPartition(ctx context.Context, cfg sysdb.QueueConfig, parti
 		if _, uerr := a.db.WorkflowUnclaim(ctx, claims); uerr != nil {
 			a.log.Warn("could not hand back claimed workflows; the rescuer will", zap.Error(uerr))
 		}
-		return 0, false, err
+		return 0, false, false, err
 	}
 	for _, wf := range claimed {
 		a.dispatch(ctx, p.group, p.queue, cfg, wf, histories[wf.ID])
 	}
-	return len(claimed), len(claimed) >= bound, nil
+	return len(claimed), len(claimed) >= bound, !unbounded && len(claimed) >= capacity, nil
 }
 
 // dispatch hands a claimed workflow to a worker of the group, or back to

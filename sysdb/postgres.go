@@ -98,6 +98,16 @@ func OpenPostgres(ctx context.Context, databaseURL string, opts PostgresOptions)
 		label = "dbos-agent"
 	}
 	cfg.ConnConfig.RuntimeParams["application_name"] = label
+	// The fixed statements are planned once per connection. Postgres's
+	// default (auto) plans a statement afresh at every execution while a
+	// plan for its actual values looks cheaper than the generic one, which
+	// for the batches' unnest of a few rows is always: measured at 64
+	// workflows in flight, that planning was ~230 µs of a step batch's
+	// bind and ~420 µs of a finish batch's, about 40% of the Postgres CPU
+	// per step. Listings, whose best plan depends on the values (a rare
+	// status has its own partial index), are planned with their values
+	// (WorkflowList).
+	cfg.ConnConfig.RuntimeParams["plan_cache_mode"] = "force_generic_plan"
 
 	if !opts.SkipMigrations {
 		if _, err := Migrate(ctx, databaseURL, MigrateOptions{Schema: schema, Logger: log, Password: opts.Password, RetryFor: opts.RetryFor}); err != nil {
@@ -568,7 +578,11 @@ func (p *Postgres) WorkflowList(ctx context.Context, in WorkflowListParams) ([]W
 	}
 	var out []Workflow
 	err := p.retry(ctx, "list workflows", func(ctx context.Context) error {
-		rows, err := p.pool.Query(ctx, query, args...)
+		// The simple protocol sends the values inlined, so the listing is
+		// planned for them (the pool's statements use generic plans): a
+		// filter on ERROR takes the index of failed workflows, not a walk
+		// of every row by creation time.
+		rows, err := p.pool.Query(ctx, query, append([]any{pgx.QueryExecModeSimpleProtocol}, args...)...)
 		if err != nil {
 			return err
 		}

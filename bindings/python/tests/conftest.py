@@ -168,6 +168,35 @@ class LineWaiter:
                 self._cond.wait(left)
 
 
+# The output of the agents and worker processes the running test can see: a
+# failing test's report carries the end of each (a flake seen once in CI is
+# then diagnosable from its log).
+_live_outputs: List["tuple[str, LineWaiter]"] = []
+_REPORTED_LINES = 200
+_REMEMBERED_OUTPUTS = 16  # processes a test made and did not end through a fixture are dropped oldest first
+
+
+def _remember_output(name: str, waiter: LineWaiter) -> None:
+    _live_outputs.append((name, waiter))
+    del _live_outputs[:-_REMEMBERED_OUTPUTS]
+
+
+def _forget_output(waiter: LineWaiter) -> None:
+    _live_outputs[:] = [(name, w) for name, w in _live_outputs if w is not waiter]
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo) -> Iterator[None]:  # type: ignore[type-arg]
+    outcome = yield
+    report = outcome.get_result()
+    if report.when != "call" or not report.failed:
+        return
+    for name, waiter in _live_outputs:
+        with waiter._cond:
+            tail = waiter.lines[-_REPORTED_LINES:]
+        report.sections.append((f"{name}: last {len(tail)} lines", "\n".join(tail)))
+
+
 class AgentProcess:
     """A running `dbos-agent serve`."""
 
@@ -192,6 +221,7 @@ class AgentProcess:
         self.proc = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
         assert self.proc.stderr is not None
         self.log = LineWaiter(self.proc.stderr)
+        _remember_output(f"agent {executor_id} ({socket})", self.log)
         self.log.wait_for("dbos-agent listening", timeout=120)
 
     def kill(self) -> None:
@@ -242,6 +272,7 @@ class AgentEnv:
     def close(self) -> None:
         for a in self.agents:
             a.kill()
+            _forget_output(a.log)
         if SYSTEM_DB == "postgres":
             drop_schema(self.schema)
         shutil.rmtree(self.dir, ignore_errors=True)
@@ -349,6 +380,7 @@ class Worker:
         )
         assert self.proc.stdout is not None
         self.out = LineWaiter(self.proc.stdout, also=sink)
+        _remember_output(f"worker {script} (pid {self.proc.pid})", self.out)
 
     def kill(self) -> None:
         if self.proc.poll() is None:
@@ -379,6 +411,7 @@ def workers() -> Iterator[List[Worker]]:
     yield started
     for w in started:
         w.kill()
+        _forget_output(w.out)
 
 
 def effect_counts(path: str) -> Dict[str, int]:
