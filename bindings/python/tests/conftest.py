@@ -110,6 +110,11 @@ class LineWaiter:
             self.eof = True
             self._cond.notify_all()
 
+    def tail(self, count: int) -> List[str]:
+        """The last count lines read so far."""
+        with self._cond:
+            return self.lines[-count:]
+
     def wait_for(self, predicate_or_text: object, timeout: float = 60.0) -> str:
         def match(line: str) -> bool:
             if callable(predicate_or_text):
@@ -192,8 +197,7 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo) -> Itera
     if report.when != "call" or not report.failed:
         return
     for name, waiter in _live_outputs:
-        with waiter._cond:
-            tail = waiter.lines[-_REPORTED_LINES:]
+        tail = waiter.tail(_REPORTED_LINES)
         report.sections.append((f"{name}: last {len(tail)} lines", "\n".join(tail)))
 
 
