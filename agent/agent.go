@@ -224,15 +224,16 @@ type Agent struct {
 	// memoryReleasePending is set while a release after a bounded
 	// session's close is scheduled (releaseMemorySoon).
 	memoryReleasePending atomic.Bool
-	// counters, stepStats and finishStats are read by Metrics.
-	counters    counters
-	stepStats   *batchStats
-	finishStats *batchStats
-	steps       *batcher[sysdb.StepRecordParams, struct{}]
-	finishes    *batcher[sysdb.WorkflowFinishParams, sysdb.WorkflowFinishResult]
-	waiters     *waiters
-	signals     *signals
-	schedules   *scheduler
+	// counters, stepStats, finishStats and requestStats are read by Metrics.
+	counters     counters
+	stepStats    *batchStats
+	finishStats  *batchStats
+	requestStats requestStats
+	steps        *batcher[sysdb.StepRecordParams, struct{}]
+	finishes     *batcher[sysdb.WorkflowFinishParams, sysdb.WorkflowFinishResult]
+	waiters      *waiters
+	signals      *signals
+	schedules    *scheduler
 
 	mu       sync.Mutex
 	sessions map[*Session]struct{}
@@ -268,7 +269,7 @@ func New(cfg Config) (*Agent, error) {
 		runsDone:       make(chan struct{}, 1),
 		claiming:       map[string]int{},
 	}
-	a.stepStats, a.finishStats = newBatchStats(), newBatchStats()
+	a.stepStats, a.finishStats, a.requestStats = newBatchStats(), newBatchStats(), newRequestStats()
 	a.steps = newStepBatcher(a.db, cfg.StepBatchers, cfg.MaxStepBatch)
 	a.steps.stats = a.stepStats
 	a.finishes = newFinishBatcher(a.db, cfg.StepBatchers, cfg.MaxStepBatch)

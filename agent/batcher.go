@@ -38,7 +38,19 @@ type batcher[P, R any] struct {
 
 type batchRequest[P, R any] struct {
 	params P
-	done   chan batchResult[R]
+	// done receives the answer of a write (write); then, when set instead,
+	// is called with the answer of a submit, on the committer's goroutine.
+	done chan batchResult[R]
+	then func(batchResult[R])
+}
+
+// answer gives a request its result.
+func (r *batchRequest[P, R]) answer(res batchResult[R]) {
+	if r.then != nil {
+		r.then(res)
+		return
+	}
+	r.done <- res
 }
 
 type batchResult[R any] struct {
@@ -96,6 +108,10 @@ func (b *batcher[P, R]) start(sup *supervisor, name string) {
 func (b *batcher[P, R]) committerEnded() {
 	if b.live.Add(-1) == 0 {
 		close(b.stopped)
+		// A submit queued after the committers' own last drain and before
+		// stopped closed has no one waiting to notice: answered here, or
+		// by its submitter, who checks stopped after queueing.
+		b.failWaiting(errBatcherStopped)
 	}
 }
 
@@ -122,6 +138,28 @@ func (b *batcher[P, R]) write(ctx context.Context, p P) (R, error) {
 		r := <-req.done
 		return r.value, r.err
 	}
+}
+
+// submit queues a write and returns: then is called with its answer once
+// it is durable or has failed, on a committer's goroutine (so it must not
+// block), or on this one when the batcher has stopped. It saves a write's
+// caller the goroutine that waits: a step record is answered by the commit
+// that made it durable. Queueing waits while the batcher's queue is full,
+// as write does; it returns ctx's error, and then is not called, when ctx
+// ends first.
+func (b *batcher[P, R]) submit(ctx context.Context, p P, then func(batchResult[R])) error {
+	req := &batchRequest[P, R]{params: p, then: then}
+	select {
+	case b.in <- req:
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	select {
+	case <-b.stopped:
+		b.failWaiting(errBatcherStopped) // this request among them, if no committer took it
+	default:
+	}
+	return nil
 }
 
 // record is write for writes that answer nothing but an error.
@@ -161,9 +199,9 @@ func (b *batcher[P, R]) commitLoop(ctx context.Context) {
 		b.stats.observe(len(params), time.Since(started))
 		for i, r := range batch {
 			if err != nil {
-				r.done <- batchResult[R]{err: err}
+				r.answer(batchResult[R]{err: err})
 			} else {
-				r.done <- results[i]
+				r.answer(results[i])
 			}
 		}
 	}
@@ -174,7 +212,7 @@ func (b *batcher[P, R]) failWaiting(err error) {
 	for {
 		select {
 		case req := <-b.in:
-			req.done <- batchResult[R]{err: err}
+			req.answer(batchResult[R]{err: err})
 		default:
 			return
 		}

@@ -8,6 +8,7 @@ import (
 	"bytes"
 	"context"
 	"runtime"
+	"strings"
 	"testing"
 	"time"
 
@@ -364,4 +365,66 @@ func testPushesHandedBack(t *testing.T, stalledFirst bool) {
 		runs[run.WorkflowID] = true
 	}
 	require.Len(t, runs, n)
+}
+
+// A step's reply is queued by the commit that made it durable, a commit
+// that every session shares. When that reply finds its session's queue
+// full, it waits on a goroutine of its own: the commit goes on to answer
+// the other sessions, and the reply comes once the peer reads.
+func TestAStepReplyThatMustWaitForRoomHoldsNoOtherSessionsCommit(t *testing.T) {
+	const bound = 1 << 10
+	a := boundsAgent(t, Config{MaxOutboundBytes: bound, StallTimeout: time.Hour, StepBatchers: 1})
+	hello := protocol.Hello{Role: protocol.RoleWorker, AppName: "bounds", AppVersion: "v1",
+		Workflows: []protocol.WorkflowRegistration{{Name: "wf"}}}
+	start := func(p *peer, id string) string {
+		t.Helper()
+		p.send(protocol.OpStartWorkflow, &protocol.StartWorkflow{WorkflowID: id, Name: "wf", Serialization: "portable_json", RunHere: true})
+		env := p.next()
+		require.Nil(t, env.Error)
+		var started protocol.StartWorkflowReply
+		require.NoError(t, protocol.DecodeBody(env.Body, &started))
+		require.NotNil(t, started.Run, "the worker runs its own start")
+		return started.Run.OwnerXID
+	}
+	record := func(p *peer, id, owner string) uint64 {
+		out := `"done"`
+		return p.send(protocol.OpRecordStep, &protocol.RecordStep{WorkflowID: id, OwnerXID: owner,
+			Step: protocol.Step{FunctionID: 1, Name: "step", Output: &out, Serialization: "portable_json"}})
+	}
+	stalled, other := newPeer(t, a, hello), newPeer(t, a, hello)
+	stalledOwner, otherOwner := start(stalled, "stalled-run"), start(other, "other-run")
+
+	// The queue is past its bound, as a frame larger than the bound leaves
+	// it (it goes alone, into an empty queue): put there as send would.
+	filler, err := protocol.NewEncoder().Response(1<<40, map[string]string{"pad": strings.Repeat("x", 2*bound)})
+	require.NoError(t, err)
+	stalled.s.outMu.Lock()
+	stalled.s.outBuf.write(filler)
+	stalled.s.outMu.Unlock()
+	require.Greater(t, stalled.queued(), bound)
+
+	stalledStep := record(stalled, "stalled-run", stalledOwner)
+	<-stalled.s.outFull
+	// The one committer is not held by the reply that waits.
+	otherStep := record(other, "other-run", otherOwner)
+	env := other.next()
+	require.Equal(t, otherStep, env.ID)
+	require.Nil(t, env.Error)
+
+	// The stalled peer reads: its step's reply comes, after what filled the
+	// queue, and the step is durable.
+	answered := map[uint64]*protocol.Error{}
+	for {
+		env := stalled.next()
+		answered[env.ID] = env.Error
+		if _, ok := answered[stalledStep]; ok {
+			break
+		}
+	}
+	require.Contains(t, answered, uint64(1<<40), "what filled the queue came first")
+	require.Nil(t, answered[stalledStep])
+	steps, err := a.db.StepList(context.Background(), "stalled-run")
+	require.NoError(t, err)
+	require.Len(t, steps, 1)
+	require.Equal(t, 1, steps[0].FunctionID)
 }

@@ -47,6 +47,11 @@ var batchBounds = []float64{1, 2, 4, 8, 16, 32, 64, 128, 256, 512}
 // latencyBounds are the commit-latency histogram's upper bounds (seconds).
 var latencyBounds = []float64{.0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5}
 
+// requestBounds are the request-duration histogram's upper bounds
+// (seconds): finer than a commit's at the low end, where a step's
+// round trip through the agent lies, and long enough for a wait.
+var requestBounds = []float64{.0001, .00025, .0005, .001, .002, .004, .008, .016, .032, .064, .125, .25, .5, 1, 2.5, 5, 10, 30, 60}
+
 // histogram is a fixed-bucket histogram of atomics: the agent must not
 // depend on a metrics library, and a commit observes it once per batch,
 // not per record.
@@ -122,6 +127,25 @@ type BatchSnapshot struct {
 	Latency HistogramSnapshot
 }
 
+// requestStats time the requests of each op, from the frame read to the
+// reply queued. The ops are the handlers' (a fixed set), so the map is
+// built once and read without a lock.
+type requestStats map[string]*histogram
+
+func newRequestStats() requestStats {
+	r := make(requestStats, len(handlers))
+	for op := range handlers {
+		r[op] = newHistogram(requestBounds)
+	}
+	return r
+}
+
+func (r requestStats) observe(op string, took time.Duration) {
+	if h := r[op]; h != nil {
+		h.observe(took.Seconds())
+	}
+}
+
 // Kinds of open waits, as Metrics reports them.
 const (
 	WaitResult  = "result"
@@ -147,8 +171,12 @@ type Metrics struct {
 	ErrorsByCode  map[protocol.Code]uint64
 	StepBatches   BatchSnapshot
 	FinishBatches BatchSnapshot
-	Sessions      int
-	Workers       int
+	// Requests times the requests answered, by op (every op the agent
+	// handles, zeros included): from reading the frame to queueing its
+	// reply, so what the agent and the database add to a call.
+	Requests map[string]HistogramSnapshot
+	Sessions int
+	Workers  int
 	// OpenWaits counts requests waiting by kind (WaitResult, ...).
 	OpenWaits map[string]int
 }
@@ -175,6 +203,10 @@ func (a *Agent) Metrics() Metrics {
 		StepBatches:           BatchSnapshot{Sizes: a.stepStats.sizes.snapshot(), Latency: a.stepStats.latency.snapshot()},
 		FinishBatches:         BatchSnapshot{Sizes: a.finishStats.sizes.snapshot(), Latency: a.finishStats.latency.snapshot()},
 		OpenWaits:             map[string]int{WaitResult: 0, WaitMessage: 0, WaitEvent: 0, WaitStream: 0},
+		Requests:              make(map[string]HistogramSnapshot, len(a.requestStats)),
+	}
+	for op, h := range a.requestStats {
+		m.Requests[op] = h.snapshot()
 	}
 	for code := range c.errorsByCode {
 		if n := c.errorsByCode[code].Load(); n > 0 {

@@ -299,14 +299,55 @@ type RecordStepParams struct {
 // no longer owns its workflow gets sysdb.FencedError (or
 // WorkflowCancelledError) and ends here.
 func (a *Agent) RecordStep(ctx context.Context, c Caller, p RecordStepParams) error {
+	record, err := stepRecord(c, p)
+	if err != nil {
+		return err
+	}
+	if err := a.recordStep(ctx, record); err != nil {
+		return a.runFailed(ctx, p.WorkflowID, p.OwnerXID, err)
+	}
+	a.counters.stepsRecorded.Add(1)
+	return nil
+}
+
+// RecordStepThen is RecordStep for a caller that does not wait: it checks
+// the record and queues it, and then is called with RecordStep's answer
+// once the record is durable or has failed. then runs on the goroutine of
+// the commit that made the record durable, so it must not block; an answer
+// that needs the database (the run was fenced) is worked out on a goroutine
+// of its own first. The error returned (invalid params, ctx ended while the
+// queue was full) is the answer, and then is not called.
+func (a *Agent) RecordStepThen(ctx context.Context, c Caller, p RecordStepParams, then func(error)) error {
+	record, err := stepRecord(c, p)
+	if err != nil {
+		return err
+	}
+	if a.oneShot {
+		then(a.RecordStep(ctx, c, p))
+		return nil
+	}
+	return a.steps.submit(ctx, record, func(res batchResult[struct{}]) {
+		if res.err == nil {
+			a.counters.stepsRecorded.Add(1)
+			then(nil)
+			return
+		}
+		if !a.sup.goFn("record_step failed", func() { then(a.runFailed(ctx, p.WorkflowID, p.OwnerXID, res.err)) }) {
+			then(res.err)
+		}
+	})
+}
+
+// stepRecord checks a step record and turns it into the database's form.
+func stepRecord(c Caller, p RecordStepParams) (sysdb.StepRecordParams, error) {
 	const op = protocol.OpRecordStep
 	if err := required(op, "workflow_id", p.WorkflowID, "owner_xid", p.OwnerXID, "name", p.Name); err != nil {
-		return err
+		return sysdb.StepRecordParams{}, err
 	}
 	if err := checkFunctionID(op, "function_id", p.FunctionID); err != nil {
-		return err
+		return sysdb.StepRecordParams{}, err
 	}
-	err := a.recordStep(ctx, sysdb.StepRecordParams{
+	return sysdb.StepRecordParams{
 		WorkflowID:      p.WorkflowID,
 		OwnerXID:        p.OwnerXID,
 		FunctionID:      p.FunctionID,
@@ -318,12 +359,7 @@ func (a *Agent) RecordStep(ctx context.Context, c Caller, p RecordStepParams) er
 		StartedAt:       optionalEpoch(p.StartedAt),
 		CompletedAt:     optionalEpoch(p.CompletedAt),
 		ApplicationName: optional(c.App),
-	})
-	if err != nil {
-		return a.runFailed(ctx, p.WorkflowID, p.OwnerXID, err)
-	}
-	a.counters.stepsRecorded.Add(1)
-	return nil
+	}, nil
 }
 
 // FinishParams is a run's outcome.

@@ -1,6 +1,7 @@
 package agent
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -372,21 +373,8 @@ func (s *Session) send(frame []byte, push bool) error {
 		}
 		s.outMu.Lock()
 		queued := s.outBuf.len() + s.outTaken
-		if queued == 0 || queued+len(frame) <= limit {
-			if queued == 0 {
-				// The writer was not late: it had nothing to write.
-				s.outProgress = time.Now()
-			}
-			if s.outBuf.len() == 0 {
-				select {
-				case s.outReady <- struct{}{}:
-				default:
-				}
-			}
-			s.outBuf.write(frame)
+		if s.queueLocked(frame, queued, limit) {
 			s.outMu.Unlock()
-			s.agent.counters.framesOut.Add(1)
-			s.agent.counters.bytesOut.Add(uint64(len(frame)))
 			return nil
 		}
 		wait := s.agent.cfg.StallTimeout - time.Since(s.outProgress)
@@ -424,6 +412,42 @@ func (s *Session) send(frame []byte, push bool) error {
 	}
 }
 
+// queueLocked queues frame if the out-queue (queued bytes) has room for it
+// under limit; an empty queue takes any frame. Called with outMu held.
+func (s *Session) queueLocked(frame []byte, queued, limit int) bool {
+	if queued != 0 && queued+len(frame) > limit {
+		return false
+	}
+	if queued == 0 {
+		// The writer was not late: it had nothing to write.
+		s.outProgress = time.Now()
+	}
+	if s.outBuf.len() == 0 {
+		select {
+		case s.outReady <- struct{}{}:
+		default:
+		}
+	}
+	s.outBuf.write(frame)
+	s.agent.counters.framesOut.Add(1)
+	s.agent.counters.bytesOut.Add(uint64(len(frame)))
+	return true
+}
+
+// offer queues a reply if there is room for it now, never waiting; false
+// when it would have to wait (then send it with send). A closed session
+// takes it, as send would, and drops it.
+func (s *Session) offer(frame []byte) bool {
+	select {
+	case <-s.done:
+		return true
+	default:
+	}
+	s.outMu.Lock()
+	defer s.outMu.Unlock()
+	return s.queueLocked(frame, s.outBuf.len()+s.outTaken, s.agent.cfg.MaxOutboundBytes)
+}
+
 // markOutFull closes outFull the first time a frame finds the queue at its
 // bound, whether it then waits for room or the session closes for a stall.
 func (s *Session) markOutFull(queued int) {
@@ -445,6 +469,13 @@ func (s *Session) push(op string, body any) error {
 }
 
 func (s *Session) reply(id uint64, body any, perr *protocol.Error) {
+	s.withReply(id, body, perr, func(frame []byte) { _ = s.send(frame, false) })
+}
+
+// withReply calls use with the frame of a reply: body, or perr when it is
+// set (counted by its code). The frame is the encoder's, valid only during
+// use.
+func (s *Session) withReply(id uint64, body any, perr *protocol.Error, use func(frame []byte)) {
 	enc := s.encoders.Get().(*protocol.Encoder)
 	defer s.encoders.Put(enc)
 	var frame []byte
@@ -462,7 +493,15 @@ func (s *Session) reply(id uint64, body any, perr *protocol.Error) {
 		s.log.Error("could not encode a reply", zap.Error(err))
 		frame, _ = enc.ErrorResponse(id, protocol.Errorf(protocol.CodeInternal, "could not encode the reply"))
 	}
-	_ = s.send(frame, false)
+	use(frame)
+}
+
+// errorReply is err's protocol error for op, or nil for no error.
+func (s *Session) errorReply(op string, err error) *protocol.Error {
+	if err == nil {
+		return nil
+	}
+	return s.protocolError(op, err)
 }
 
 // HandleFrame processes one frame body from the peer. The frame may be
@@ -470,6 +509,7 @@ func (s *Session) reply(id uint64, body any, perr *protocol.Error) {
 // when the connection must close (the error has been sent to the peer when
 // possible).
 func (s *Session) HandleFrame(frame []byte) error {
+	read := time.Now()
 	s.agent.counters.framesIn.Add(1)
 	s.agent.counters.bytesIn.Add(uint64(len(frame)))
 	body := make([]byte, len(frame))
@@ -554,6 +594,10 @@ func (s *Session) HandleFrame(frame []byte) error {
 		return ErrSessionClosed
 	default:
 	}
+	if env.Op == protocol.OpRecordStep {
+		s.recordStep(env, read, release)
+		return nil
+	}
 	var req *inflightRequest
 	if wait {
 		req = s.track(env.ID)
@@ -581,6 +625,7 @@ func (s *Session) HandleFrame(frame []byte) error {
 			perr = s.protocolError(env.Op, err)
 		}
 		s.reply(env.ID, body, perr)
+		s.agent.requestStats.observe(env.Op, time.Since(read))
 	})
 	if !started {
 		if req != nil {
@@ -590,6 +635,47 @@ func (s *Session) HandleFrame(frame []byte) error {
 		release()
 	}
 	return nil
+}
+
+// recordStep answers record_step, the hot path, without a goroutine of its
+// own: the record is decoded here and queued for a commit, and the commit
+// that makes it durable queues the reply (see Agent.RecordStepThen). A
+// reply that finds the out-queue full must wait for room, which a commit
+// shared by every session cannot: that one is sent from a goroutine of its
+// own. release frees the request's places once its reply is queued, as for
+// any request.
+func (s *Session) recordStep(env protocol.Envelope, read time.Time, release func()) {
+	answered := func() {
+		s.agent.requestStats.observe(env.Op, time.Since(read))
+		release()
+	}
+	var m protocol.RecordStep
+	err := decode(env, &m)
+	if err == nil {
+		err = s.agent.RecordStepThen(s.ctx, s.caller(), RecordStepParams{
+			WorkflowID: m.WorkflowID, OwnerXID: m.OwnerXID, FunctionID: m.FunctionID, Name: m.Name,
+			Output: m.Output, Error: m.Error, Serialization: m.Serialization, ChildWorkflowID: m.ChildWorkflowID,
+			StartedAt: epochMillis(m.StartedAtMS), CompletedAt: epochMillis(m.CompletedAtMS),
+		}, func(err error) {
+			s.withReply(env.ID, protocol.Empty{}, s.errorReply(env.Op, err), func(frame []byte) {
+				if s.offer(frame) {
+					answered()
+					return
+				}
+				frame = bytes.Clone(frame)
+				if !s.agent.sup.goFn("record_step reply", func() {
+					_ = s.send(frame, false)
+					answered()
+				}) {
+					answered() // shutting down: the session closes with the agent
+				}
+			})
+		})
+	}
+	if err != nil {
+		s.reply(env.ID, nil, s.protocolError(env.Op, err))
+		answered()
+	}
 }
 
 // acquire takes a place in sem, waiting for one while the session is open.

@@ -27,6 +27,7 @@ package metrics
 import (
 	"context"
 	"net/http"
+	"sort"
 	"sync"
 	"time"
 
@@ -109,6 +110,7 @@ var (
 	framesSent            = desc("frames_sent_total", "Protocol frames queued to peers.")
 	frameBytesReceived    = desc("frame_received_bytes_total", "Bytes of protocol frame bodies received from peers.")
 	frameBytesSent        = desc("frame_sent_bytes_total", "Bytes of protocol frames queued to peers.")
+	requestSeconds        = desc("request_duration_seconds", "Time from reading a request to queueing its reply, by op: what the agent and the database add to a call (a wait's includes its waiting).", "op")
 	requestErrors         = desc("request_errors_total", "Error replies sent to peers, by protocol error code name.", "code")
 )
 
@@ -140,7 +142,7 @@ func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
 		batchRecords, batchCommitSeconds, queueDepth, queueRunning, queueDelayed, queueListUp,
 		sessionsOpen, workersConnected, waitsOpen, poolMaxConns, poolConns, poolAcquires,
 		poolEmptyAcquires, poolCanceledAcquires, poolAcquireSeconds, dbRetries,
-		framesReceived, framesSent, frameBytesReceived, frameBytesSent, requestErrors,
+		framesReceived, framesSent, frameBytesReceived, frameBytesSent, requestSeconds, requestErrors,
 	} {
 		ch <- d
 	}
@@ -181,6 +183,14 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 	counter(framesSent, m.FramesOut)
 	counter(frameBytesReceived, m.BytesIn)
 	counter(frameBytesSent, m.BytesOut)
+	ops := make([]string, 0, len(m.Requests))
+	for op := range m.Requests {
+		ops = append(ops, op)
+	}
+	sort.Strings(ops)
+	for _, op := range ops {
+		histogram(requestSeconds, m.Requests[op], op)
+	}
 	// Every code of the catalog, zeros included, so that a rate over a
 	// code that has not occurred yet is 0 rather than absent.
 	for _, info := range protocol.Catalog {

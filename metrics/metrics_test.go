@@ -266,6 +266,14 @@ func TestMetricsShowStepsFinishedWorkflowsAndQueueDepth(t *testing.T) {
 		"the step commits are observed")
 	require.GreaterOrEqual(t, rose("dbos_agent_batch_commit_duration_seconds", map[string]string{"batcher": "finish"}), 1.0,
 		"the finish commits are observed")
+	require.Equal(t, float64(workflows*stepsEach), rose("dbos_agent_request_duration_seconds", map[string]string{"op": "record_step"}),
+		"every record_step is timed once")
+	require.Equal(t, float64(workflows+1), rose("dbos_agent_request_duration_seconds", map[string]string{"op": "finish"}),
+		"the finishes are timed, the one answered with an error too")
+	require.Equal(t, float64(workflows+1), rose("dbos_agent_request_duration_seconds", map[string]string{"op": "start_workflow"}),
+		"the workers' starts and the client's enqueue are timed")
+	require.Zero(t, rose("dbos_agent_request_duration_seconds", map[string]string{"op": "send"}), "an op not called has a histogram of zeros")
+	require.Contains(t, labelValues(after, "dbos_agent_request_duration_seconds", "op"), "send")
 	require.Greater(t, rose("dbos_agent_frames_received_total", nil), float64(workflows*(stepsEach+2)))
 	require.Greater(t, rose("dbos_agent_frames_sent_total", nil), float64(workflows*(stepsEach+2)))
 	require.Greater(t, value(after, "dbos_agent_db_pool_max_connections", nil), 0.0, "the Postgres pool is reported")

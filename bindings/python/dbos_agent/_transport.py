@@ -313,7 +313,14 @@ class Connection:
         self._on_push = on_push
         self._on_lost = on_lost
         self._stream: Optional[Stream] = None
-        self._wlock = threading.Lock()
+        # Frames to send, and whether a thread is sending them (see
+        # ``_write``); both under _olock, which is never held across a send.
+        self._olock = threading.Lock()
+        self._outbox: List[bytes] = []
+        self._sending = False
+        #: How many writes to the stream carried the frames sent (for tests:
+        #: fewer than the frames when sends were combined).
+        self.writes = 0
         # Guards the pending-request table and the counters below; notified
         # whenever either changes (see ``wait_until``).
         self._plock = threading.Condition(threading.Lock())
@@ -450,12 +457,44 @@ class Connection:
             self._pending[rid] = fut
             self._plock.notify_all()
         try:
-            with self._wlock:
-                assert self._stream is not None
-                self._stream.send(frame)
+            self._write(frame)
         except (OSError, DBOSAgentUnavailableError) as e:
             self._lost(e)
         return fut
+
+    def _write(self, frame: bytes) -> None:
+        """Send a frame, combined with those other threads queue meanwhile.
+        The first thread to find no send under way becomes the sender: it
+        writes everything queued, in one write, until nothing is left; the
+        others only queue theirs and return. Sending releases the GIL, and
+        under a contended GIL each release costs a hand-off to another
+        thread and another to get it back; so a thread whose frame another
+        sends never gives up the GIL for it, and many frames cost one
+        write. The frames go in the order they were queued (a request
+        before its cancel_request). A failed write raises in the sender;
+        the connection is then lost, which fails every request in flight,
+        those whose frames it carried too."""
+        with self._olock:
+            self._outbox.append(frame)
+            if self._sending:
+                return
+            self._sending = True
+        try:
+            while True:
+                with self._olock:
+                    frames, self._outbox = self._outbox, []
+                    if not frames:
+                        self._sending = False
+                        return
+                if self._closed or self._stream is None:
+                    raise ConnectionResetError("the connection to the dbos-agent is closed")
+                self.writes += 1
+                self._stream.send(frames[0] if len(frames) == 1 else b"".join(frames))
+        except BaseException:
+            with self._olock:
+                self._sending = False
+                self._outbox = []  # the connection is lost: nothing more goes on it
+            raise
 
     def _freed_locked(self) -> None:
         """Requests left the table, or the connection closed: wake whoever
@@ -484,11 +523,10 @@ class Connection:
             self.abandoned.append((req.rid, req.op))
             self._plock.notify_all()
         frame = proto.encode_frame(proto.KIND_REQUEST, cid, proto.OP_CANCEL_REQUEST, {"request_id": req.rid})
+        if self._closed or self._stream is None:
+            return
         try:
-            with self._wlock:
-                if self._closed or self._stream is None:
-                    return
-                self._stream.send(frame)
+            self._write(frame)
         except (OSError, DBOSAgentUnavailableError) as e:
             self._lost(e)
 
