@@ -437,3 +437,84 @@ func TestEngineShutdownEndsWithinItsDeadline(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, sysdb.StatusEnqueued, wf.Status, "the unfinished run went back to its queue")
 }
+
+// dequeueCounter counts the real database's dequeues, by queue.
+type dequeueCounter struct {
+	sysdb.SystemDatabase
+	mu      sync.Mutex
+	byQueue map[string]int
+}
+
+func (d *dequeueCounter) QueueDequeue(ctx context.Context, p sysdb.QueueDequeueParams) ([]sysdb.Workflow, error) {
+	d.mu.Lock()
+	d.byQueue[p.QueueName]++
+	d.mu.Unlock()
+	return d.SystemDatabase.QueueDequeue(ctx, p)
+}
+
+func (d *dequeueCounter) count(queue string) int {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.byQueue[queue]
+}
+
+// The pollers poll here only when woken (the interval is an hour), so what
+// a run's end wakes shows.
+func hourlyPolls(counter *dequeueCounter) func(*Config) {
+	return func(c *Config) {
+		counter.SystemDatabase = c.DB
+		c.DB = counter
+		c.PollInterval = time.Hour
+	}
+}
+
+func TestARunsEndWakesAPollerHeldBackByTheWorkersSlots(t *testing.T) {
+	t.Parallel()
+	counter := &dequeueCounter{byQueue: map[string]int{}}
+	b := setup(t, hourlyPolls(counter))
+	one := 1
+	w := connect(t, b.agent, workerHello("wf", protocol.QueueRegistration{Name: "q", WorkerConcurrency: &one}))
+	c := connect(t, b.agent, clientHello())
+	enqueue(t, c, "a", "wf", "q")
+	first := w.nextRun()
+	enqueue(t, c, "b", "wf", "q") // waits: the worker's one slot is taken
+	w.noRunPushed()
+
+	// Only the end's wake can claim b: the next interval poll is an hour off.
+	w.call(protocol.OpFinish, protocol.Finish{WorkflowID: first.WorkflowID, OwnerXID: first.OwnerXID,
+		Status: sysdb.StatusSuccess, Output: str(`1`), Serialization: "portable_json"}, nil)
+	second := w.nextRun()
+	require.Equal(t, "b", second.WorkflowID)
+}
+
+func TestARunsEndWakesNoPollerThatAFreedSlotCannotHelp(t *testing.T) {
+	t.Parallel()
+	counter := &dequeueCounter{byQueue: map[string]int{}}
+	b := setup(t, hourlyPolls(counter))
+	w := connect(t, b.agent, workerHello("wf"))
+	c := connect(t, b.agent, clientHello())
+	finish := func(run protocol.Run) {
+		w.call(protocol.OpFinish, protocol.Finish{WorkflowID: run.WorkflowID, OwnerXID: run.OwnerXID,
+			Status: sysdb.StatusSuccess, Output: str(`1`), Serialization: "portable_json"}, nil)
+	}
+	// The internal queue's poller is there, and claims when woken: an
+	// enqueue wakes it, with room to spare in the worker.
+	enqueue(t, c, "queued", "wf", "")
+	finish(w.nextRun())
+	polled := counter.count(sysdb.InternalQueueName)
+	require.Positive(t, polled)
+
+	// Runs ending leave it alone: its last poll was not held back by the
+	// worker's slots, and the internal queue caps nothing across executors.
+	const runs = 10
+	for range runs {
+		var reply protocol.StartWorkflowReply
+		w.call(protocol.OpStartWorkflow, protocol.StartWorkflow{Name: "wf", Inputs: str(`[]`), Serialization: "portable_json", RunHere: true}, &reply)
+		require.NotNil(t, reply.Run)
+		finish(*reply.Run)
+	}
+	// At most one more: the enqueue's notification may come back through
+	// the database after the wake that claimed it, and wake the poller once.
+	require.LessOrEqual(t, counter.count(sysdb.InternalQueueName)-polled, 1,
+		"%d runs ended; a dequeue each would be the old behaviour", runs)
+}
