@@ -30,7 +30,7 @@ type testBundle struct {
 
 // setup starts an agent on a fresh schema; it is shut down (and checked to
 // have stopped every goroutine) when the test ends.
-func setup(t *testing.T, mods ...func(*Config)) *testBundle {
+func setup(t testing.TB, mods ...func(*Config)) *testBundle {
 	t.Helper()
 	url := pgtest.URL(t)
 	schema := pgtest.Schema(t)
@@ -56,7 +56,7 @@ func setup(t *testing.T, mods ...func(*Config)) *testBundle {
 // enginePeer is an in-process connection: it feeds a session frames and reads
 // what the session writes, as the socket server would.
 type enginePeer struct {
-	t       *testing.T
+	t       testing.TB
 	s       *Session
 	enc     *protocol.Encoder
 	mu      sync.Mutex
@@ -66,7 +66,7 @@ type enginePeer struct {
 	done    chan struct{}
 }
 
-func connect(t *testing.T, a *Agent, hello protocol.Hello) *enginePeer {
+func connect(t testing.TB, a *Agent, hello protocol.Hello) *enginePeer {
 	t.Helper()
 	p := openSession(t, a)
 	hello.MinVersion, hello.MaxVersion = protocol.MinVersion, protocol.Version
@@ -76,7 +76,7 @@ func connect(t *testing.T, a *Agent, hello protocol.Hello) *enginePeer {
 }
 
 // openSession is an in-process connection that has not said hello yet.
-func openSession(t *testing.T, a *Agent) *enginePeer {
+func openSession(t testing.TB, a *Agent) *enginePeer {
 	p := &enginePeer{t: t, s: a.NewSession("test"), enc: protocol.NewEncoder(),
 		replies: map[uint64]chan protocol.Envelope{}, pushes: make(chan protocol.Envelope, 64), done: make(chan struct{})}
 	go p.readLoop()

@@ -953,10 +953,14 @@ func (p *Postgres) recordSteps(ctx context.Context, steps []StepRecordParams, re
 	}
 	sort.Strings(workflowIDs)
 
+	// The columns that are never NULL go as []string, which pgx encodes
+	// without reflection or an allocation per element; the others as
+	// pointers, nil for NULL.
 	cols := struct {
-		wf, owner, name, out, errs, ser, child, app []*string
-		fid                                         []int32
-		started, completed                          []*int64
+		wf, owner, name            []string
+		out, errs, ser, child, app []*string
+		fid                        []int32
+		started, completed         []*int64
 	}{}
 	firstAt := map[stepRecordKey]int{}
 	for i, s := range steps {
@@ -965,11 +969,10 @@ func (p *Postgres) recordSteps(ctx context.Context, steps []StepRecordParams, re
 			continue // the same record twice in one batch: classified below
 		}
 		firstAt[key] = i
-		wf, owner, name := s.WorkflowID, s.OwnerXID, s.Name
-		cols.wf = append(cols.wf, &wf)
-		cols.owner = append(cols.owner, &owner)
+		cols.wf = append(cols.wf, s.WorkflowID)
+		cols.owner = append(cols.owner, s.OwnerXID)
 		cols.fid = append(cols.fid, int32(s.FunctionID))
-		cols.name = append(cols.name, &name)
+		cols.name = append(cols.name, s.Name)
 		cols.out = append(cols.out, s.Output)
 		cols.errs = append(cols.errs, s.Error)
 		cols.ser = append(cols.ser, s.Serialization)
