@@ -92,12 +92,11 @@ type Config struct {
 	// GracePeriod is how long shutdown lets running workflows finish
 	// (default 10s).
 	GracePeriod time.Duration
-	// StepBatchers is how many step-record commits may be in flight at once
-	// (default 2): each takes everything that waits when it starts. Fewer
-	// committers make larger batches, and a batch's fixed cost dominates
-	// Postgres's (measured: 2 beat 4 by 1.07x at 16 workflows in flight and
-	// 1.19x at 64, with less Postgres CPU per step); two, not one, so that
-	// a commit waiting on a locked workflow row does not stall every step.
+	// StepBatchers is the most step-record commits (and, apart, workflow
+	// outcome commits) in flight at once (default 2). One commits whatever
+	// waits when it starts; each other starts one only while the one before
+	// it has had a commit in flight for over 10ms, so that a commit waiting
+	// on a locked workflow row does not stall every step (see batcher).
 	StepBatchers int
 	// MaxStepBatch caps the records of one commit (default 512; 1 means
 	// one commit per step, the benchmarks' baseline).

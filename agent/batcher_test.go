@@ -143,3 +143,77 @@ func TestSubmitWithAnEndedContextIsRefusedWhenTheQueueIsFull(t *testing.T) {
 	require.ErrorIs(t, err, context.Canceled)
 	require.False(t, called, "a write refused is answered by submit's error alone")
 }
+
+// concurrentCommits commits at once, noting how many commits were ever in
+// flight together; while gate is set, each commit waits for it.
+type concurrentCommits struct {
+	now, most atomic.Int32
+	gate      chan struct{}
+	entered   chan int // each commit's size as it begins
+}
+
+func (c *concurrentCommits) commit(_ context.Context, params []int) ([]batchResult[int], error) {
+	n := c.now.Add(1)
+	defer c.now.Add(-1)
+	for {
+		m := c.most.Load()
+		if n <= m || c.most.CompareAndSwap(m, n) {
+			break
+		}
+	}
+	if c.entered != nil {
+		c.entered <- len(params)
+	}
+	if c.gate != nil {
+		<-c.gate
+	}
+	return make([]batchResult[int], len(params)), nil
+}
+
+func TestWhileCommitsAreQuickOneCommitterCommits(t *testing.T) {
+	c := &concurrentCommits{}
+	b := newBatcher(4, 8, c.commit)
+	b.overflowAfter = time.Hour // no commit is slow
+	sup := newSupervisor()
+	b.start(sup, "test batcher")
+	t.Cleanup(func() { sup.stop(5 * time.Second) })
+
+	var wg sync.WaitGroup
+	for range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for p := range 200 {
+				if _, err := b.write(context.Background(), p); err != nil {
+					t.Error(err)
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	require.EqualValues(t, 1, c.most.Load(), "the other committers start nothing while no commit is slow")
+}
+
+func TestASlowCommitLetsTheNextCommitterStartOne(t *testing.T) {
+	c := &concurrentCommits{gate: make(chan struct{}), entered: make(chan int, 8)}
+	b := newBatcher(2, 8, c.commit)
+	b.overflowAfter = time.Millisecond
+	sup := newSupervisor()
+	b.start(sup, "test batcher")
+	t.Cleanup(func() { sup.stop(5 * time.Second) })
+
+	first := make(chan error, 1)
+	go func() { _, err := b.write(context.Background(), 1); first <- err }()
+	require.Equal(t, 1, <-c.entered)
+	// The first commit is held (a locked row): a write that comes now is
+	// committed beside it, by the second committer, once the first has
+	// been in flight for overflowAfter.
+	second := make(chan error, 1)
+	go func() { _, err := b.write(context.Background(), 2); second <- err }()
+	require.Equal(t, 1, <-c.entered)
+	require.EqualValues(t, 2, c.now.Load(), "two commits in flight")
+	close(c.gate)
+	require.NoError(t, <-first)
+	require.NoError(t, <-second)
+}

@@ -1,9 +1,9 @@
 // Package metrics exports the engine's state to Prometheus: workflows
 // started, finished, recovered and dead-lettered; steps recorded; the
-// group-commit batches' sizes and latencies; each queue's depth, running
-// and delayed workflows; connected sessions and workers; open waits by
-// kind; the database pool's use and retries; frames in and out and error
-// replies by code.
+// group-commit batches' sizes and latencies; how long each op's requests
+// take in the agent; each queue's depth, running and delayed workflows;
+// connected sessions and workers; open waits by kind; the database pool's
+// use and retries; frames in and out and error replies by code.
 //
 // Everything is read from the engine when Prometheus scrapes (agent.Agent's
 // Metrics, PoolStats and ListQueues): the engine keeps lock-free counters
@@ -11,8 +11,8 @@
 // listing, is bounded by a timeout and cached for QueueCacheTTL so that
 // scrapes cannot load the database.
 //
-// Every label has a bounded set of values: statuses, error codes and kinds
-// of wait are enumerations, queue names are those registered or holding
+// Every label has a bounded set of values: statuses, ops, error codes and
+// kinds of wait are enumerations, queue names are those registered or holding
 // active workflows; no workflow id is ever a label.
 //
 // Mount it on the admin server's mux:

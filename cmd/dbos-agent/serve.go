@@ -139,7 +139,7 @@ func serveCommand(plugin bool) *cobra.Command {
 	f.DurationVar(&pollInterval, "poll-interval", 0, "queue polling interval when idle (default 1s)")
 	f.DurationVar(&grace, "grace-period", 0, "how long SIGTERM lets running workflows finish (default 10s)")
 	f.IntVar(&stepBatchMax, "step-batch-max", 0, "most step records in one commit (default 512; 1 = one commit per step)")
-	f.IntVar(&committers, "step-committers", 0, "step-record commits in flight at once (default 2)")
+	f.IntVar(&committers, "step-committers", 0, "most step-record commits in flight at once: one commits what waits, each other only while the one before it has been committing for over 10ms (default 2)")
 	f.Int32Var(&poolSize, "pool-size", hosting.DefaultPoolSize, "most database connections the agent opens")
 	f.DurationVar(&sweep, "sweep-interval", 0, "how often delayed workflows are released and timed-out ones cancelled (default 1s)")
 	f.DurationVar(&schedPoll, "schedule-interval", 0, "how often schedules are re-read from the database (default 10s)")
