@@ -981,9 +981,16 @@ func (p *Postgres) recordSteps(ctx context.Context, steps []StepRecordParams, re
 		cols.completed = append(cols.completed, s.CompletedAt)
 		cols.app = append(cols.app, s.ApplicationName)
 	}
-	rows, err := p.pool.Query(ctx, p.sql("StepRecordMany"), workflowIDs,
-		cols.wf, cols.fid, cols.owner, cols.name, cols.out, cols.errs, cols.ser,
-		cols.child, cols.started, cols.completed, cols.app)
+	var rows pgx.Rows
+	var err error
+	if len(cols.wf) == 1 {
+		rows, err = p.pool.Query(ctx, p.sql("StepRecordOne"), cols.wf[0], cols.fid[0], cols.owner[0], cols.name[0],
+			cols.out[0], cols.errs[0], cols.ser[0], cols.child[0], cols.started[0], cols.completed[0], cols.app[0])
+	} else {
+		rows, err = p.pool.Query(ctx, p.sql("StepRecordMany"), workflowIDs,
+			cols.wf, cols.fid, cols.owner, cols.name, cols.out, cols.errs, cols.ser,
+			cols.child, cols.started, cols.completed, cols.app)
+	}
 	if err != nil {
 		return err
 	}

